@@ -1,0 +1,1 @@
+"""Closed-form per-device memory model and plan search (T1 §7.1)."""

@@ -1,0 +1,1 @@
+"""Verifier reports to per-assertion outcomes to scalar reward (T1 §5)."""

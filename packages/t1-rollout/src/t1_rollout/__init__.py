@@ -1,0 +1,1 @@
+"""Engines, sandboxes, agent harness and scheduler."""

@@ -1,0 +1,1 @@
+"""Versioned pydantic specs of a T1 run and recipe loading."""

@@ -1,0 +1,1 @@
+"""Terminal task bundles in Harbor layout, pools, bundled mini pool."""

@@ -1,0 +1,1 @@
+"""Chat template and token-in-token-out stitching (T1 §4.1)."""

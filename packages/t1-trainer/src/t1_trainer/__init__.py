@@ -1,0 +1,1 @@
+"""PPO with a full critic, GAE, warm-up, backends."""

@@ -1,0 +1,1 @@
+"""The t1 command line."""
