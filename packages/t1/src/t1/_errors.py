@@ -1,0 +1,38 @@
+"""Uniform error reporting for the CLI: a message on stderr, no traceback unless ``--debug``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from rich.console import Console
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_INVALID_INPUT = 2
+
+err_console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Turn exceptions into a one-line stderr message and an exit code.
+
+    Args:
+        debug: re-raise with the full traceback instead.
+        invalid: exception types that mean invalid input (exit 2); anything else exits 1.
+
+    Raises:
+        SystemExit: with code 2 for ``invalid`` (and ``FileNotFoundError``, ``ValueError``), 1 otherwise.
+    """
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the CLI boundary reports everything
+        if debug:
+            raise
+        code = EXIT_INVALID_INPUT if isinstance(exc, invalid + (FileNotFoundError, ValueError)) else 1
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(code)
