@@ -1,1 +1,29 @@
-"""Verifier reports to per-assertion outcomes to scalar reward (T1 §5)."""
+"""Verifier reports to per-assertion outcomes to scalar reward (T1 §5).
+
+`read_report` reads a verifier directory (CTRF JSON, JUnit XML, reward.json / reward.txt) into a `Report`;
+`compute_reward` turns it into the trial's scalar under a reward spec (dense P/S by default, T1 §5.2, Eq. 20),
+falling back to the binary outcome, tagged by cause, when the per-assertion report is not usable.
+"""
+
+from t1_reward.outcomes import AssertionOutcome, AssertionStatus, FallbackCause, Report, VerifierReportError
+from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt
+from t1_reward.report import read_report
+from t1_reward.reward import RATIO_COEFFICIENT, RewardResult, compute_reward, dense_reward, ratio_reward
+
+__all__ = [
+    "RATIO_COEFFICIENT",
+    "AssertionOutcome",
+    "AssertionStatus",
+    "FallbackCause",
+    "Report",
+    "RewardResult",
+    "VerifierReportError",
+    "compute_reward",
+    "dense_reward",
+    "parse_ctrf",
+    "parse_junit",
+    "parse_reward_json",
+    "parse_reward_txt",
+    "ratio_reward",
+    "read_report",
+]

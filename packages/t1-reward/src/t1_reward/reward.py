@@ -1,0 +1,131 @@
+"""Scalar reward from a verifier report: dense P/S, the ratio variant, or binary (T1 §5.2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from t1_reward.outcomes import AssertionStatus, FallbackCause, Report
+
+#: The paper's ratio-variant coefficient (T1 §5.2: r = max(b, 0.4 P/T)).
+RATIO_COEFFICIENT = 0.4
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    """The scalar reward of one trial and how it was obtained.
+
+    Attributes:
+        value: The reward r. None means no outcome is available at all (no usable per-assertion report and no
+            binary outcome): the trial is an infrastructure failure, never the agent's 0; the caller records
+            it as failed with `fallback` as the cause.
+        passed: P, assertions passed in the report (0 when there is none).
+        total: T, assertions reported (skipped included).
+        binary: The binary outcome b the report carried, or None.
+        fallback: Why the per-assertion outcomes were not used, or None.
+        kind: The formula actually applied: ``"dense"``, ``"ratio"``, ``"binary"``, ``"binary_fallback"`` (the
+            per-assertion report was not usable and b was used instead) or ``"none"`` (value is None).
+    """
+
+    value: float | None
+    passed: int
+    total: int
+    binary: float | None
+    fallback: FallbackCause | None
+    kind: str
+
+
+def dense_reward(passed: int, scale: float) -> float:
+    """Dense reward r = P / S: the absolute passing count on a fixed global scale (T1 §5.2, Eq. 20).
+
+    Not clamped: a task with more than S passing assertions scores above 1 (S = 20 sits near the 90th
+    percentile of assertion counts; the maximum is about 35).
+
+    Args:
+        passed: P, the number of passing assertions (>= 0).
+        scale: S, the global scale (> 0; the paper uses 20).
+
+    Returns:
+        P / S.
+
+    Raises:
+        ValueError: P < 0, or S not a positive finite number.
+    """
+    if passed < 0:
+        raise ValueError(f"passed must be >= 0, got {passed}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale S must be a positive finite number, got {scale}")
+    return passed / scale
+
+
+def ratio_reward(passed: int, total: int, binary: float, coefficient: float = RATIO_COEFFICIENT) -> float:
+    """The earlier ratio variant r = max(b, c P/T) clamped to [0, max(1, b)], kept for comparison (T1 §5.2).
+
+    Args:
+        passed: P, passing assertions (0 <= P <= T).
+        total: T, all assertions reported; with T = 0 the ratio term is 0 and r = clamp(b).
+        binary: b, the terminal outcome.
+        coefficient: c, 0.4 in the paper.
+
+    Returns:
+        The clamped reward.
+
+    Raises:
+        ValueError: P or T negative, P > T, or a non-finite b or c.
+    """
+    if passed < 0 or total < 0 or passed > total:
+        raise ValueError(f"need 0 <= passed <= total, got passed={passed}, total={total}")
+    if not (math.isfinite(binary) and math.isfinite(coefficient)):
+        raise ValueError(f"binary and coefficient must be finite, got {binary}, {coefficient}")
+    ratio = coefficient * passed / total if total else 0.0
+    return min(max(max(binary, ratio), 0.0), max(1.0, binary))
+
+
+def _derived_binary(report: Report) -> float:
+    # As Harbor's template does (pytest exit code): solved iff nothing failed and something passed.
+    failed = any(o.status in (AssertionStatus.FAILED, AssertionStatus.OTHER) for o in report.outcomes)
+    return 1.0 if report.passed > 0 and not failed else 0.0
+
+
+def compute_reward(report: Report, spec: Any) -> RewardResult:
+    """Turn a verifier `Report` into the trial's scalar reward under a reward spec (T1 §5.2, Algorithm 5.2).
+
+    With a usable per-assertion report: ``dense`` gives P / S (Eq. 20); ``ratio`` gives max(b, c P/T) clamped;
+    ``binary`` gives b. When b is needed but the reward file is absent, b is derived from the outcomes (1 if
+    at least one passed and none failed, as a pytest exit code would say). Without a usable per-assertion
+    report (``report.fallback`` set) every kind falls back to b, so a solved task never scores 0; without b
+    either, the value is None (infrastructure failure, recorded with its cause, never scored as the agent's
+    0).
+
+    Args:
+        report: From `read_report`.
+        spec: A ``t1_spec`` RewardSpec, or any object with ``kind`` (``"dense"``, ``"ratio"``, ``"binary"``)
+            and, for dense, ``scale`` (S), for ratio, ``coefficient`` (c; 0.4 if the attribute is absent).
+
+    Returns:
+        The `RewardResult`.
+
+    Raises:
+        ValueError: unknown ``spec.kind`` or an invalid scale/coefficient (programmer or recipe error).
+        AttributeError: ``spec`` lacks ``kind``, or a dense spec lacks ``scale``.
+    """
+    kind = str(spec.kind)
+    if kind not in ("dense", "ratio", "binary"):
+        raise ValueError(f"unknown reward kind {kind!r}; expected 'dense', 'ratio' or 'binary'")
+    passed, total = report.passed, report.total
+
+    def result(value: float | None, used: str) -> RewardResult:
+        return RewardResult(value, passed, total, report.binary, report.fallback, used)
+
+    if report.fallback is not None:
+        if report.binary is None:
+            return result(None, "none")
+        return result(report.binary, "binary_fallback")
+    if kind == "dense":
+        return result(dense_reward(passed, float(spec.scale)), "dense")
+    binary = report.binary if report.binary is not None else _derived_binary(report)
+    if kind == "ratio":
+        coefficient = float(getattr(spec, "coefficient", RATIO_COEFFICIENT))
+        return result(ratio_reward(passed, total, binary, coefficient), "ratio")
+    return result(binary, "binary")
