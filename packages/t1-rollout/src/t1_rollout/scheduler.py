@@ -1,0 +1,176 @@
+"""Admission control and oversampling for one rollout batch (T1 §7.4).
+
+The scheduler launches ``launched`` trials for a batch that needs ``admitted`` of them, admits the first
+finished ones,
+and cancels the straggler tail once the batch is full (560 launched for 512 admitted in production). Sandbox
+creation is
+paced by a token bucket (6 per second) under a provider quota (600 per minute), and at most ``concurrency``
+trials run
+at once (the per-node cap). Cancelled trials reclaim their sandboxes before the batch is returned.
+
+The cancelled tail is not a uniform sample: it concentrates the slowest task families (T1 §10).
+:class:`BatchResult`
+therefore reports retention by family, so the selection bias is visible in the run's metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from t1_rollout.trial import TrialRecord, new_trial_id
+from t1_tasks import Task
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Oversampling and admission limits (the recipe's ``rollout`` section).
+
+    Attributes:
+        admitted: finished trials a batch needs (the PPO batch).
+        concurrency: trials in flight at once (the per-node cap).
+        creation_rate_per_s: sandbox creations per second (token-bucket refill rate; T1: 6).
+        creation_quota_per_min: provider quota on creations per minute (T1: 600).
+    """
+
+    admitted: int
+    concurrency: int
+    creation_rate_per_s: float
+    creation_quota_per_min: float
+
+
+class TokenBucket:
+    """A token bucket: ``rate`` tokens per second, at most ``capacity`` stored.
+
+    Args:
+        rate: refill rate, tokens per second (> 0).
+        capacity: bucket size, tokens (>= 1); the bucket starts full.
+
+    Raises:
+        ValueError: for a non-positive rate or a capacity below 1.
+    """
+
+    def __init__(self, rate: float, capacity: float) -> None:
+        if rate <= 0 or capacity < 1:
+            raise ValueError(
+                f"token bucket needs rate > 0 and capacity >= 1, got rate={rate}, capacity={capacity}"
+            )
+        self.rate = rate
+        self.capacity = capacity
+        self._tokens = capacity
+        self._stamp = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        """Wait until one token is available and take it."""
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+                self._stamp = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self.rate)
+
+
+@dataclass
+class BatchResult:
+    """The outcome of one oversampled batch.
+
+    Attributes:
+        admitted: finished trials admitted into the batch, in completion order.
+        finished_late: trials that finished after the batch was full (not trained on).
+        failed: trials that failed, each with its cause.
+        cancelled: trials cancelled as the straggler tail.
+        launched: trials launched.
+        wall_s: wall time of the batch, seconds.
+    """
+
+    admitted: list[TrialRecord] = field(default_factory=list)
+    finished_late: list[TrialRecord] = field(default_factory=list)
+    failed: list[TrialRecord] = field(default_factory=list)
+    cancelled: list[TrialRecord] = field(default_factory=list)
+    launched: int = 0
+    wall_s: float = 0.0
+
+    def retention_by_family(self) -> dict[str, float]:
+        """Fraction of launched trials of each family that were admitted (T1 §10 oversampling bias)."""
+        launched = Counter(
+            r.family for r in self.admitted + self.finished_late + self.failed + self.cancelled
+        )
+        kept = Counter(r.family for r in self.admitted)
+        return {family: kept[family] / n for family, n in sorted(launched.items())}
+
+
+async def collect_batch(
+    tasks: Sequence[Task],
+    run_one: Callable[[Task, TrialRecord], Awaitable[TrialRecord]],
+    config: SchedulerConfig,
+) -> BatchResult:
+    """Launch one trial per task, admit the first ``config.admitted`` that finish, cancel the rest.
+
+    Args:
+        tasks: the tasks to launch, in launch order (``len(tasks)`` is the oversampled count).
+        run_one: runs a trial and fills the given record (e.g. :func:`t1_rollout.trial.run_trial` bound to the
+            engine and sandbox factory); it must record failures rather than raise.
+        config: admission limits.
+
+    Returns:
+        The :class:`BatchResult`. When fewer trials finish than ``config.admitted``, the batch is short: every
+        finished trial is admitted and the shortfall is visible in the counts.
+
+    Raises:
+        ValueError: when fewer tasks are given than the batch admits.
+    """
+    if len(tasks) < config.admitted:
+        raise ValueError(
+            f"launched {len(tasks)} trials for a batch of {config.admitted}: launch at least as many"
+        )
+    start = time.monotonic()
+    gate = asyncio.Semaphore(config.concurrency)
+    rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s))
+    quota = TokenBucket(config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min)
+    result = BatchResult(launched=len(tasks))
+    records = [TrialRecord(trial_id=new_trial_id(t.id), task_id=t.id, family=t.category) for t in tasks]
+
+    async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
+        async with gate:
+            await rate.acquire()
+            await quota.acquire()
+            return await run_one(task, record)
+
+    pending = {asyncio.create_task(guarded(t, r)): r for t, r in zip(tasks, records, strict=True)}
+    try:
+        while pending and len(result.admitted) < config.admitted:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                record = pending.pop(fut)
+                exc = fut.exception()
+                if exc is not None:
+                    record.status = "failed"
+                    record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
+                if record.status == "finished" and len(result.admitted) < config.admitted:
+                    result.admitted.append(record)
+                elif record.status == "finished":
+                    result.finished_late.append(record)
+                else:
+                    result.failed.append(record)
+    finally:
+        # Cancel the straggler tail and wait for it, so every sandbox is reclaimed before we return.
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for record in pending.values():
+            if record.status == "finished":
+                result.finished_late.append(record)
+            else:
+                record.status = "cancelled"
+                record.cause = record.cause or "scheduler: cancelled before it started"
+                result.cancelled.append(record)
+    result.wall_s = time.monotonic() - start
+    return result

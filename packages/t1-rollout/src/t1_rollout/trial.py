@@ -1,0 +1,204 @@
+"""One trial: sandbox -> environment -> agent episode -> held-out verifier -> reward -> stitched samples.
+
+A trial never loses its cause: every failure is recorded in :class:`TrialRecord` with the stage it happened
+in. A
+failure of the infrastructure (sandbox start, engine, verifier without any outcome) marks the trial
+``failed`` and it
+is never scored as the agent's 0 (T1 §7.4; ``../shared/reference/harbor_tb.md`` §6 lists frameworks that
+did). The
+sandbox is reclaimed on every path, cancellation included, by its async context manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from t1_reward import Report, RewardResult, compute_reward, read_report
+from t1_rollout.engine.base import Engine, SamplingParams
+from t1_rollout.harness import Episode, HarnessConfig, run_episode
+from t1_rollout.sandbox.base import Sandbox
+from t1_rollout.verify import VerifierRun, run_verifier
+from t1_tasks import Task
+from t1_tito import Sample, StitchResult, TitoSession, stitch
+
+TrialStatus = Literal["finished", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TrialLimits:
+    """Per-trial deadlines, seconds (T1 §7.4: 5400 remote, 3600 agent, 900 verifier in production).
+
+    Attributes:
+        remote_deadline_s: the whole trial, sandbox creation to reclamation.
+        agent_deadline_s: the agent episode.
+        verifier_deadline_s: the verifier run.
+        build_deadline_s: building the task environment in the sandbox.
+    """
+
+    remote_deadline_s: float
+    agent_deadline_s: float
+    verifier_deadline_s: float
+    build_deadline_s: float = 300.0
+
+
+@dataclass
+class TrialRecord:
+    """Everything one trial produced, kept whether it finished or failed.
+
+    Attributes:
+        trial_id: unique id, ``<task_id>__<8 hex>``.
+        task_id: the task's id.
+        family: the task's category (used for retention statistics).
+        status: ``finished`` (a reward exists), ``failed`` (infrastructure or harness failure, with
+        ``cause``) or
+            ``cancelled`` (the scheduler cancelled the straggler tail).
+        cause: ``<stage>: <message>`` for failed and cancelled trials.
+        episode: the agent episode (may be partial).
+        verifier: the verifier run, when it ran.
+        report: the parsed verifier report.
+        reward: the scalar reward and its provenance; ``reward.value`` is never invented for a failed trial.
+        stitch: the stitched samples and the TITO drift audit (finished trials only).
+        timings: seconds per stage: ``sandbox_start``, ``agent``, ``generate``, ``verifier``, ``total``.
+    """
+
+    trial_id: str
+    task_id: str
+    family: str
+    status: TrialStatus = "failed"
+    cause: str | None = None
+    episode: Episode | None = None
+    verifier: VerifierRun | None = None
+    report: Report | None = None
+    reward: RewardResult | None = None
+    stitch: StitchResult | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> list[Sample]:
+        """The trial's training samples (empty unless finished)."""
+        return list(self.stitch.samples) if self.stitch is not None else []
+
+
+def new_trial_id(task_id: str) -> str:
+    """A unique trial id for ``task_id``."""
+    return f"{task_id}__{uuid.uuid4().hex[:8]}"
+
+
+async def run_trial(
+    task: Task,
+    *,
+    sandbox_factory: Callable[[], Sandbox],
+    engine: Engine,
+    tito: TitoSession,
+    sampling: SamplingParams,
+    harness: HarnessConfig,
+    limits: TrialLimits,
+    reward_spec: Any,
+    out_dir: Path,
+    record: TrialRecord | None = None,
+) -> TrialRecord:
+    """Run one trial end to end.
+
+    Args:
+        task: the task bundle.
+        sandbox_factory: makes a fresh, unstarted sandbox.
+        engine: the inference engine serving the behaviour policy.
+        tito: the TITO session (tokenizer and chat template).
+        sampling: sampling parameters.
+        harness: limits of the agent episode.
+        limits: per-trial deadlines.
+        reward_spec: the recipe's reward section (``kind`` dense | ratio | binary).
+        out_dir: where the verifier's files are kept (``<out_dir>/<trial_id>/``).
+        record: filled in place when given, so a caller that cancels the trial keeps what it had.
+
+    Returns:
+        The :class:`TrialRecord`. This function does not raise for trial failures; it records them. It
+        re-raises
+        ``asyncio.CancelledError`` after marking the record ``cancelled`` (the sandbox is reclaimed first).
+    """
+    rec = record or TrialRecord(trial_id=new_trial_id(task.id), task_id=task.id, family=task.category)
+    t_start = time.monotonic()
+    stage = "sandbox_start"
+    try:
+        async with asyncio.timeout(limits.remote_deadline_s):
+            async with sandbox_factory() as sandbox:
+                t0 = time.monotonic()
+                await sandbox.start(task.environment_dir, timeout_s=limits.build_deadline_s)
+                rec.timings["sandbox_start"] = time.monotonic() - t0
+
+                stage = "agent"
+                shell = await sandbox.open_shell()
+                rec.episode = Episode()
+                t0 = time.monotonic()
+                try:
+                    async with asyncio.timeout(limits.agent_deadline_s):
+                        await run_episode(
+                            instruction=task.instruction,
+                            shell=shell,
+                            engine=engine,
+                            tito=tito,
+                            sampling=sampling,
+                            config=harness,
+                            episode=rec.episode,
+                        )
+                except TimeoutError:
+                    # The agent ran out of time; as in Harbor, the verifier still grades what it left behind.
+                    rec.episode.finish = "agent_deadline"
+                finally:
+                    rec.episode.agent_time_s = time.monotonic() - t0
+                    rec.timings["agent"] = rec.episode.agent_time_s
+                    rec.timings["generate"] = rec.episode.generate_time_s
+                    await shell.close()
+
+                stage = "verifier"
+                t0 = time.monotonic()
+                rec.verifier = await run_verifier(
+                    sandbox, task, timeout_s=limits.verifier_deadline_s, out_dir=out_dir / rec.trial_id
+                )
+                rec.timings["verifier"] = time.monotonic() - t0
+        stage = "reward"
+        rec.report = read_report(
+            rec.verifier.out_dir, timed_out=rec.verifier.timed_out, crashed=rec.verifier.error is not None
+        )
+        rec.reward = compute_reward(rec.report, reward_spec)
+        if rec.reward.value is None:
+            rec.status = "failed"
+            rec.cause = f"verifier: no outcome available ({rec.report.fallback}; {rec.report.detail})"
+            return rec
+        stage = "stitch"
+        if not rec.episode.turns:
+            rec.status = "failed"
+            rec.cause = "agent: the episode sampled no tokens"
+            return rec
+        rec.stitch = stitch(
+            rec.episode.turns,
+            reward=rec.reward.value,
+            task_id=task.id,
+            family=task.category,
+            trial_id=rec.trial_id,
+        )
+        rec.status = "finished"
+        return rec
+    except asyncio.CancelledError:
+        rec.status = "cancelled"
+        rec.cause = f"{stage}: cancelled by the scheduler"
+        raise
+    except TimeoutError:
+        rec.status = "failed"
+        rec.cause = f"{stage}: remote deadline of {limits.remote_deadline_s:.0f} s exceeded"
+        return rec
+    except Exception as exc:  # noqa: BLE001 - a trial records every failure with its stage and cause
+        rec.status = "failed"
+        last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        where = f" ({Path(last.filename).name}:{last.lineno})" if last else ""
+        rec.cause = f"{stage}: {type(exc).__name__}: {exc}{where}"
+        return rec
+    finally:
+        rec.timings["total"] = time.monotonic() - t_start

@@ -1,0 +1,96 @@
+"""The run directory: everything a run leaves behind, named by its recipe and the hash of the resolved recipe.
+
+Layout::
+
+    runs/<recipe name>-<UTC time>-<hash8>/
+        recipe.yaml              the fully resolved recipe (defaults included)
+        metrics.jsonl            one JSON object per step (warm-up steps carry "phase": "critic_warmup")
+        trajectories/step-NNNN/<trial_id>.json   every trial: status, cause, messages, token counts, reward
+        verifier/<trial_id>/     the verifier's files as read back (ctrf.json, reward.json, test-stdout.txt)
+        weights/actor.safetensors, weights/critic.safetensors   the final weights
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run.
+
+    Attributes:
+        root: the run's directory.
+    """
+
+    root: Path
+
+    @classmethod
+    def create(cls, run_root: Path, name: str, resolved_recipe: dict[str, Any]) -> RunDir:
+        """Create a fresh run directory and write the resolved recipe into it.
+
+        Args:
+            run_root: the parent folder (the recipe's ``logging.run_root``).
+            name: the recipe's name.
+            resolved_recipe: the recipe as plain data, defaults included.
+
+        Returns:
+            The new :class:`RunDir`.
+        """
+        text = yaml.safe_dump(resolved_recipe, sort_keys=False)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        root = run_root / f"{name}-{stamp}-{digest}"
+        suffix = 1
+        while root.exists():
+            suffix += 1
+            root = run_root / f"{name}-{stamp}-{digest}-{suffix}"
+        root.mkdir(parents=True)
+        (root / "recipe.yaml").write_text(text)
+        for sub in ("trajectories", "verifier", "weights"):
+            (root / sub).mkdir()
+        return cls(root)
+
+    @property
+    def metrics_path(self) -> Path:
+        """``metrics.jsonl``."""
+        return self.root / "metrics.jsonl"
+
+    @property
+    def verifier_dir(self) -> Path:
+        """Parent folder of the per-trial verifier outputs."""
+        return self.root / "verifier"
+
+    @property
+    def weights_dir(self) -> Path:
+        """Folder of the final weights."""
+        return self.root / "weights"
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        """Append one step's metrics as a JSON line."""
+        with self.metrics_path.open("a") as fh:
+            fh.write(json.dumps(row, sort_keys=False, default=_jsonable) + "\n")
+
+    def write_trajectory(self, step_label: str, trial_id: str, payload: dict[str, Any]) -> Path:
+        """Write one trial's record under ``trajectories/<step_label>/<trial_id>.json``."""
+        folder = self.root / "trajectories" / step_label
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{trial_id}.json"
+        path.write_text(json.dumps(payload, indent=1, default=_jsonable))
+        return path
+
+
+def _jsonable(value: Any) -> Any:
+    """Fallback JSON encoding for numpy scalars, paths and enums."""
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "value"):
+        return value.value
+    return str(value)

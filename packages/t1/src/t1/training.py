@@ -1,0 +1,434 @@
+"""The embedded training loop: rollout, reward, TITO samples, critic then actor, publish; once per step.
+
+One step (T1 §2, Fig. 2): the scheduler launches ``rollout.launched`` trials on tasks taken in the pool's
+per-epoch
+seeded order, admits the first ``rollout.admitted`` that finish and cancels the tail (§7.4); every admitted
+trial is
+stitched into samples whose four streams stay aligned (§4.1); the trainer computes the critic's pre-update
+values, GAE,
+updates the critic and then the actor with routing replay (§4.2, §4.5); the new actor weights are published
+to the
+engine with generation quiesced, so its weight version advances by one (Appendix 12).
+
+The embedded loop runs rollout and training one after the other on the same CPU, so every sample of step
+``t`` was
+drawn by policy version ``t`` (staleness 0). The one-step asynchronous pipeline of the paper (rollout of step
+``t+1``
+overlapping training of step ``t`` on disjoint devices) is not built yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from t1_rollout.engine.base import SamplingParams
+
+from t1.run_dir import RunDir
+from t1_rollout.harness import HarnessConfig
+from t1_rollout.scheduler import BatchResult, SchedulerConfig, collect_batch
+from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
+from t1_spec import Recipe
+from t1_tasks import Pool, Task
+
+
+@dataclass
+class RunSummary:
+    """What a finished run reports.
+
+    Attributes:
+        run_dir: the run directory.
+        steps: PPO steps completed.
+        warmup_steps: critic warm-up steps completed.
+        wall_s: wall time per stage, seconds (``setup``, ``warmup``, ``rollout``, ``train``, ``publish``,
+        ``total``).
+        last_metrics: the last step's metrics row.
+    """
+
+    run_dir: Path
+    steps: int = 0
+    warmup_steps: int = 0
+    wall_s: dict[str, float] = field(default_factory=dict)
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def task_stream(pool: Pool, seed: int) -> Iterator[tuple[int, Task]]:
+    """Tasks in per-epoch seeded order, epoch after epoch (T1 §3: mandatory for a pool stored in rank order).
+
+    Yields:
+        ``(epoch, task)`` pairs, forever.
+    """
+    epoch = 0
+    while True:
+        for task in pool.epoch_order(epoch, seed):
+            yield epoch, task
+        epoch += 1
+
+
+def trial_payload(record: TrialRecord) -> dict[str, Any]:
+    """A trial's record as JSON-ready data for ``trajectories/``."""
+    episode = record.episode
+    turns = episode.turns if episode else []
+    audit = record.stitch.audit if record.stitch else None
+    return {
+        "trial_id": record.trial_id,
+        "task_id": record.task_id,
+        "family": record.family,
+        "status": record.status,
+        "cause": record.cause,
+        "finish": episode.finish if episode else None,
+        "parse_failures": episode.parse_failures if episode else 0,
+        "turns": len(turns),
+        "prompt_tokens": [len(t.prompt_ids) for t in turns],
+        "completion_tokens": [len(t.output_ids) for t in turns],
+        "policy_versions": sorted({t.policy_version for t in turns}),
+        "messages": episode.messages if episode else [],
+        "reward": None if record.reward is None else record.reward.value,
+        "assertions_passed": None if record.reward is None else record.reward.passed,
+        "assertions_total": None if record.reward is None else record.reward.total,
+        "fallback": None if record.reward is None else record.reward.fallback,
+        "outcomes": [
+            {"name": o.name, "status": o.status, "message": o.message}
+            for o in (record.report.outcomes if record.report else ())
+        ],
+        "verifier": None
+        if record.verifier is None
+        else {
+            "exit_code": record.verifier.exit_code,
+            "timed_out": record.verifier.timed_out,
+            "error": record.verifier.error,
+            "dir": str(record.verifier.out_dir),
+        },
+        "samples": [
+            {"chunk": s.chunk_index, "tokens": int(len(s.token_ids)), "loss_tokens": int(s.loss_mask.sum())}
+            for s in record.samples
+        ],
+        "tito": None
+        if audit is None
+        else {"loss_tokens": audit.loss_tokens, "drifted": audit.drifted_loss_tokens, "splits": audit.splits},
+        "timings_s": record.timings,
+    }
+
+
+def rollout_metrics(batch: BatchResult) -> dict[str, Any]:
+    """Per-step rollout metrics of issue 2 part 10, from the admitted batch and its failures.
+
+    Reward and assertion figures are over admitted trials only (those trained on); failures are counted by
+    cause
+    stage and never enter the reward mean.
+    """
+    admitted = batch.admitted
+    rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
+    passed = [r.reward.passed for r in admitted if r.reward]
+    total = [r.reward.total for r in admitted if r.reward]
+    fallbacks = Counter(str(r.reward.fallback) for r in admitted if r.reward and r.reward.fallback)
+    episodes = [r.episode for r in admitted if r.episode]
+    n_turns = [len(e.turns) for e in episodes]
+    parse_fail = sum(e.parse_failures for e in episodes)
+    samples = [s for r in admitted for s in r.samples]
+    audits = [r.stitch.audit for r in admitted if r.stitch]
+    loss_tokens = sum(a.loss_tokens for a in audits)
+    drifted = sum(a.drifted_loss_tokens for a in audits)
+    failure_stages = Counter((r.cause or "unknown").split(":", 1)[0] for r in batch.failed)
+    return {
+        "reward_mean": statistics.fmean(rewards) if rewards else None,
+        "assertions_passed_mean": statistics.fmean(passed) if passed else None,
+        "assertions_total_mean": statistics.fmean(total) if total else None,
+        "fallbacks": dict(fallbacks),
+        "parse_failure_rate": parse_fail / max(1, sum(n_turns)),
+        "turns_mean": statistics.fmean(n_turns) if n_turns else None,
+        "tokens_mean": statistics.fmean(len(s.token_ids) for s in samples) if samples else None,
+        "loss_tokens": int(sum(int(s.loss_mask.sum()) for s in samples)),
+        "tito_drift_loss_region": drifted / loss_tokens if loss_tokens else 0.0,
+        "tito_drifted_tokens": drifted,
+        "chunks_split": sum(a.splits for a in audits),
+        "samples": len(samples),
+        "trials_launched": batch.launched,
+        "trials_admitted": len(admitted),
+        "trials_finished": len(admitted) + len(batch.finished_late),
+        "trials_failed": len(batch.failed),
+        "trials_cancelled": len(batch.cancelled),
+        "failures_by_stage": dict(failure_stages),
+        "retention_by_family": batch.retention_by_family(),
+        "policy_versions": [s.policy_version for s in samples],
+        "finish_reasons": dict(Counter(e.finish for e in episodes)),
+    }
+
+
+class Trainer:
+    """Wires the packages together for one recipe and runs it.
+
+    Args:
+        recipe: the validated recipe (embedded engine, local sandbox, torch backend).
+        resolved: the resolved recipe as plain data (written into the run directory).
+        console: where progress and the per-step table go.
+
+    Raises:
+        NotImplementedError: for an engine, sandbox or backend kind the embedded loop does not run (SGLang,
+        Daytona,
+            Docker, Harbor, Megatron are cluster backends, not built into this loop yet).
+    """
+
+    def __init__(self, recipe: Recipe, resolved: dict[str, Any], console: Console | None = None) -> None:
+        self.recipe = recipe
+        self.resolved = resolved
+        self.console = console or Console()
+        for section, kind, supported in (
+            ("engine", recipe.engine.kind, "embedded"),
+            ("sandbox", recipe.sandbox.kind, "local"),
+            ("trainer", recipe.trainer.backend, "torch"),
+        ):
+            if kind != supported:
+                raise NotImplementedError(
+                    f"{section} '{kind}' is not built into the embedded training loop yet; "
+                    f"use {section} '{supported}' (see docs/recipes.md)"
+                )
+
+    def _build(self) -> None:
+        """Create the run directory, tokenizer, engine, trainer backend, pool and sandbox factory."""
+        # Heavy imports stay here so `t1 --help` and recipe verbs start fast.
+        from t1_rollout.engine.embedded import EmbeddedEngine
+        from t1_rollout.sandbox.local import LocalSandbox
+        from t1_trainer.torch_backend import TorchBackend
+
+        from t1_rollout.model import build_model
+        from t1_tasks import load_pool
+        from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+
+        r = self.recipe
+        self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+        self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
+        model = build_model(r.model, seed=r.seed)
+        self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device)
+        self.backend = TorchBackend(
+            model_spec=r.model,
+            ppo_spec=r.ppo,
+            seed=r.seed,
+            device=r.trainer.device,
+            actor=copy.deepcopy(model),
+            temperature=r.engine.sampling.temperature,
+        )
+        self.pool = load_pool(r.pool.source, limit=r.pool.limit)
+        sandbox_spec = r.sandbox
+        self.sandbox_factory: Callable[[], Any] = lambda: LocalSandbox(
+            cpu_time_s=sandbox_spec.cpu_time_s,
+            memory_mb=sandbox_spec.memory_mb,
+            max_processes=sandbox_spec.max_processes,
+            disk_mb=sandbox_spec.disk_mb,
+        )
+        ro = r.rollout
+        s = r.engine.sampling
+        self.sampling = SamplingParams(
+            temperature=s.temperature,
+            top_p=s.top_p,
+            top_k=s.top_k,
+            max_new_tokens=ro.max_new_tokens,
+            seed=r.seed,
+        )
+        self.harness = HarnessConfig(
+            max_turns=ro.max_turns,
+            agent_deadline_s=ro.agent_deadline_s,
+            max_new_tokens=ro.max_new_tokens,
+            context_tokens=ro.context_tokens,
+            observation_max_bytes=ro.observation_max_bytes,
+        )
+        self.limits = TrialLimits(
+            remote_deadline_s=ro.remote_deadline_s,
+            agent_deadline_s=ro.agent_deadline_s,
+            verifier_deadline_s=ro.verifier_deadline_s,
+        )
+        self.scheduler = SchedulerConfig(
+            admitted=ro.admitted,
+            concurrency=ro.concurrency,
+            creation_rate_per_s=ro.creation_rate_per_s,
+            creation_quota_per_min=ro.creation_quota_per_min,
+        )
+
+    async def _rollout(self, tasks: list[Task], label: str) -> BatchResult:
+        """Collect one oversampled batch and write every trial's record."""
+
+        async def run_one(task: Task, record: TrialRecord) -> TrialRecord:
+            rec = await run_trial(
+                task,
+                sandbox_factory=self.sandbox_factory,
+                engine=self.engine,
+                tito=self.tito,
+                sampling=self.sampling,
+                harness=self.harness,
+                limits=self.limits,
+                reward_spec=self.recipe.reward,
+                out_dir=self.run.verifier_dir,
+                record=record,
+            )
+            reward = "-" if rec.reward is None or rec.reward.value is None else f"{rec.reward.value:.3f}"
+            turns = len(rec.episode.turns) if rec.episode else 0
+            self.console.print(
+                f"  [dim]{label}[/] {rec.trial_id:<40} {rec.status:<9} reward {reward:>6}  turns {turns}"
+                + (f"  [red]{rec.cause}[/]" if rec.status == "failed" else ""),
+                highlight=False,
+            )
+            return rec
+
+        batch = await collect_batch(tasks, run_one, self.scheduler)
+        for rec in batch.admitted + batch.finished_late + batch.failed + batch.cancelled:
+            self.run.write_trajectory(label, rec.trial_id, trial_payload(rec))
+        return batch
+
+    def run(self) -> RunSummary:
+        """Run critic warm-up (if enabled) and ``ppo.steps`` PPO steps; write the run directory.
+
+        Returns:
+            The :class:`RunSummary`.
+        """
+        from t1_trainer.step import critic_warmup_step, ppo_step
+        from t1_trainer.torch_backend import save_weights
+
+        t_total = time.monotonic()
+        t0 = time.monotonic()
+        self._build()
+        summary = RunSummary(run_dir=self.run.root)
+        summary.wall_s["setup"] = time.monotonic() - t0
+        r = self.recipe
+        self.console.print(
+            f"[bold]t1 train[/] {r.name}: {len(self.pool)} tasks, {r.ppo.steps} steps, "
+            f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.run.root}"
+        )
+        stream = task_stream(self.pool, r.pool.shuffle_seed)
+        table = _metrics_table()
+        for key in ("warmup", "rollout", "train", "publish"):
+            summary.wall_s[key] = 0.0
+
+        if r.critic_warmup.enabled:
+            warm_steps = -(-len(self.pool) * r.critic_warmup.epochs // r.rollout.admitted)
+            for w in range(warm_steps):
+                t0 = time.monotonic()
+                tasks = [next(stream)[1] for _ in range(r.rollout.launched)]
+                batch = asyncio.run(self._rollout(tasks, f"warmup-{w:04d}"))
+                samples = [s for rec in batch.admitted for s in rec.samples]
+                train_metrics = critic_warmup_step(self.backend, samples, r.ppo) if samples else {}
+                row = {"phase": "critic_warmup", "step": w, **rollout_metrics(batch), **_plain(train_metrics)}
+                row["wall_s"] = {"rollout": batch.wall_s, "total": time.monotonic() - t0}
+                summary.wall_s["warmup"] += time.monotonic() - t0
+                self.run.append_metrics(row)
+                summary.warmup_steps += 1
+                self.console.print(
+                    f"critic warm-up {w + 1}/{warm_steps}: EV {_fmt(row.get('critic/explained_variance'))}"
+                )
+            stream = task_stream(self.pool, r.pool.shuffle_seed)  # PPO starts a fresh first epoch
+
+        for step in range(r.ppo.steps):
+            t_step = time.monotonic()
+            tasks = []
+            epochs = set()
+            for _ in range(r.rollout.launched):
+                epoch, task = next(stream)
+                epochs.add(epoch)
+                tasks.append(task)
+            t0 = time.monotonic()
+            batch = asyncio.run(self._rollout(tasks, f"step-{step:04d}"))
+            t_rollout = time.monotonic() - t0
+            samples = [s for rec in batch.admitted for s in rec.samples]
+
+            t0 = time.monotonic()
+            train_metrics = ppo_step(self.backend, samples, r.ppo) if samples else {}
+            t_train = time.monotonic() - t0
+
+            t0 = time.monotonic()
+            self.engine.pause()
+            try:
+                self.engine.update_weights(
+                    self.backend.export_weights(), weight_version=self.engine.weight_version + 1
+                )
+            finally:
+                self.engine.resume()
+            t_publish = time.monotonic() - t0
+
+            row = {
+                "phase": "ppo",
+                "step": step,
+                "epochs": sorted(epochs),
+                "weight_version_after": self.engine.weight_version,
+                **rollout_metrics(batch),
+                **_plain(train_metrics),
+                "wall_s": {
+                    "rollout": t_rollout,
+                    "train": t_train,
+                    "publish": t_publish,
+                    "step": time.monotonic() - t_step,
+                },
+            }
+            self.run.append_metrics(row)
+            summary.wall_s["rollout"] += t_rollout
+            summary.wall_s["train"] += t_train
+            summary.wall_s["publish"] += t_publish
+            summary.steps += 1
+            summary.last_metrics = row
+            if r.logging.print_table:
+                _add_row(table, row)
+                self.console.print(table)
+                table = _metrics_table()
+            self.console.print(
+                f"[bold]step {step + 1}/{r.ppo.steps}[/] done in {row['wall_s']['step']:.1f} s"
+            )
+
+        save_weights(self.backend, self.run.weights_dir)
+        summary.wall_s["total"] = time.monotonic() - t_total
+        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.run.root}")
+        return summary
+
+
+def _plain(metrics: Any) -> dict[str, Any]:
+    """Turn a metrics object (dict or dataclass) into a flat dict of JSON-ready values."""
+    if hasattr(metrics, "as_dict"):
+        metrics = metrics.as_dict()
+    elif hasattr(metrics, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        metrics = asdict(metrics)
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _metrics_table() -> Table:
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    for col in (
+        "step",
+        "reward",
+        "passed",
+        "turns",
+        "tokens",
+        "parse fail",
+        "EV",
+        "|dlogp|",
+        "drift",
+        "trials l/f/x/c",
+    ):
+        table.add_column(col, justify="right")
+    return table
+
+
+def _add_row(table: Table, row: dict[str, Any]) -> None:
+    table.add_row(
+        str(row["step"]),
+        _fmt(row.get("reward_mean")),
+        _fmt(row.get("assertions_passed_mean")),
+        _fmt(row.get("turns_mean")),
+        _fmt(row.get("tokens_mean")),
+        _fmt(row.get("parse_failure_rate")),
+        _fmt(row.get("critic/explained_variance")),
+        _fmt(row.get("actor/logprob_gap_replay")),
+        _fmt(row.get("tito_drift_loss_region")),
+        f"{row['trials_launched']}/{row['trials_finished']}/{row['trials_failed']}/{row['trials_cancelled']}",
+    )
