@@ -1,0 +1,182 @@
+"""Routing records: SGLang's wire format, the row-count contract, and the checks that fail closed (T1 §4.2).
+
+A routing record for a sequence of T tokens is an int32 array ``[T - 1, L, k]``: for every position that went
+through a forward pass (the prompt and every sampled token except the last), the k experts each of the L MoE
+layers selected. SGLang returns it as ``meta_info["routed_experts"]``, the base64 of the little-endian int32
+bytes of that array flattened (rows cover ``[routed_experts_start_len, seqlen - 1)``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+import numpy as np
+
+__all__ = [
+    "RoutingMismatchError",
+    "bytes_per_token",
+    "check_routing",
+    "decode_routed_experts",
+    "encode_routed_experts",
+    "pad_rows",
+]
+
+_WIRE_DTYPE = np.dtype("<i4")
+
+
+class RoutingMismatchError(Exception):
+    """A routing record does not fit the tokens or the model it is applied to.
+
+    Raised on ingest (`decode_routed_experts`, `check_routing`) and before a replayed forward
+    (`t1_r3.replay_routing`). The message says what disagrees (rows vs tokens, shape, expert id range, layer
+    count), where, and how to fix it. The caller aborts that sample: replaying a misaligned record would
+    silently differentiate a sub-network that never produced the tokens (T1 §4.2, "missing routing aborts").
+    """
+
+
+def bytes_per_token(num_layers: int, top_k: int) -> int:
+    """Bytes of routing record per token: ``L * k * 4`` (int32); 1,536 B for (L, k) = (48, 8) (T1 §4.2)."""
+    return num_layers * top_k * _WIRE_DTYPE.itemsize
+
+
+def decode_routed_experts(payload: str | bytes, *, num_layers: int, top_k: int) -> np.ndarray:
+    """Decodes SGLang's ``meta_info["routed_experts"]`` into an int32 ``[rows, L, k]`` array.
+
+    Args:
+        payload: base64 text (str or ASCII bytes) of little-endian int32 values.
+        num_layers: L, the model's number of hidden layers (dense layers, if any, are present zero-filled).
+        top_k: k, experts per token.
+
+    Returns:
+        A fresh, writable int32 array ``[rows, L, k]`` in native byte order.
+
+    Raises:
+        RoutingMismatchError: the payload is not base64, its byte count is not a multiple of 4, or its element
+            count is not a multiple of ``L * k`` (wrong layer count or top-k for this model).
+    """
+    if num_layers < 1 or top_k < 1:
+        raise ValueError(f"num_layers={num_layers} and top_k={top_k} must be >= 1")
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise RoutingMismatchError(f"routed_experts payload is not valid base64 ({exc})") from exc
+    if len(raw) % _WIRE_DTYPE.itemsize:
+        raise RoutingMismatchError(
+            f"routed_experts payload has {len(raw)} bytes, not a multiple of 4 (int32); "
+            "the payload is truncated"
+        )
+    flat = np.frombuffer(raw, dtype=_WIRE_DTYPE)
+    per_row = num_layers * top_k
+    if flat.size % per_row:
+        raise RoutingMismatchError(
+            f"routed_experts has {flat.size} int32 values, not a multiple of "
+            f"L*k = {num_layers}*{top_k} = {per_row}; "
+            "the engine serves a model with another layer count or top-k than the trainer's model spec"
+        )
+    return flat.reshape(-1, num_layers, top_k).astype(np.int32)
+
+
+def encode_routed_experts(routing: np.ndarray) -> str:
+    """Encodes an int ``[rows, L, k]`` array as SGLang does: base64 of little-endian int32 (ASCII str).
+
+    Raises:
+        RoutingMismatchError: the array is not 3-D, or holds values outside int32.
+    """
+    routing = np.asarray(routing)
+    if routing.ndim != 3:
+        raise RoutingMismatchError(f"routing must be [rows, L, k]; got shape {routing.shape}")
+    if routing.size and (routing.min() < np.iinfo(np.int32).min or routing.max() > np.iinfo(np.int32).max):
+        raise RoutingMismatchError("routing holds values outside int32")
+    return base64.b64encode(np.ascontiguousarray(routing, dtype=_WIRE_DTYPE).tobytes()).decode("ascii")
+
+
+def check_routing(
+    routing: np.ndarray,
+    *,
+    num_tokens: int,
+    num_layers: int,
+    top_k: int,
+    num_experts: int,
+    start_len: int = 0,
+) -> None:
+    """Checks a routing record against its tokens and model; fails closed (reference note §6.5).
+
+    Checks, in order: 3-D shape ``[rows, L, k]`` with the model's L and k;
+    rows == ``num_tokens - 1 - start_len`` (the TITO contract: any other count means the trainer's tokens
+    are not the ones the sampler consumed);
+    ids in ``[0, num_experts)``; no MoE layer all zero when ``top_k > 1`` (slime's check for pipeline stages
+    that never merged their captures); no expert repeated within a row.
+
+    Args:
+        routing: integer ``[rows, L, k]``.
+        num_tokens: tokens of the sample the record belongs to.
+        num_layers: L of the model.
+        top_k: k of the model.
+        num_experts: E of the model.
+        start_len: first row covered (SGLang ``routed_experts_start_len``); 0 = the whole sequence.
+
+    Raises:
+        RoutingMismatchError: naming the first check that failed, with the numbers.
+    """
+    routing = np.asarray(routing)
+    if routing.ndim != 3 or routing.shape[1:] != (num_layers, top_k):
+        raise RoutingMismatchError(
+            f"routing shape {routing.shape} is not [rows, L={num_layers}, k={top_k}]; "
+            "the record comes from a "
+            "model with another layer count or top-k"
+        )
+    if not np.issubdtype(routing.dtype, np.integer):
+        raise RoutingMismatchError(f"routing dtype {routing.dtype} is not an integer type")
+    expected_rows = num_tokens - 1 - start_len
+    if routing.shape[0] != expected_rows:
+        raise RoutingMismatchError(
+            f"routing has {routing.shape[0]} rows but {num_tokens} tokens (start_len {start_len}) need "
+            f"{expected_rows} = tokens - 1 - start_len; the token stream and the record are misaligned "
+            "(TITO bug "
+            "or a turn whose routing was not requested)"
+        )
+    if routing.size == 0:
+        return
+    lo, hi = int(routing.min()), int(routing.max())
+    if lo < 0 or hi >= num_experts:
+        bad = np.argwhere((routing < 0) | (routing >= num_experts))[0]
+        raise RoutingMismatchError(
+            f"expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
+            "is outside "
+            f"[0, {num_experts}); the record belongs to a model with more experts"
+        )
+    if top_k > 1:
+        zero_layers = np.flatnonzero(~routing.any(axis=(0, 2)))
+        if zero_layers.size:
+            raise RoutingMismatchError(
+                f"MoE layers {zero_layers.tolist()} are all zero in the routing record; the engine did "
+                "not capture them (e.g. pipeline stages did not merge their captures); refusing to replay "
+                "expert 0 everywhere"
+            )
+        srt = np.sort(routing, axis=2)
+        dup = np.argwhere((srt[:, :, 1:] == srt[:, :, :-1]).any(axis=2))
+        if dup.size:
+            row, layer = dup[0]
+            raise RoutingMismatchError(
+                f"routing row {row}, layer {layer} repeats an expert: {routing[row, layer].tolist()}; top-k "
+                "selections are distinct"
+            )
+
+
+def pad_rows(num_rows: int, *, num_layers: int, top_k: int, num_experts: int, offset: int = 0) -> np.ndarray:
+    """Padding rows for positions without a record: distinct experts per row, spread over experts.
+
+    Row r, layer l holds experts ``(c * k + j) mod E`` for ``j < k`` with ``c = offset + r * L + l``: never a
+    constant, so padded tokens do not all land on one expert (slime #822, miles #2697).
+
+    Returns:
+        int32 ``[num_rows, L, k]``.
+
+    Raises:
+        ValueError: ``top_k > num_experts`` (distinct experts impossible).
+    """
+    if top_k > num_experts:
+        raise ValueError(f"top_k={top_k} > num_experts={num_experts}")
+    cell = offset + np.arange(num_rows * num_layers, dtype=np.int64).reshape(num_rows, num_layers, 1)
+    return ((cell * top_k + np.arange(top_k)) % num_experts).astype(np.int32)
