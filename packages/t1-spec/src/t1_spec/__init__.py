@@ -1,1 +1,87 @@
-"""Versioned pydantic specs of a T1 run and recipe loading."""
+"""Versioned pydantic specs of a T1 run (``schema: t1/v1``), recipe loading and JSON Schema export.
+
+Import what you need from here::
+
+    from t1_spec import load_recipe, Recipe, RecipeError
+
+No torch import anywhere in this package.
+"""
+
+from t1_spec._base import Spec, SpecRuleError, Violation
+from t1_spec.critic_warmup import CriticWarmupSpec
+from t1_spec.diff import ABSENT, Change, diff_recipes
+from t1_spec.engine import EmbeddedEngine, EngineSpec, SamplingSpec, SGLangEngine
+from t1_spec.errors import Problem, RecipeError
+from t1_spec.evaluation import EvaluationSpec
+from t1_spec.loading import (
+    base_of,
+    load_recipe,
+    merge_recipe_dicts,
+    recipe_to_dict,
+    recipe_to_yaml,
+    resolve_recipe,
+    validate_recipe,
+)
+from t1_spec.logging_spec import LoggingSpec
+from t1_spec.model import PARAM_TOLERANCE, LayerType, ModelSpec
+from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
+from t1_spec.pool import PoolSpec
+from t1_spec.ppo import AdvantageSpec, GAEAdvantage, GRPOAdvantage, PPOSpec
+from t1_spec.recipe import Recipe
+from t1_spec.reward import BinaryReward, DenseReward, RatioReward, RewardSpec
+from t1_spec.rollout import RolloutSpec
+from t1_spec.sandbox import DaytonaSandbox, DockerSandbox, HarborSandbox, LocalSandbox, SandboxSpec
+from t1_spec.schema import export_schemas
+from t1_spec.trainer import TrainerSpec
+from t1_spec.versioning import COMPATIBILITY_POLICY, KNOWN_SCHEMAS, SCHEMA_VERSION
+
+__all__ = [
+    "ABSENT",
+    "COMPATIBILITY_POLICY",
+    "DEFAULT_ALPHA",
+    "KNOWN_SCHEMAS",
+    "PARAM_TOLERANCE",
+    "SCHEMA_VERSION",
+    "AdvantageSpec",
+    "BinaryReward",
+    "Change",
+    "CriticWarmupSpec",
+    "DaytonaSandbox",
+    "DenseReward",
+    "DockerSandbox",
+    "EmbeddedEngine",
+    "EngineSpec",
+    "EvaluationSpec",
+    "GAEAdvantage",
+    "GRPOAdvantage",
+    "HarborSandbox",
+    "LayerType",
+    "LocalSandbox",
+    "LoggingSpec",
+    "ModelSpec",
+    "PPOSpec",
+    "PlanSpec",
+    "PoolSpec",
+    "Problem",
+    "RatioReward",
+    "Recipe",
+    "RecipeError",
+    "RewardSpec",
+    "RolloutSpec",
+    "SGLangEngine",
+    "SamplingSpec",
+    "SandboxSpec",
+    "Spec",
+    "SpecRuleError",
+    "TrainerSpec",
+    "Violation",
+    "base_of",
+    "diff_recipes",
+    "export_schemas",
+    "load_recipe",
+    "merge_recipe_dicts",
+    "recipe_to_dict",
+    "recipe_to_yaml",
+    "resolve_recipe",
+    "validate_recipe",
+]

@@ -1,0 +1,286 @@
+"""Recipe loading: YAML through OmegaConf, ``extends:`` merging, interpolation, dotlist overrides, validation.
+
+Order of operations (``resolve_recipe``):
+
+1. Read the file; it must be a mapping with a known ``schema:`` (every file, bases included).
+2. If it has ``extends: <path>`` (relative to the file), load the base the same way (recursively, cycles
+   refused) and deep-merge this file over it. Mappings merge key by key; lists and scalars replace. A
+   polymorphic section (``reward``, ``sandbox``, ``engine``, ``ppo.advantage``) whose discriminator
+   (``kind`` / ``estimator``) changes is replaced whole, so ``reward: {kind: binary}`` over a dense base
+   does not
+   inherit ``scale``.
+3. Apply dotlist overrides (``ppo.batch_size=2``) with the same merge rule.
+4. Resolve OmegaConf interpolations (``${ppo.batch_size}``, ``${oc.env:VAR,default}``) on the merged tree.
+
+``load_recipe`` then validates the plain dict into a frozen ``Recipe``; every problem is reported as a
+``RecipeError`` naming the file and the dotted field.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from pydantic import ValidationError
+
+from t1_spec._base import SpecRuleError
+from t1_spec.errors import Problem, RecipeError
+from t1_spec.recipe import Recipe
+from t1_spec.versioning import SCHEMA_VERSION, unknown_schema_message
+
+__all__ = [
+    "POLYMORPHIC_SECTIONS",
+    "SCHEMA_VERSION",
+    "base_of",
+    "load_recipe",
+    "merge_recipe_dicts",
+    "recipe_to_dict",
+    "recipe_to_yaml",
+    "resolve_recipe",
+    "validate_recipe",
+]
+
+POLYMORPHIC_SECTIONS: dict[tuple[str, ...], str] = {
+    ("reward",): "kind",
+    ("sandbox",): "kind",
+    ("engine",): "kind",
+    ("ppo", "advantage"): "estimator",
+}
+"""Section path -> discriminator key. Such a section is replaced, not merged, when the discriminator
+changes."""
+
+_DISCRIMINATORS = frozenset(POLYMORPHIC_SECTIONS.values())
+
+
+def merge_recipe_dicts(base: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``child`` over ``base`` with the recipe rule (see the module docstring).
+
+    Args:
+        base: the base recipe tree (plain containers, interpolations unresolved).
+        child: the tree that wins.
+
+    Returns:
+        a new merged tree; neither input is modified.
+    """
+    return _merge(base, child, ())
+
+
+def _merge(base: Mapping[str, Any], child: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in child.items():
+        path = (*at, str(key))
+        old = out.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            disc = POLYMORPHIC_SECTIONS.get(path)
+            if disc is not None and disc in value and value[disc] != old.get(disc):
+                out[key] = copy.deepcopy(dict(value))
+            else:
+                out[key] = _merge(old, value, path)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecipeError(path, [Problem("", "file not found; check the path")]) from None
+    except OSError as exc:
+        raise RecipeError(path, [Problem("", f"cannot read the file: {exc}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RecipeError(path, [Problem("", f"not valid YAML: {exc}")]) from None
+    if not isinstance(data, dict):
+        raise RecipeError(
+            path, [Problem("", "a recipe must be a YAML mapping of sections (model:, pool:, ...)")]
+        )
+    if "schema" not in data:
+        raise RecipeError(
+            path, [Problem("schema", f"missing `schema:`; add `schema: {SCHEMA_VERSION}` as the first key")]
+        )
+    if data["schema"] != SCHEMA_VERSION:
+        raise RecipeError(path, [Problem("schema", unknown_schema_message(data["schema"]))])
+    return data
+
+
+def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
+    path = path.resolve()
+    if path in stack:
+        chain = " -> ".join(str(p) for p in (*stack, path))
+        raise RecipeError(path, [Problem("extends", f"extends cycle: {chain}; break the cycle")])
+    data = _read_file(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise RecipeError(
+            path, [Problem("extends", f"extends must be a path to a base recipe, got {parent!r}")]
+        )
+    base_path = (path.parent / parent).resolve()
+    if not base_path.is_file():
+        raise RecipeError(
+            path,
+            [
+                Problem(
+                    "extends",
+                    f"base recipe {parent!r} not found (looked for {base_path}); "
+                    "extends is relative to this file",
+                )
+            ],
+        )
+    return merge_recipe_dicts(_load_tree(base_path, (*stack, path)), data)
+
+
+def _overrides_tree(path: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    for item in overrides:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise RecipeError(
+                path, [Problem("", f"override {item!r} is not key=value (e.g. ppo.batch_size=2)")]
+            )
+    try:
+        tree = OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False)
+    except OmegaConfBaseException as exc:
+        raise RecipeError(path, [Problem("", f"cannot parse overrides {list(overrides)}: {exc}")]) from None
+    assert isinstance(tree, dict)
+    return tree
+
+
+def resolve_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Load a recipe file into a plain dict: ``extends:`` merged, overrides applied, interpolations resolved.
+
+    Defaults are not filled in (that is validation's job, see ``load_recipe``).
+
+    Args:
+        path: the recipe YAML.
+        overrides: dotlist overrides, ``"section.field=value"``, applied after ``extends:`` merging.
+
+    Returns:
+        the resolved tree, without the ``extends`` key.
+
+    Raises:
+        RecipeError: unreadable file, bad YAML, missing or unknown ``schema:``, ``extends`` cycle or
+            missing base, malformed override, or an interpolation that does not resolve.
+    """
+    path = Path(path)
+    tree = _load_tree(path, ())
+    if overrides:
+        tree = merge_recipe_dicts(tree, _overrides_tree(path, overrides))
+    if tree.get("schema") != SCHEMA_VERSION:
+        raise RecipeError(path, [Problem("schema", unknown_schema_message(tree.get("schema")))])
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        raise RecipeError(
+            path, [Problem(str(key), f"interpolation failed: {exc.msg if hasattr(exc, 'msg') else exc}")]
+        ) from None
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+def _field_path(loc: tuple[int | str, ...], data: Any) -> list[str]:
+    """Dotted-path parts of a pydantic error location, dropping discriminator tags pydantic inserts."""
+    parts: list[str] = []
+    node = data
+    for i, elem in enumerate(loc):
+        if isinstance(node, Mapping) and elem not in node and i < len(loc) - 1:
+            tag_keys = [node.get(k) for k in _DISCRIMINATORS]
+            if elem in tag_keys:
+                continue
+        parts.append(str(elem))
+        if isinstance(node, Mapping):
+            node = node.get(elem)
+        elif isinstance(node, list) and isinstance(elem, int) and 0 <= elem < len(node):
+            node = node[elem]
+        else:
+            node = None
+    return parts
+
+
+_HINTS = {
+    "extra_forbidden": "unknown field; check its spelling against `t1 recipe schema` or remove it",
+    "missing": "required field is missing; add it",
+}
+
+
+def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    for err in exc.errors():
+        parts = _field_path(tuple(err["loc"]), data)
+        ctx_err = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_err, SpecRuleError):
+            for v in ctx_err.violations:
+                problems.append(
+                    Problem(".".join([*parts, v.field]) if v.field else ".".join(parts), v.message, v.rule)
+                )
+            continue
+        kind = err["type"]
+        msg = _HINTS.get(kind) or err["msg"]
+        if kind not in _HINTS and "input" in err and not isinstance(err["input"], Mapping | list):
+            msg = f"{msg}; got {err['input']!r}"
+        problems.append(Problem(".".join(parts), msg, kind))
+    return problems
+
+
+def validate_recipe(data: Mapping[str, Any], path: str | Path | None = None) -> Recipe:
+    """Validate a resolved recipe tree into a frozen ``Recipe``.
+
+    Args:
+        data: the tree ``resolve_recipe`` returns (or any mapping with the same shape).
+        path: the file it came from, for error messages.
+
+    Raises:
+        RecipeError: with one ``Problem`` per broken field or rule, each naming its dotted field.
+    """
+    if data.get("schema") != SCHEMA_VERSION:
+        raise RecipeError(path, [Problem("schema", unknown_schema_message(data.get("schema")))])
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise RecipeError(path, _problems(exc, data)) from None
+
+
+def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
+    """Load, merge, override, resolve and validate a recipe file.
+
+    Args:
+        path: the recipe YAML, e.g. ``recipes/tiny-cpu.yaml``.
+        overrides: dotlist overrides such as ``["ppo.batch_size=2", "rollout.admitted=2"]``.
+
+    Returns:
+        the validated, frozen ``Recipe``.
+
+    Raises:
+        RecipeError: anything wrong, with the file and the dotted field.
+    """
+    return validate_recipe(resolve_recipe(path, overrides), path)
+
+
+def base_of(path: str | Path) -> Path | None:
+    """The file a recipe ``extends:`` (resolved against the recipe's folder), or ``None``.
+
+    Raises:
+        RecipeError: unreadable or schema-less file.
+    """
+    path = Path(path).resolve()
+    parent = _read_file(path).get("extends")
+    return (path.parent / parent).resolve() if isinstance(parent, str) and parent else None
+
+
+def recipe_to_dict(recipe: Recipe) -> dict[str, Any]:
+    """Every field of ``recipe`` with defaults filled in, as JSON-compatible containers (YAML key names)."""
+    return recipe.model_dump(mode="json", by_alias=True)
+
+
+def recipe_to_yaml(recipe: Recipe) -> str:
+    """``recipe_to_dict`` as YAML in declaration order; loading it back gives an equal ``Recipe``."""
+    return yaml.safe_dump(
+        recipe_to_dict(recipe), sort_keys=False, default_flow_style=False, allow_unicode=True
+    )

@@ -1,0 +1,161 @@
+"""Parallelism plan and per-device capacity inputs (T1 §4.5, §7.1, §7, Eq. 21, Prop. 7.1).
+
+Names follow Megatron/torchtitan: ``tp`` (tau), ``pp`` (rho), ``cp`` (kappa), ``dp`` (delta), ``ep`` (eta),
+``etp`` (expert tensor parallelism). The training partition holds ``tp * pp * cp * dp`` devices.
+
+Co-location: ``inference_devices == 0`` means the engine shares the training devices (time-multiplexed, as the
+embedded CPU engine does); then every device trains. With ``inference_devices > 0`` the two partitions are
+disjoint and pipelined one step deep, as in the paper (T1 §7).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from t1_spec._base import Spec, Violation, raise_if
+
+DEFAULT_ALPHA = 34.0 * 3072
+"""Default activation bytes per token per layer: 34 * h with h = 3072 (Korthikanti et al. 2022, selective
+recompute with sequence parallelism, before the division by ``tp``). The paper measured its own alpha but
+does not state the value (T1 §7.1); t1-capacity calibrates it."""
+
+
+class PlanSpec(Spec):
+    """How the devices are split between inference and training, and how training is parallelised."""
+
+    devices: int = Field(gt=0)
+    """G: every accelerator the run holds, inference and training together (T1 §7)."""
+
+    inference_devices: int = Field(ge=0)
+    """n: devices serving the behaviour policy (SGLang replicas); the paper spends about half of G on
+    inference
+    (T1 §7). 0 = co-located: the engine time-shares the training devices (embedded runs)."""
+
+    tp: int = Field(default=1, gt=0)
+    """tau, tensor-parallel degree. Above 2 it is inert for Qwen3.5 (recurrent blocks are not tensor-sharded,
+    T1 §7.1); must divide the KV heads."""
+
+    pp: int = Field(default=1, gt=0)
+    """rho, pipeline-parallel degree (stages); with ``cp`` the only real memory lever (T1 §7.1)."""
+
+    cp: int = Field(default=1, gt=0)
+    """kappa, context-parallel degree: each sequence is split over ``cp`` ranks, recurrent scan included
+    (T1 §7). At an 84k token wall kappa = 2 exceeds M, kappa = 4 admits (T1 §7.1)."""
+
+    dp: int = Field(default=1, gt=0)
+    """delta, data-parallel degree of the training partition. 2 in the paper's production plan (T1 §7)."""
+
+    ep: int = Field(default=1, gt=0)
+    """eta, expert-parallel degree, carved out of the ``tp * cp * dp`` region; pinned maximal because expert
+    optimizer state per device is invariant to it (T1 §7.1, Prop. 7.1). Must divide ``num_experts``."""
+
+    etp: int = Field(default=1, gt=0)
+    """Expert tensor-parallel degree (Megatron ``expert_tensor_parallel_size``); ``etp * ep`` must divide
+    ``tp * cp * dp``. 1 unless experts are also tensor-sharded."""
+
+    token_wall: int = Field(gt=0)
+    """T: the longest sequence one micro-batch holds (tokens), the wall every trajectory chunk must fit under.
+    The paper's production wall is 84k = 86,016 tokens (T1 §7.1, §7)."""
+
+    memory_budget_gib: float = Field(default=95.0, gt=0)
+    """M: per-device memory budget (GiB) that actor and critic must each fit alone (T1 §4.5, §7.1)."""
+
+    offload: Literal["forced", "none"] = "forced"
+    """``forced``: actor and critic time-multiplex the training devices, each offloaded while the other runs
+    (T1 §4.5); ``none``: both stay resident (small models only)."""
+
+    alpha: float = Field(default=DEFAULT_ALPHA, gt=0)
+    """alpha: activation bytes per token per layer in Eq. 21 (bytes); the paper measured it without stating
+    the
+    value. Default 34 * 3072 = 104,448 B (Korthikanti et al. 2022 coefficient for h = 3072), chosen."""
+
+    b0_gib: float = Field(default=3.0, ge=0)
+    """b0: constant allocator residue per device (GiB), "a few percent of M" (T1 §7.1); default 3 GiB,
+    chosen."""
+
+    @property
+    def training_devices(self) -> int:
+        """``devices - inference_devices``: the devices the trainer's ``tp * pp * cp * dp`` grid occupies."""
+        return self.devices - self.inference_devices
+
+    @property
+    def expert_region(self) -> int:
+        """``tp * cp * dp``: the ranks of one pipeline stage, out of which ``etp * ep`` is carved."""
+        return self.tp * self.cp * self.dp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree ``tp * cp * dp / (etp * ep)`` (the expert optimizer shard group)."""
+        return self.expert_region // (self.etp * self.ep)
+
+    @model_validator(mode="after")
+    def _check(self) -> PlanSpec:
+        raise_if(plan_violations(self))
+        return self
+
+
+def plan_violations(p: PlanSpec) -> list[Violation]:
+    """Rules of ``PlanSpec`` alone (field paths relative to the plan section)."""
+    v: list[Violation] = []
+    if p.inference_devices >= p.devices:
+        v.append(
+            Violation(
+                "plan.inference_lt_devices",
+                "inference_devices",
+                f"inference_devices {p.inference_devices} leaves no training device out of "
+                f"devices {p.devices}: lower inference_devices (0 = co-located) or raise devices",
+            )
+        )
+        return v
+    grid = p.tp * p.pp * p.cp * p.dp
+    if grid != p.training_devices:
+        v.append(
+            Violation(
+                "plan.device_product",
+                "dp",
+                f"tp*pp*cp*dp = {p.tp}*{p.pp}*{p.cp}*{p.dp} = {grid} but the training partition has "
+                f"devices - inference_devices = {p.devices} - {p.inference_devices} = "
+                f"{p.training_devices}: change dp (or tp/pp/cp/devices) so the product matches",
+            )
+        )
+    if p.expert_region % (p.etp * p.ep):
+        v.append(
+            Violation(
+                "plan.expert_region",
+                "ep",
+                f"etp*ep = {p.etp}*{p.ep} = {p.etp * p.ep} does not divide the expert region "
+                f"tp*cp*dp = {p.expert_region} (Megatron/torchtitan carve EP out of it): pick ep so "
+                "that etp*ep divides tp*cp*dp",
+            )
+        )
+    if p.token_wall % (2 * p.cp):
+        v.append(
+            Violation(
+                "plan.token_wall_cp",
+                "token_wall",
+                f"token_wall {p.token_wall} is not divisible by 2*cp = {2 * p.cp} (load-balanced "
+                "context parallelism splits each sequence into 2*cp chunks): round token_wall to a "
+                f"multiple of {2 * p.cp}",
+            )
+        )
+    if p.token_wall % p.tp:
+        v.append(
+            Violation(
+                "plan.token_wall_tp",
+                "token_wall",
+                f"token_wall {p.token_wall} is not divisible by tp {p.tp} (sequence parallelism "
+                "splits tokens over tp): round token_wall to a multiple of tp",
+            )
+        )
+    if p.b0_gib >= p.memory_budget_gib:
+        v.append(
+            Violation(
+                "plan.b0_lt_budget",
+                "b0_gib",
+                f"b0_gib {p.b0_gib} is not below memory_budget_gib {p.memory_budget_gib}: the residue "
+                "is a few percent of M",
+            )
+        )
+    return v

@@ -1,0 +1,88 @@
+"""Task pool: where tasks come from and in which order a run sees them (T1 §3, §5.4)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from t1_spec._base import Spec, Violation, raise_if
+
+
+class PoolSpec(Spec):
+    """A task pool and the order in which its tasks are handed out."""
+
+    source: str
+    """Where the tasks live: ``"builtin:mini"`` (the small pool bundled with ``t1_tasks``), a directory of
+    task
+    bundles in Harbor layout, or a named pool such as ``"T1-15k"`` or ``"TMax-15k"`` (T1 §3.1) that
+    ``t1_tasks`` resolves to a local directory. Nothing is downloaded at run time."""
+
+    order: Literal["as_listed", "quality_rank"] = "as_listed"
+    """How the pool is materialised on disk: ``as_listed`` (no meaningful order) or ``quality_rank`` (best
+    audit
+    score first, as T1-15k is, T1 §3.1). A ``quality_rank`` pool must be shuffled per epoch (T1 §5.4)."""
+
+    shuffle: Literal["per_epoch", "none"] = "per_epoch"
+    """``per_epoch``: a fresh seeded permutation of the pool at every epoch, so per-batch reward statistics
+    stay
+    stationary instead of drifting with task quality (T1 §3, §5.4). ``none``: the listed order (tests
+    only)."""
+
+    shuffle_seed: int = 0
+    """Seed of the per-epoch permutation (epoch e uses a permutation derived from ``(shuffle_seed, e)``)."""
+
+    category_mix: dict[str, float] | None = None
+    """Optional target share of each task category (fractions in [0, 1] summing to 1), e.g.
+    ``{"scripting": 0.179, ...}`` (T1 §3.1, Fig. 3). ``None`` keeps the pool's own composition."""
+
+    limit: int | None = Field(default=None, gt=0)
+    """Use only the first ``limit`` tasks (after ordering, before shuffling); ``None`` uses the whole pool."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PoolSpec:
+        raise_if(pool_violations(self))
+        return self
+
+
+def pool_violations(p: PoolSpec) -> list[Violation]:
+    """Rules of ``PoolSpec`` (field paths relative to the pool section)."""
+    v: list[Violation] = []
+    if not p.source.strip():
+        v.append(
+            Violation(
+                "pool.source_empty",
+                "source",
+                "source is empty: give 'builtin:mini', a directory of task bundles or a named pool",
+            )
+        )
+    if p.order == "quality_rank" and p.shuffle != "per_epoch":
+        v.append(
+            Violation(
+                "pool.quality_rank_needs_shuffle",
+                "shuffle",
+                "a quality_rank pool without per-epoch shuffling feeds the best tasks first and the "
+                "reward drifts with task quality (T1 §5.4): set shuffle: per_epoch",
+            )
+        )
+    if p.category_mix is not None:
+        bad = {k: x for k, x in p.category_mix.items() if not 0.0 <= x <= 1.0}
+        if bad:
+            v.append(
+                Violation(
+                    "pool.category_mix_range",
+                    "category_mix",
+                    f"category shares must lie in [0, 1]; got {bad}",
+                )
+            )
+        total = sum(p.category_mix.values())
+        if not p.category_mix or not math.isclose(total, 1.0, abs_tol=1e-3):
+            v.append(
+                Violation(
+                    "pool.category_mix_sum",
+                    "category_mix",
+                    f"category shares sum to {total:.4f}, not 1: rescale them or remove category_mix",
+                )
+            )
+    return v

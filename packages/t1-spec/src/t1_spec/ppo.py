@@ -1,0 +1,144 @@
+"""PPO with a full-size critic, or the GRPO baseline (T1 §4.5, §5, §9; hyperparameters in T1 §4.5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from t1_spec._base import Spec, Violation, raise_if
+
+
+class GAEAdvantage(Spec):
+    """Generalised advantage estimation against the pre-update critic (T1 §4.5)."""
+
+    estimator: Literal["gae"] = "gae"
+    """Discriminator: GAE with a learned critic, the paper's estimator."""
+
+    gamma: float = Field(default=1.0, ge=0, le=1)
+    """gamma: discount per token. 1.0: the terminal reward reaches every token undiscounted (T1 §4.5)."""
+
+    lam: float = Field(default=1.0, ge=0, le=1)
+    """lambda: GAE trace parameter. 1.0 (T1 §4.5)."""
+
+
+class GRPOAdvantage(Spec):
+    """Group-relative advantages (no critic), the baseline the paper rejected (T1 §9)."""
+
+    estimator: Literal["grpo"] = "grpo"
+    """Discriminator: group-relative policy optimisation."""
+
+    group_size: int = Field(gt=1)
+    """Samples per task whose rewards form one group baseline; must equal ``ppo.samples_per_task``."""
+
+
+AdvantageSpec = Annotated[GAEAdvantage | GRPOAdvantage, Field(discriminator="estimator")]
+"""The advantage estimator, selected by ``estimator: gae | grpo``."""
+
+
+class PPOSpec(Spec):
+    """Policy optimisation hyperparameters and batch geometry (T1 §4.5 unless stated)."""
+
+    advantage: AdvantageSpec = Field(default_factory=GAEAdvantage)
+    """Advantage estimator: ``gae`` (paper) or ``grpo`` (ablation, T1 §9)."""
+
+    clip_eps: float = Field(default=0.2, gt=0, lt=1)
+    """epsilon: PPO ratio clip of the actor loss (T1 §4.5)."""
+
+    value_clip: float = Field(default=0.2, gt=0)
+    """Value clip around the pre-update critic's prediction (return units) (T1 §4.5)."""
+
+    actor_lr: float = Field(default=1.0e-6, gt=0)
+    """Actor Adam learning rate. 1.0e-6 (T1 §4.5)."""
+
+    critic_lr: float = Field(default=1.5e-5, gt=0)
+    """Critic Adam learning rate. 1.5e-5, 15x the actor's so the critic calibrates fast (T1 §4.5)."""
+
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    """Adam (beta1, beta2) for actor and critic. (0.9, 0.98) (T1 §4.5)."""
+
+    weight_decay: float = Field(default=0.1, ge=0)
+    """Decoupled weight decay (AdamW) for actor and critic. 0.1 (T1 §4.5)."""
+
+    kl_coef: float = Field(default=0.0, ge=0)
+    """Coefficient of a KL penalty to the reference policy. 0: KL off (T1 §4.5); must be 0 with routing
+    replay."""
+
+    load_balancing_coef: float = Field(default=0.0, ge=0)
+    """MoE auxiliary load-balancing loss coefficient. 0 (T1 §4.3, §4.5); must be 0 with routing replay, since
+    the replayed routing is not the router's own choice."""
+
+    normalize_advantages: bool = False
+    """Whiten advantages per batch. Off in the paper: the critic is the only baseline (T1 §4.5)."""
+
+    routing_replay: bool = True
+    """R3: replay the sampler's recorded top-k experts in the actor's training forward (T1 §4.3)."""
+
+    batch_size: int = Field(gt=0)
+    """Tasks admitted per PPO step. 512 in the production run (T1 §4.5, §7.4)."""
+
+    samples_per_task: int = Field(default=1, gt=0)
+    """Trajectories sampled per task per step. 1 in the paper (no group baseline, T1 §5); GRPO needs > 1."""
+
+    steps: int | None = Field(default=None, gt=0)
+    """PPO steps to run; ``None`` = until ``epochs`` passes over the pool. When both bound the run,
+    whichever is
+    reached first ends it."""
+
+    epochs: int = Field(default=3, gt=0)
+    """Passes over the task pool, each with a fresh seeded permutation. 3 in the paper (T1 §1)."""
+
+    ppo_epochs: int = Field(default=1, gt=0)
+    """Optimizer passes over each step's batch (one update per batch in the paper)."""
+
+    micro_batch_size: int = Field(default=1, gt=0)
+    """Sequences per micro-batch per data-parallel rank; gradients accumulate over micro-batches. 1 in the
+    paper: batch 512 at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
+
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    """Global gradient-norm clip for actor and critic. 1.0, chosen (the paper is silent)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> PPOSpec:
+        raise_if(ppo_violations(self))
+        return self
+
+
+def ppo_violations(p: PPOSpec) -> list[Violation]:
+    """Rules of ``PPOSpec`` alone (field paths relative to the ppo section)."""
+    v: list[Violation] = []
+    if p.routing_replay and p.kl_coef != 0:
+        v.append(
+            Violation(
+                "ppo.r3_no_kl",
+                "kl_coef",
+                f"kl_coef is {p.kl_coef} but routing_replay (R3) is on: the KL term would compare "
+                "against routing the sampler never used (T1 §4.3); set kl_coef: 0 or "
+                "routing_replay: false",
+            )
+        )
+    if p.routing_replay and p.load_balancing_coef != 0:
+        v.append(
+            Violation(
+                "ppo.r3_no_load_balancing",
+                "load_balancing_coef",
+                f"load_balancing_coef is {p.load_balancing_coef} but routing_replay (R3) is on: "
+                "replayed routing is not the router's choice, so balancing it trains the router "
+                "toward nothing (T1 §4.3); set load_balancing_coef: 0 or routing_replay: false",
+            )
+        )
+    if isinstance(p.advantage, GRPOAdvantage) and p.samples_per_task != p.advantage.group_size:
+        v.append(
+            Violation(
+                "ppo.grpo_group",
+                "samples_per_task",
+                f"grpo forms groups of advantage.group_size = {p.advantage.group_size} samples per "
+                f"task but samples_per_task is {p.samples_per_task}: set samples_per_task to "
+                f"{p.advantage.group_size}",
+            )
+        )
+    if not 0 < p.adam_betas[0] < 1 or not 0 < p.adam_betas[1] < 1:
+        v.append(
+            Violation("ppo.adam_betas", "adam_betas", f"adam_betas {p.adam_betas} must both lie in (0, 1)")
+        )
+    return v

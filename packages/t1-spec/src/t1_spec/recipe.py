@@ -1,0 +1,284 @@
+"""The whole run: one ``Recipe`` with every section, and the rules that tie sections together."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from t1_spec._base import Spec, Violation, raise_if
+from t1_spec.critic_warmup import CriticWarmupSpec
+from t1_spec.engine import EmbeddedEngine, EngineSpec, SGLangEngine
+from t1_spec.evaluation import EvaluationSpec
+from t1_spec.logging_spec import LoggingSpec
+from t1_spec.model import ModelSpec
+from t1_spec.plan import PlanSpec
+from t1_spec.pool import PoolSpec
+from t1_spec.ppo import GAEAdvantage, GRPOAdvantage, PPOSpec
+from t1_spec.reward import DenseReward, RewardSpec
+from t1_spec.rollout import RolloutSpec
+from t1_spec.sandbox import SandboxSpec
+from t1_spec.trainer import TrainerSpec
+
+BINARY_ONLY_POOLS = frozenset({"TMax-15k"})
+"""Named pools whose verifiers emit only a binary outcome, so a dense reward always falls back (T1 §3.1)."""
+
+
+class Recipe(Spec):
+    """A complete, validated T1 run: what to train, on which tasks, how, and where (``schema: t1/v1``)."""
+
+    schema_: Literal["t1/v1"] = Field(alias="schema")
+    """Spec version of this recipe (YAML key ``schema``). Only ``t1/v1`` exists; other values are refused by
+    name (see ``t1_spec.versioning``)."""
+
+    name: str = Field(min_length=1)
+    """Run name, used for the run folder and logs."""
+
+    description: str = ""
+    """Free text: what this run is for."""
+
+    seed: int
+    """Global seed: model initialisation, sampling and every derived random stream."""
+
+    model: ModelSpec
+    """Policy (and critic) architecture and starting weights."""
+
+    pool: PoolSpec
+    """Training task pool and its ordering."""
+
+    plan: PlanSpec
+    """Device split and parallelism plan."""
+
+    reward: RewardSpec
+    """Verifier report to scalar reward."""
+
+    ppo: PPOSpec
+    """PPO (or GRPO) hyperparameters and batch geometry."""
+
+    critic_warmup: CriticWarmupSpec
+    """Critic-only phase before the first policy step."""
+
+    rollout: RolloutSpec
+    """Oversampling, admission control, deadlines and context budget."""
+
+    sandbox: SandboxSpec
+    """Where commands and verifiers execute."""
+
+    engine: EngineSpec
+    """Inference engine serving the behaviour policy."""
+
+    trainer: TrainerSpec
+    """Trainer backend."""
+
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    """Held-out evaluation during training."""
+
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
+    """Run outputs and progress reporting."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        raise_if(cross_violations(self))
+        return self
+
+    def advisories(self) -> list[Violation]:
+        """Departures from the paper that are allowed but worth a line in ``t1 recipe validate``.
+
+        Returns:
+            non-fatal notes (same shape as rule violations, field paths from the recipe root).
+        """
+        return recipe_advisories(self)
+
+
+def cross_violations(r: Recipe) -> list[Violation]:
+    """Rules that span sections (field paths from the recipe root)."""
+    v: list[Violation] = []
+    m, p, ppo, ro = r.model, r.plan, r.ppo, r.rollout
+
+    # Parallelism against the architecture.
+    if m.num_experts % p.ep:
+        v.append(
+            Violation(
+                "plan.ep_divides_experts",
+                "plan.ep",
+                f"ep {p.ep} does not divide model.num_experts {m.num_experts}: every EP rank must hold "
+                "the same number of experts; pick ep from the divisors of num_experts",
+            )
+        )
+    for heads_field in (
+        "num_key_value_heads",
+        "num_attention_heads",
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+    ):
+        heads = getattr(m, heads_field)
+        if heads % p.tp:
+            v.append(
+                Violation(
+                    "plan.tp_divides_heads",
+                    "plan.tp",
+                    f"tp {p.tp} does not divide model.{heads_field} {heads}: tensor parallelism "
+                    "shards heads; pick tp from its divisors (the paper's 2 KV heads allow tp <= 2)",
+                )
+            )
+            break
+    if m.num_layers % p.pp:
+        v.append(
+            Violation(
+                "plan.pp_divides_layers",
+                "plan.pp",
+                f"pp {p.pp} does not divide model.num_layers {m.num_layers}: stages must hold equal "
+                "layer counts; pick pp from its divisors",
+            )
+        )
+
+    # Batch geometry.
+    samples = ppo.batch_size * ppo.samples_per_task
+    if ro.admitted != samples:
+        v.append(
+            Violation(
+                "rollout.admitted_is_batch",
+                "rollout.admitted",
+                f"rollout.admitted {ro.admitted} != ppo.batch_size * ppo.samples_per_task = "
+                f"{ppo.batch_size} * {ppo.samples_per_task} = {samples}: every admitted trial is one "
+                f"sample of the step's batch; set rollout.admitted to {samples}",
+            )
+        )
+    if samples % p.dp:
+        v.append(
+            Violation(
+                "ppo.batch_splits_dp",
+                "ppo.batch_size",
+                f"the batch of {samples} samples does not split evenly over dp {p.dp} ranks: make "
+                "batch_size * samples_per_task a multiple of plan.dp",
+            )
+        )
+    if ro.context_tokens > p.token_wall:
+        v.append(
+            Violation(
+                "rollout.context_fits_wall",
+                "rollout.context_tokens",
+                f"rollout.context_tokens {ro.context_tokens} exceeds plan.token_wall {p.token_wall}: "
+                "a chunk as long as the context would not fit one training micro-batch; lower "
+                "context_tokens or raise the token wall",
+            )
+        )
+    if ro.context_tokens > m.max_position_embeddings:
+        v.append(
+            Violation(
+                "rollout.context_fits_model",
+                "rollout.context_tokens",
+                f"rollout.context_tokens {ro.context_tokens} exceeds model.max_position_embeddings "
+                f"{m.max_position_embeddings}: lower context_tokens",
+            )
+        )
+
+    # Estimator and critic.
+    if isinstance(ppo.advantage, GRPOAdvantage) and r.critic_warmup.enabled:
+        v.append(
+            Violation(
+                "critic_warmup.grpo_has_no_critic",
+                "critic_warmup.enabled",
+                "ppo.advantage.estimator is grpo, which uses no critic, but critic_warmup is enabled: "
+                "set critic_warmup.enabled: false",
+            )
+        )
+
+    # Engine, trainer and device split.
+    eng = r.engine
+    if isinstance(eng, EmbeddedEngine):
+        if p.inference_devices != 0:
+            v.append(
+                Violation(
+                    "engine.embedded_colocated",
+                    "plan.inference_devices",
+                    f"the embedded engine runs inside the trainer process, but plan.inference_devices "
+                    f"is {p.inference_devices}: set it to 0 (co-located) or use engine.kind: sglang",
+                )
+            )
+        if r.trainer.backend != "torch":
+            v.append(
+                Violation(
+                    "engine.embedded_needs_torch",
+                    "trainer.backend",
+                    f"the embedded engine shares weights in memory with a torch trainer, but "
+                    f"trainer.backend is {r.trainer.backend!r}: set trainer.backend: torch or "
+                    "engine.kind: sglang",
+                )
+            )
+    elif isinstance(eng, SGLangEngine):
+        if p.inference_devices > 0 and eng.replicas * eng.tp != p.inference_devices:
+            v.append(
+                Violation(
+                    "engine.replicas_fill_partition",
+                    "engine.replicas",
+                    f"engine.replicas * engine.tp = {eng.replicas} * {eng.tp} = "
+                    f"{eng.replicas * eng.tp} but plan.inference_devices is {p.inference_devices}: "
+                    "the replicas must fill the inference partition exactly",
+                )
+            )
+        if p.inference_devices == 0 and not eng.urls:
+            v.append(
+                Violation(
+                    "engine.sglang_needs_devices",
+                    "plan.inference_devices",
+                    "engine.kind is sglang with no urls, so T1 must launch the servers, but "
+                    "plan.inference_devices is 0: give the servers devices, or list running "
+                    "servers in engine.urls",
+                )
+            )
+    if r.trainer.backend == "megatron" and not r.trainer.device.startswith("cuda"):
+        v.append(
+            Violation(
+                "trainer.megatron_needs_cuda",
+                "trainer.device",
+                f"the megatron backend runs on CUDA devices, but trainer.device is "
+                f"{r.trainer.device!r}: set trainer.device: cuda or trainer.backend: torch",
+            )
+        )
+    return v
+
+
+def recipe_advisories(r: Recipe) -> list[Violation]:
+    """Allowed departures from the paper (see ``Recipe.advisories``)."""
+    a: list[Violation] = []
+    if isinstance(r.ppo.advantage, GAEAdvantage) and r.ppo.normalize_advantages:
+        a.append(
+            Violation(
+                "ppo.gae_normalized",
+                "ppo.normalize_advantages",
+                "GAE advantages are whitened per batch; the paper keeps them raw so the critic is "
+                "the only baseline (T1 §4.5)",
+            )
+        )
+    if isinstance(r.reward, DenseReward) and r.pool.source in BINARY_ONLY_POOLS:
+        a.append(
+            Violation(
+                "reward.dense_on_binary_pool",
+                "reward.kind",
+                f"pool {r.pool.source} has binary-only verifiers (T1 §3.1): the dense reward will "
+                "fall back to the binary outcome on every trial",
+            )
+        )
+    if not r.ppo.routing_replay:
+        a.append(
+            Violation(
+                "ppo.r3_off",
+                "ppo.routing_replay",
+                "routing replay (R3) is off: the train-inference log-prob gap on the MoE grows "
+                "(T1 §4.3, Fig. 6: 0.021 without TITO and R3, 0.013 with both)",
+            )
+        )
+    if isinstance(r.ppo.advantage, GAEAdvantage) and not r.critic_warmup.enabled:
+        a.append(
+            Violation(
+                "critic_warmup.cold",
+                "critic_warmup.enabled",
+                "the critic starts cold: the paper's cold critic opened at explained variance -33.6 "
+                "(T1 §4.5, Fig. 7)",
+            )
+        )
+    return a
+
+
+__all__ = ["BINARY_ONLY_POOLS", "Recipe", "cross_violations", "recipe_advisories"]

@@ -1,0 +1,101 @@
+"""Sandboxes: where the agent's shell commands and the verifier run (T1 §7)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from t1_spec._base import Spec
+
+ResourceValue = str | int | float | bool
+
+
+class LocalSandbox(Spec):
+    """A local process sandbox (bubblewrap) on this machine: the embedded default."""
+
+    kind: Literal["local"] = "local"
+    """Discriminator: local bubblewrap sandbox."""
+
+    cpu_time_s: float = Field(default=60.0, gt=0)
+    """CPU-time limit per command (seconds, ``RLIMIT_CPU``)."""
+
+    memory_mb: int = Field(default=1024, gt=0)
+    """Address-space limit per command (MiB, ``RLIMIT_AS``)."""
+
+    max_processes: int = Field(default=128, gt=0)
+    """Process/thread limit inside the sandbox (``RLIMIT_NPROC``)."""
+
+    disk_mb: int = Field(default=512, gt=0)
+    """Largest file the sandbox may write (MiB, ``RLIMIT_FSIZE``) and the scratch-directory budget."""
+
+    network: bool = False
+    """Allow network access from inside the sandbox; off so tasks cannot reach out."""
+
+
+class DockerSandbox(Spec):
+    """A Docker container per trial, built from the task's environment."""
+
+    kind: Literal["docker"] = "docker"
+    """Discriminator: Docker container."""
+
+    cpus: float = Field(default=1.0, gt=0)
+    """CPU cores per container (``--cpus``)."""
+
+    memory_mb: int = Field(default=2048, gt=0)
+    """Memory limit per container (MiB, ``--memory``)."""
+
+    pids_limit: int = Field(default=512, gt=0)
+    """Process limit per container (``--pids-limit``)."""
+
+    network: bool = False
+    """Attach a network to the container; off by default."""
+
+    host: str | None = None
+    """Docker daemon address (``DOCKER_HOST`` form); ``None`` = the local default."""
+
+
+class DaytonaSandbox(Spec):
+    """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7)."""
+
+    kind: Literal["daytona"] = "daytona"
+    """Discriminator: Daytona cloud sandbox."""
+
+    cpus: int = Field(default=1, gt=0)
+    """vCPUs per sandbox. 1: "a single core" (T1 §7)."""
+
+    memory_gib: int = Field(default=2, gt=0)
+    """Memory per sandbox (GiB). "A small memory allotment" (T1 §7); 2 GiB chosen."""
+
+    disk_gib: int = Field(default=10, gt=0)
+    """Disk per sandbox (GiB). 10 GiB as in evaluation (T1 §6)."""
+
+    auto_stop_min: int = Field(default=90, ge=0)
+    """Daytona auto-stop interval (minutes of inactivity; 0 = never). 90 = the 5400 s remote deadline,
+    chosen."""
+
+    auto_delete_min: int = Field(default=0, ge=-1)
+    """Daytona auto-delete interval after stop (minutes; 0 = delete at once on stop, -1 = never). 0: deferred
+    deletion leaks instances until quota exhaustion, so reclamation is explicit and immediate (T1 §7)."""
+
+    target: str | None = None
+    """Daytona region/target; ``None`` = the account default. Credentials come from the environment."""
+
+
+class HarborSandbox(Spec):
+    """Any Harbor environment (``harbor.environments``) behind the T1 ``Sandbox`` interface."""
+
+    kind: Literal["harbor"] = "harbor"
+    """Discriminator: adapter over a Harbor environment."""
+
+    environment: str
+    """Harbor environment type, e.g. ``"docker"``, ``"daytona"``, ``"modal"`` (Harbor v0.7.0, T1 §6)."""
+
+    options: dict[str, ResourceValue] = Field(default_factory=dict)
+    """Extra keyword arguments passed to the Harbor environment unchanged."""
+
+
+SandboxSpec = Annotated[
+    LocalSandbox | DockerSandbox | DaytonaSandbox | HarborSandbox, Field(discriminator="kind")
+]
+"""The sandbox section, selected by ``kind: local | docker | daytona | harbor``."""
