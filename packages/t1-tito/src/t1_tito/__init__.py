@@ -1,1 +1,32 @@
-"""Chat template and token-in-token-out stitching (T1 §4.1)."""
+"""Chat template and token-in-token-out stitching (T1 §4.1).
+
+`load_tokenizer` gives the Qwen3.5 tokenizer; `ChatTemplate` renders Qwen3.5-style turns; `TitoSession` builds
+each turn's prompt ids from the previous ids (never re-encoding them); `stitch` turns a trial's `Turn`s into
+`Sample`s with four aligned streams (token ids, loss mask, rollout log-probs, routing rows) and a
+`DriftAudit`.
+"""
+
+from t1_tito.sample import RoutingMismatchError, Sample, StreamMisalignmentError, Turn
+from t1_tito.session import TitoSession
+from t1_tito.stitch import REPAIR_MODES, DriftAudit, StitchResult, audit_drift, stitch
+from t1_tito.template import ChatTemplate, TemplateError, normalize_messages
+from t1_tito.tokenizer import QWEN3_5_PADDED_VOCAB_SIZE, Tokenizer, load_tokenizer
+
+__all__ = [
+    "QWEN3_5_PADDED_VOCAB_SIZE",
+    "REPAIR_MODES",
+    "ChatTemplate",
+    "DriftAudit",
+    "RoutingMismatchError",
+    "Sample",
+    "StitchResult",
+    "StreamMisalignmentError",
+    "TemplateError",
+    "TitoSession",
+    "Tokenizer",
+    "Turn",
+    "audit_drift",
+    "load_tokenizer",
+    "normalize_messages",
+    "stitch",
+]
