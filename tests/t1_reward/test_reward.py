@@ -139,3 +139,12 @@ def test_no_outcome_at_all_is_none_not_zero():
 def test_unknown_kind_is_a_programmer_error():
     with pytest.raises(ValueError, match="unknown reward kind"):
         compute_reward(report_with(1, 0), Spec("sparse"))
+
+
+def test_accepts_the_t1_spec_reward_sections():
+    from t1_spec.reward import BinaryReward, DenseReward, RatioReward
+
+    report = report_with(10, 10, binary=0.0)
+    assert compute_reward(report, DenseReward()).value == pytest.approx(0.5)  # S = 20 by default
+    assert compute_reward(report, RatioReward()).value == pytest.approx(0.4 * 10 / 20)
+    assert compute_reward(report, BinaryReward()).value == 0.0
