@@ -1,7 +1,186 @@
-"""`t1 plan` verbs."""
+"""`t1 plan` verbs: check a plan against the memory model, search plans, calibrate alpha/b0, split devices.
+
+Exit codes: 0 the plan fits (or the verb succeeded), 1 it does not fit, 2 invalid recipe, file or arguments.
+The model is ``t1_capacity`` (T1 §7, §7.1, Eq. 21, Prop. 7.1).
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(help="plan verbs (not built yet).", no_args_is_help=True)
+from t1._errors import EXIT_CHECK_FAILED, EXIT_OK, reported
+from t1_capacity import (
+    CalibrationError,
+    PlanError,
+    check_plan,
+    fit,
+    load,
+    optimal_split,
+    read_measurements,
+    search_plans,
+    step_time,
+)
+from t1_capacity.report import format_check, format_search, format_split
+from t1_capacity.split import balance_point, generation_work_from_rate
+from t1_spec import RecipeError
+
+app = typer.Typer(
+    help="Check, search and calibrate parallelism plans against the closed-form memory model (T1 §7.1).",
+    no_args_is_help=True,
+)
+
+INVALID = (RecipeError, PlanError, CalibrationError)
+
+Overrides = Annotated[list[str] | None, typer.Argument(help="dotlist overrides, e.g. plan.cp=2")]
+Debug = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
+
+# T1 §7: the production plan hides ~16 min of generation under ~41 min of training at its split.
+PAPER_GENERATION_MIN = 16.0
+PAPER_TRAINING_MIN = 41.0
+
+
+@app.command()
+def check(
+    recipe: Annotated[Path, typer.Argument(help="recipe YAML")],
+    overrides: Overrides = None,
+    generation_min: Annotated[
+        float, typer.Option(help="generation minutes per step at the recipe's inference_devices (T1 §7: ~16)")
+    ] = PAPER_GENERATION_MIN,
+    training_min: Annotated[
+        float, typer.Option(help="training minutes per step at the recipe's training devices (T1 §7: ~41)")
+    ] = PAPER_TRAINING_MIN,
+    granularity: Annotated[
+        int | None, typer.Option(help="devices per inference replica (default: the recipe's engine.tp)")
+    ] = None,
+    debug: Debug = False,
+) -> None:
+    """Per-term memory (GiB) of actor and critic, binding term, headroom, step-time split; exit 0/1/2."""
+    with reported(debug, invalid=INVALID):
+        inputs = load(recipe, overrides)
+        verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
+        typer.echo(format_check(verdict, inputs.constants, title=f"{recipe}"))
+        n, g = inputs.plan.inference_devices, inputs.devices
+        if 0 < n < g:
+            r, c = generation_min * n, training_min * (g - n)
+            step = granularity or inputs.replica_devices
+
+            def training_fits(g_train: int) -> bool:
+                return bool(search_plans(inputs.model, inputs.plan, inputs.constants, g_train).fitting)
+
+            best = optimal_split(r, c, g, granularity=step, training_fits=training_fits)
+            typer.echo(format_split(step_time(n, r, c, g), best, balance_point(r, c, g)))
+            typer.echo(
+                f"(R = {r:.0f} and C = {c:.0f} device-minutes from --generation-min/--training-min at this "
+                "split; "
+                f"linear scaling assumed; n in steps of {step}, keeping a training plan that fits)"
+            )
+        else:
+            typer.echo(
+                "step-time split: co-located (inference_devices = 0), generation and training time-share"
+            )
+    sys.exit(EXIT_OK if verdict.fits else EXIT_CHECK_FAILED)
+
+
+@app.command()
+def search(
+    recipe: Annotated[Path, typer.Argument(help="recipe YAML")],
+    overrides: Overrides = None,
+    devices: Annotated[
+        int | None,
+        typer.Option(help="training devices to search (default: the recipe's devices - inference)"),
+    ] = None,
+    rank: Annotated[str, typer.Option(help="dp (most data parallelism first) or headroom")] = "dp",
+    top: Annotated[int, typer.Option(help="admitted plans to show")] = 10,
+    refused: Annotated[int, typer.Option(help="refused plans to explain")] = 5,
+    ep_maximal: Annotated[bool, typer.Option(help="only the largest ep per layout (Prop. 7.1)")] = False,
+    debug: Debug = False,
+) -> None:
+    """Enumerate every valid (tp, pp, cp, dp, ep), keep those where actor and critic fit, rank them."""
+    with reported(debug, invalid=INVALID):
+        inputs = load(recipe, overrides)
+        result = search_plans(
+            inputs.model, inputs.plan, inputs.constants, devices, rank=rank, ep_maximal_only=ep_maximal
+        )
+        typer.echo(format_search(result, inputs.model, inputs.constants, top=top, refused=refused))
+    sys.exit(EXIT_OK if result.fitting else EXIT_CHECK_FAILED)
+
+
+@app.command()
+def calibrate(
+    measurements: Annotated[
+        Path, typer.Argument(help="CSV: tp,pp,cp,dp,ep,token_wall,peak_gib[,etp,network,stage]")
+    ],
+    recipe: Annotated[Path, typer.Option(help="recipe giving the model and the other plan fields")],
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="dotlist override of the recipe")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="write the override here (.yaml: YAML snippet, else dotlist)")
+    ] = None,
+    debug: Debug = False,
+) -> None:
+    """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override."""
+    with reported(debug, invalid=INVALID):
+        inputs = load(recipe, overrides)
+        if not measurements.exists():
+            raise FileNotFoundError(f"measurements not found: {measurements}")
+        rows = read_measurements(measurements, inputs.plan, inputs.model)
+        cal = fit(inputs.model, rows, inputs.constants)
+        typer.echo(
+            f"alpha = {cal.alpha:.1f} B/token/layer   b0 = {cal.b0_gib:.3f} GiB   rms {cal.rms_gib:.3f} GiB"
+        )
+        typer.echo(f"{'row':<5}{'plan':<30}{'wall':>8}{'network':>8}{'measured':>10}{'residual':>10}")
+        for i, (m, res) in enumerate(zip(rows, cal.residuals_gib, strict=True), start=1):
+            typer.echo(
+                f"{i:<5}{m.plan.label():<30}{m.plan.token_wall:>8}{m.network:>8}{m.peak_gib:>10.2f}{res:>10.3f}"
+            )
+        text = (
+            cal.yaml()
+            if out is not None and out.suffix in (".yaml", ".yml")
+            else " ".join(cal.dotlist()) + "\n"
+        )
+        if out is not None:
+            out.write_text(text)
+            typer.echo(f"override written to {out}")
+        else:
+            typer.echo("override: " + text.strip())
+
+
+@app.command()
+def split(
+    devices: Annotated[int, typer.Option(help="G: all devices (or replica units)")],
+    generation_work: Annotated[
+        float | None, typer.Option(help="R, device-minutes of generation per step")
+    ] = None,
+    training_work: Annotated[
+        float | None, typer.Option(help="C, device-minutes of training per step")
+    ] = None,
+    groups: Annotated[
+        float | None, typer.Option(help="groups per step, to derive R from a replica rate")
+    ] = None,
+    groups_per_min: Annotated[float | None, typer.Option(help="one replica's rate (T1 §7: 4.35)")] = None,
+    replica_devices: Annotated[int, typer.Option(help="devices per inference replica")] = 1,
+    n: Annotated[list[int] | None, typer.Option("--n", help="inference device counts to report")] = None,
+    debug: Debug = False,
+) -> None:
+    """T_step(n) = max(R/n, C/(G-n)) (T1 §7): the best n, generation and training time, slack."""
+    with reported(debug, invalid=INVALID):
+        if generation_work is None:
+            if groups is None or groups_per_min is None:
+                raise ValueError("give --generation-work, or --groups with --groups-per-min")
+            generation_work = generation_work_from_rate(groups, groups_per_min, replica_devices)
+        if training_work is None:
+            raise ValueError("give --training-work (device-minutes of training per step)")
+        best = optimal_split(generation_work, training_work, devices, granularity=replica_devices)
+        n_star = balance_point(generation_work, training_work, devices)
+        for k in n or []:
+            typer.echo(
+                format_split(
+                    step_time(k, generation_work, training_work, devices), best, n_star
+                ).splitlines()[0]
+            )
+        typer.echo(format_split(best, best, n_star).splitlines()[1])

@@ -1,0 +1,123 @@
+"""A training parallelism plan and its structural validity (T1 §7.1; as torchtitan ``ParallelDims``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from t1_capacity.shapes import ModelShape
+
+
+class PlanError(ValueError):
+    """A plan that cannot be laid out on the devices at all (not merely one that does not fit in memory)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One network's training layout on the training partition, plus the run-level quantities the model needs.
+
+    Notation: tp = tau, pp = rho, cp = kappa, dp = delta, ep = eta (T1 §7.1); tp * pp * cp * dp = G_train, the
+    devices left to training after ``inference_devices`` serve rollouts.
+
+    Attributes:
+        tp: tensor-parallel degree.
+        pp: pipeline stages.
+        cp: context-parallel degree (the sequence is split over cp ranks).
+        dp: data-parallel degree.
+        ep: expert-parallel degree (routed experts split over ep ranks).
+        etp: expert tensor-parallel degree (each expert's FFN split over etp ranks).
+        token_wall: the longest sample the trainer must hold, in tokens (one packed micro-batch).
+        memory_budget_gib: M, the usable memory of one device, GiB (95 in T1 §4.5).
+        offload: ``"forced"``: actor and critic time-share the devices, each must fit M alone (T1 §4.5);
+            ``"none"``: both stay resident, their sum must fit M.
+        inference_devices: n, devices serving inference (not part of this plan's layout).
+        batch_size: samples per optimizer step (T1 §5: 512), for micro-batches per rank = batch / dp.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    dp: int = 1
+    ep: int = 1
+    etp: int = 1
+    token_wall: int = 86_016
+    memory_budget_gib: float = 95.0
+    offload: str = "forced"
+    inference_devices: int = 0
+    batch_size: int = 512
+
+    @property
+    def training_devices(self) -> int:
+        """G_train = tp * pp * cp * dp."""
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def expert_data_parallel(self) -> int:
+        """EDP, the expert optimizer's shard count: tp * cp * dp / (ep * etp) (MoE parallel folding)."""
+        return (self.tp * self.cp * self.dp) // (self.ep * self.etp)
+
+    @property
+    def microbatches_per_rank(self) -> float:
+        """Serially accumulated micro-batches per data-parallel rank, batch / dp (T1 §7.1: 512 / 2 = 256)."""
+        return self.batch_size / self.dp
+
+    def label(self) -> str:
+        """Short human form, e.g. ``tp2 pp8 cp4 dp2 ep16``."""
+        etp = f" etp{self.etp}" if self.etp != 1 else ""
+        return f"tp{self.tp} pp{self.pp} cp{self.cp} dp{self.dp} ep{self.ep}{etp}"
+
+
+def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
+    """List why ``plan`` cannot be laid out for ``model``; empty when it can.
+
+    Rules: every degree >= 1; pp divides the layer count (even stages); ep divides the expert count; ep * etp
+    divides tp * cp * dp (experts are folded out of that region); etp divides the expert FFN width; tp divides
+    the query heads and the shared-expert width; token wall >= cp (each context rank holds a segment).
+
+    Args:
+        plan: the plan to check.
+        model: the model it lays out.
+
+    Returns:
+        One sentence per violated rule, naming the field and how to fix it.
+    """
+    out: list[str] = []
+    for name in ("tp", "pp", "cp", "dp", "ep", "etp"):
+        if getattr(plan, name) < 1:
+            out.append(f"plan.{name}={getattr(plan, name)} must be >= 1")
+    if out:
+        return out
+    if model.num_layers % plan.pp:
+        out.append(f"plan.pp={plan.pp} must divide num_layers={model.num_layers} (even pipeline stages)")
+    if model.num_experts == 0 and plan.ep != 1:
+        out.append(f"plan.ep={plan.ep} must be 1 for a dense model (num_experts=0)")
+    elif model.num_experts and model.num_experts % plan.ep:
+        out.append(f"plan.ep={plan.ep} must divide num_experts={model.num_experts}")
+    if (plan.tp * plan.cp * plan.dp) % (plan.ep * plan.etp):
+        out.append(
+            f"plan.ep*etp={plan.ep * plan.etp} must divide tp*cp*dp={plan.tp * plan.cp * plan.dp} "
+            "(experts are folded out of the tp x cp x dp region)"
+        )
+    if model.moe_intermediate_size % plan.etp:
+        out.append(f"plan.etp={plan.etp} must divide moe_intermediate_size={model.moe_intermediate_size}")
+    if model.num_attention_heads % plan.tp:
+        out.append(f"plan.tp={plan.tp} must divide num_attention_heads={model.num_attention_heads}")
+    if model.shared_expert_intermediate_size % plan.tp:
+        out.append(f"plan.tp={plan.tp} must divide shared_expert_intermediate_size")
+    if plan.token_wall < plan.cp:
+        out.append(f"plan.token_wall={plan.token_wall} must be >= cp={plan.cp}")
+    if plan.offload not in ("forced", "none"):
+        out.append(f"plan.offload={plan.offload!r} must be 'forced' or 'none'")
+    if plan.memory_budget_gib <= 0:
+        out.append(f"plan.memory_budget_gib={plan.memory_budget_gib} must be > 0")
+    return out
+
+
+def validate_plan(plan: Plan, model: ModelShape) -> None:
+    """Raise when ``plan`` cannot be laid out.
+
+    Raises:
+        PlanError: listing every violated rule (see ``plan_problems``).
+    """
+    problems = plan_problems(plan, model)
+    if problems:
+        raise PlanError("invalid plan " + plan.label() + ": " + "; ".join(problems))

@@ -1,0 +1,169 @@
+"""Enumerate every valid (tp, pp, cp, dp, ep) for a device count and rank the plans that fit (T1 §7.1).
+
+The paper calibrated Eq. 21 "rather than search the plan space"; with a closed form the search is cheap, so
+the
+whole space is priced and the survivors ranked by the data parallelism they keep (fewer serially accumulated
+micro-batches per rank) and their headroom against M.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from t1_capacity.check import fits_fast
+from t1_capacity.footprint import ACTOR, CRITIC, PAPER_CONSTANTS, CapacityConstants, Footprint, footprint
+from t1_capacity.plan import Plan
+from t1_capacity.shapes import ModelShape
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Iterator[Plan]:
+    """Yield every structurally valid plan with tp * pp * cp * dp = ``training_devices``.
+
+    tp divides the query heads and the shared-expert width; pp divides the layer count; cp <= token wall; ep
+    divides E and tp*cp*dp/etp. ``etp``, token wall, budget, offload and batch size come from ``base``.
+
+    Args:
+        model: the model shape.
+        training_devices: G_train.
+        base: supplies the fields not enumerated.
+
+    Yields:
+        Plans, tp-major.
+
+    Raises:
+        ValueError: when ``training_devices`` < 1.
+    """
+    if training_devices < 1:
+        raise ValueError(f"training_devices must be >= 1, got {training_devices}")
+    g = training_devices
+    experts = _divisors(model.num_experts) if model.num_experts else [1]
+    for tp in _divisors(g):
+        if model.num_attention_heads % tp or model.shared_expert_intermediate_size % tp:
+            continue
+        for pp in _divisors(g // tp):
+            if model.num_layers % pp:
+                continue
+            for cp in _divisors(g // (tp * pp)):
+                if cp > base.token_wall:
+                    continue
+                dp = g // (tp * pp * cp)
+                region = tp * cp * dp
+                if region % base.etp or model.moe_intermediate_size % base.etp:
+                    continue
+                for ep in experts:
+                    if (region // base.etp) % ep == 0:
+                        yield replace(base, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One priced plan.
+
+    Attributes:
+        plan: the plan.
+        actor_gib: the actor's binding-stage total, GiB.
+        critic_gib: the critic's binding-stage total, GiB.
+        fits: admitted or not.
+    """
+
+    plan: Plan
+    actor_gib: float
+    critic_gib: float
+    fits: bool
+
+    @property
+    def headroom_gib(self) -> float:
+        """M minus the larger of the two networks, GiB."""
+        return self.plan.memory_budget_gib - max(self.actor_gib, self.critic_gib)
+
+    def binding_footprint(self, model: ModelShape, c: CapacityConstants) -> Footprint:
+        """The full footprint of the tighter network (for explaining a refusal)."""
+        net = ACTOR if self.actor_gib >= self.critic_gib else CRITIC
+        return footprint(model, self.plan, c, net)
+
+    def explain(self, model: ModelShape, c: CapacityConstants) -> str:
+        """Why the plan is refused (or that it fits): network, stage, overflow and binding term."""
+        f = self.binding_footprint(model, c)
+        if self.fits:
+            return f"fits, {self.headroom_gib:.1f} GiB headroom"
+        return (
+            f"{f.network} over M by {-f.headroom_gib:.1f} GiB on stage {f.stage}; "
+            f"binding {f.binding.name} {f.binding.gib:.1f} GiB"
+        )
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """All priced plans of one search.
+
+    Attributes:
+        training_devices: G_train searched.
+        fitting: admitted plans, best first.
+        refused: refused plans, closest to fitting first.
+    """
+
+    training_devices: int
+    fitting: tuple[Candidate, ...]
+    refused: tuple[Candidate, ...]
+
+    @property
+    def n_plans(self) -> int:
+        """How many valid plans were priced."""
+        return len(self.fitting) + len(self.refused)
+
+
+RANKINGS = ("dp", "headroom")
+
+
+def search_plans(
+    model: ModelShape,
+    base: Plan,
+    c: CapacityConstants = PAPER_CONSTANTS,
+    training_devices: int | None = None,
+    rank: str = "dp",
+    ep_maximal_only: bool = False,
+) -> SearchResult:
+    """Price every valid plan for the training devices and rank the admitted ones (T1 §7.1).
+
+    Args:
+        model: the model shape.
+        base: the recipe's plan; its token wall, budget, offload, batch size and etp are kept.
+        c: the constants.
+        training_devices: G_train; default ``base.training_devices``.
+        rank: ``"dp"``: most data parallelism kept (fewest micro-batches per rank) first, ties by headroom;
+            ``"headroom"``: most headroom first, ties by dp.
+        ep_maximal_only: keep only the largest valid ep per (tp, pp, cp, dp) (Prop. 7.1 pins ep maximal).
+
+    Returns:
+        The fitting plans ranked, and the refused plans ordered by how little they miss M.
+
+    Raises:
+        ValueError: unknown ``rank``.
+    """
+    if rank not in RANKINGS:
+        raise ValueError(f"rank must be one of {RANKINGS}, got {rank!r}")
+    g = training_devices or base.training_devices
+    fitting: list[Candidate] = []
+    refused: list[Candidate] = []
+    plans = list(enumerate_plans(model, g, base))
+    if ep_maximal_only:
+        best: dict[tuple[int, int, int, int], Plan] = {}
+        for p in plans:
+            key = (p.tp, p.pp, p.cp, p.dp)
+            if key not in best or p.ep > best[key].ep:
+                best[key] = p
+        plans = list(best.values())
+    for p in plans:
+        ok, a, k = fits_fast(model, p, c)
+        (fitting if ok else refused).append(Candidate(p, a, k, ok))
+    if rank == "dp":
+        fitting.sort(key=lambda x: (-x.plan.dp, -x.headroom_gib, x.plan.tp, x.plan.pp))
+    else:
+        fitting.sort(key=lambda x: (-x.headroom_gib, -x.plan.dp))
+    refused.sort(key=lambda x: (-x.headroom_gib, -x.plan.dp))
+    return SearchResult(g, tuple(fitting), tuple(refused))
