@@ -47,6 +47,8 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     Accepts the current schema (``reportFormat``/``specVersion`` present) and the older plugin output (only
     ``results``). An unknown status string becomes `AssertionStatus.OTHER` with the raw status kept in
     `message`.
+    Verifiers should pin pytest-json-ctrf >= 0.6: earlier versions (Harbor's template pins 0.3.5) report a
+    parametrized test as one entry with retries, which collapses its assertions into one.
 
     Args:
         text: The content of ``ctrf.json``.
