@@ -1,0 +1,27 @@
+"""Sandboxes: where the agent's shell commands and the verifier run (DESIGN.md "Interfaces between packages").
+
+Backends: ``LocalSandbox`` (bubblewrap, this machine). Docker, Daytona and a Harbor adapter are later issues.
+"""
+
+from t1_rollout.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxTimeout,
+    Shell,
+    UnsupportedDockerfileInstruction,
+)
+from t1_rollout.sandbox.dockerfile import parse_dockerfile
+from t1_rollout.sandbox.local import LocalSandbox, LocalShell
+
+__all__ = [
+    "ExecResult",
+    "LocalSandbox",
+    "LocalShell",
+    "Sandbox",
+    "SandboxError",
+    "SandboxTimeout",
+    "Shell",
+    "UnsupportedDockerfileInstruction",
+    "parse_dockerfile",
+]

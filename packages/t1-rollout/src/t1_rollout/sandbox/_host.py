@@ -1,0 +1,224 @@
+"""Host-side helpers of the local sandbox: bwrap discovery, per-sandbox uids, process sweeps, toolchain.
+
+These run as the host user (root in CI) outside any sandbox.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from t1_rollout.sandbox.base import SandboxError
+
+__all__ = [
+    "bwrap_path",
+    "UidSlot",
+    "acquire_uid_slot",
+    "pids_of_uid",
+    "kill_uid",
+    "VerifierToolchain",
+    "toolchain",
+]
+
+# Host uids given to sandboxes: one per live sandbox, so RLIMIT_NPROC (counted per real uid) is per sandbox
+# and
+# "every process of this sandbox" is "every process of this uid".
+UID_BASE = 200_000
+UID_SLOTS = 4096
+SLOT_DIR = Path("/tmp/t1-sandbox-slots")
+
+
+def bwrap_path() -> str:
+    """Path of the ``bwrap`` executable.
+
+    Raises:
+        SandboxError: bubblewrap is not installed (says how to install it).
+    """
+    found = shutil.which("bwrap")
+    if not found:
+        raise SandboxError(
+            "bubblewrap (bwrap) is not installed; the local sandbox needs it: "
+            "run `apt-get install bubblewrap`"
+        )
+    return found
+
+
+@dataclass
+class UidSlot:
+    """A host uid reserved for one sandbox, held by an exclusive ``flock`` on a slot file."""
+
+    uid: int
+    fd: int
+
+    def release(self) -> None:
+        """Give the uid back (idempotent)."""
+        if self.fd >= 0:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = -1
+
+
+def acquire_uid_slot() -> UidSlot:
+    """Reserve a free sandbox uid (``200000 + slot``) and kill any stale process still running under it.
+
+    Raises:
+        SandboxError: running as non-root (the uid switch needs root), or all slots are taken.
+    """
+    if os.geteuid() != 0:
+        raise SandboxError(
+            "the local sandbox must be started as root: it runs each sandbox under its own "
+            "unprivileged host uid so that process limits apply per sandbox"
+        )
+    SLOT_DIR.mkdir(mode=0o700, exist_ok=True)
+    for slot in range(UID_SLOTS):
+        fd = os.open(SLOT_DIR / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        uid = UID_BASE + slot
+        kill_uid(uid)  # leftovers of a process that died without reclaiming
+        return UidSlot(uid=uid, fd=fd)
+    raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    """Host pids whose real uid is ``uid`` (read from ``/proc/<pid>/status``)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry))
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return pids
+
+
+def kill_uid(uid: int, *, deadline_s: float = 5.0) -> list[int]:
+    """SIGKILL every process of ``uid`` until none remains (or the deadline passes).
+
+    Returns:
+        The pids still alive at the deadline (zombies awaiting their parent count as gone).
+    """
+    end = time.monotonic() + deadline_s
+    while True:
+        alive = [p for p in pids_of_uid(uid) if not _is_zombie(p)]
+        if not alive or time.monotonic() > end:
+            return alive
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+
+
+@dataclass(frozen=True)
+class VerifierToolchain:
+    """The project's Python with pytest and pytest-json-ctrf, mounted read-only for the verifier.
+
+    Attributes:
+        binds: ``(host_path, sandbox_path)`` read-only binds.
+        symlinks: ``(target, sandbox_path)`` symlinks created in the sandbox.
+        env: variables that put it first on PATH (``python3 -m pytest`` then resolves to it).
+    """
+
+    binds: tuple[tuple[str, str], ...]
+    symlinks: tuple[tuple[str, str], ...]
+    env: dict[str, str]
+
+
+TOOLCHAIN_MOUNT = "/opt/t1-verifier"
+_TOOLCHAIN: VerifierToolchain | None = None
+
+
+def _mirror(src: Path, cache_root: Path) -> Path:
+    """A world-readable hard-link mirror of ``src`` (the base interpreter may live under a 0700 home).
+
+    Hard links share the inodes (no copy, milliseconds); falls back to copying across file systems. The
+    mirror is built in a temporary directory and renamed into place, so concurrent builders are safe.
+    """
+    key = hashlib.sha256(f"{src}:{src.stat().st_mtime_ns}:{sys.version}".encode()).hexdigest()[:16]
+    dest = cache_root / key
+    if dest.is_dir():
+        return dest
+    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    tmp = cache_root / f".{key}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def link(s: str, d: str) -> None:
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+
+    shutil.copytree(
+        src,
+        tmp,
+        symlinks=True,
+        copy_function=link,
+        ignore=shutil.ignore_patterns("site-packages", "__pycache__"),
+    )
+    for root, dirs, _ in os.walk(tmp):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    os.chmod(tmp, 0o755)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def toolchain() -> VerifierToolchain:
+    """The verifier toolchain for this interpreter (built once per process, cached on disk).
+
+    The base interpreter (``sys.base_prefix``) is mounted at its own path (its binary's RPATH points there)
+    from a world-readable mirror; the environment's ``site-packages`` (pytest, pytest-json-ctrf) at
+    ``/opt/t1-verifier/site-packages`` and put on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
+    repository: editable installs' ``.pth`` files are not processed from ``PYTHONPATH`` and their targets do
+    not exist inside the sandbox, so task bundles (tests, solutions) stay invisible.
+    """
+    global _TOOLCHAIN
+    if _TOOLCHAIN is not None:
+        return _TOOLCHAIN
+    import pytest  # noqa: F401 - fail early and clearly if the toolchain lacks pytest
+
+    base = Path(sys.base_prefix).resolve()
+    site = Path(pytest.__file__).resolve().parent.parent
+    binds: list[tuple[str, str]] = []
+    if not str(base).startswith("/usr"):
+        binds.append((str(_mirror(base, Path("/var/tmp/t1-toolchain"))), str(base)))
+    binds.append((str(site), f"{TOOLCHAIN_MOUNT}/site-packages"))
+    exe = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if not exe.exists():
+        raise SandboxError(f"verifier toolchain: interpreter {exe} not found")
+    symlinks = ((str(exe), f"{TOOLCHAIN_MOUNT}/bin/python3"), (str(exe), f"{TOOLCHAIN_MOUNT}/bin/python"))
+    env = {
+        "PATH": f"{TOOLCHAIN_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin",
+        "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/site-packages",
+        "PYTHONNOUSERSITE": "1",
+    }
+    _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=symlinks, env=env)
+    return _TOOLCHAIN

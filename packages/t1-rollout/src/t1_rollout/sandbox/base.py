@@ -1,0 +1,152 @@
+"""The ``Sandbox`` interface: where an agent's shell commands and the verifier run.
+
+Every control call takes a deadline (seconds). A sandbox is an async context manager and is always reclaimed
+on exit, also when the body raises or is cancelled (Ctrl-C). Source: DESIGN.md "Interfaces between packages";
+Harbor's ``BaseEnvironment`` (``exec``, ``upload``, ``download``); T1 §6 (sandboxes, deadlines).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+__all__ = [
+    "ExecResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxTimeout",
+    "Shell",
+    "UnsupportedDockerfileInstruction",
+]
+
+
+class SandboxError(Exception):
+    """A sandbox could not be created, built, used or reclaimed (infrastructure, never an agent score)."""
+
+
+class SandboxTimeout(SandboxError):
+    """A sandbox control call (build, upload, download, shell start) ran past its deadline."""
+
+
+class UnsupportedDockerfileInstruction(SandboxError):
+    """The Dockerfile uses an instruction (or a base image) this sandbox backend cannot build."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The result of one ``Sandbox.exec``.
+
+    Attributes:
+        stdout: standard output, decoded as UTF-8 (invalid bytes replaced).
+        stderr: standard error, decoded likewise.
+        exit_code: the command's exit status; ``None`` when it was killed at the deadline.
+        timed_out: the command ran past ``timeout_s`` and its whole process group was killed.
+        duration_s: wall-clock seconds from launch to exit (or kill).
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        """Exited 0 within the deadline."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Shell(abc.ABC):
+    """One persistent interactive shell per trial (Terminus-2's tmux pane; harbor_tb.md §3).
+
+    The working directory and environment persist across ``send`` calls. A command that outlives
+    ``duration_s``
+    keeps running; its later output is returned by a later ``send``.
+    """
+
+    @abc.abstractmethod
+    async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
+        r"""Type ``keystrokes`` and return the output produced since the previous call.
+
+        Args:
+            keystrokes: bytes to type, verbatim (end with ``"\\n"`` to run a line; ``"\\x03"`` is Ctrl-C).
+                ``""`` only polls.
+            duration_s: seconds to wait for output; returns earlier once the shell is idle again (prompt
+                shown, nothing left to read).
+            max_wait_s: hard cap on the whole call in seconds (``duration_s`` is clipped to it).
+
+        Returns:
+            New output (stdout and stderr interleaved as a terminal shows them, typed keystrokes echoed).
+
+        Raises:
+            SandboxError: the shell is dead.
+        """
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool:
+        """Whether the shell process is still running."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Kill the shell and everything it started; idempotent."""
+
+
+class Sandbox(abc.ABC):
+    """An isolated environment for one trial: build, exec, upload, download, persistent shell, close.
+
+    Use as ``async with`` so that ``close`` always runs.
+    """
+
+    @abc.abstractmethod
+    async def start(self, environment_dir: Path, *, timeout_s: float) -> None:
+        """Build the task's environment (``environment/Dockerfile`` and its fixtures).
+
+        Raises:
+            UnsupportedDockerfileInstruction: an instruction this backend cannot build (named, with its line).
+            SandboxTimeout: the build ran past ``timeout_s``.
+            SandboxError: a build step failed.
+        """
+
+    @abc.abstractmethod
+    async def exec(
+        self, command: str, *, timeout_s: float, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> ExecResult:
+        """Run ``command`` with ``bash -c`` and wait for it, at most ``timeout_s`` seconds.
+
+        On timeout the whole process group (and everything else the command started) is killed and the result
+        has ``timed_out=True``; an exec timeout is a result, not an exception.
+        """
+
+    @abc.abstractmethod
+    async def upload(self, local: Path, remote: str, *, timeout_s: float = 60) -> None:
+        """Copy a local file or directory to the absolute path ``remote`` inside the sandbox."""
+
+    @abc.abstractmethod
+    async def download(self, remote: str, local: Path, *, timeout_s: float = 60) -> None:
+        """Copy the file or directory ``remote`` inside the sandbox to ``local``."""
+
+    @abc.abstractmethod
+    async def open_shell(self) -> Shell:
+        """Open the trial's persistent shell (one per trial) in the task root."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Kill every process of the sandbox and delete its files; idempotent."""
+
+    def verifier_env(self) -> dict[str, str]:
+        """Environment variables that put the verifier toolchain (python3 with pytest) on PATH for ``exec``.
+
+        Empty for backends whose image carries its own toolchain.
+        """
+        return {}
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

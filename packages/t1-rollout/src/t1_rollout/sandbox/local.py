@@ -1,0 +1,720 @@
+"""``LocalSandbox``: a bubblewrap sandbox on this machine (the embedded default, DESIGN.md).
+
+Isolation (issue 2 part 4; T1 §6):
+
+- the host file system is read-only (``/usr`` and ``/etc`` bound read-only, ``/bin /lib /lib64 /sbin`` as
+  symlinks); writable are only this sandbox's own host directories bound at the task root (the Dockerfile's
+  ``WORKDIR``, Harbor's ``/app``), ``/tmp``, ``/logs``, ``/home/agent`` and, once uploaded, ``/tests`` and
+  ``/solution``;
+- every namespace is unshared (``--unshare-all``): no network (only a down loopback), own pids, ipc, uts;
+- no host privileges: bubblewrap runs under an unprivileged host uid (``200000 + slot``, one per sandbox) in
+  a user namespace as uid 1000 with every capability dropped, so uid 0 is not reachable;
+- per-process limits ``RLIMIT_CPU`` (cpu_time_s), ``RLIMIT_AS`` (memory_mb), ``RLIMIT_FSIZE`` (disk_mb, the
+  size of one file) and a per-sandbox ``RLIMIT_NPROC`` (max_processes, counted per host uid);
+- every exec has a wall-clock deadline; at the deadline its whole process group is killed with SIGKILL and,
+  since each exec is its own pid namespace, everything it started dies with it;
+- ``close`` kills every process of the sandbox's uid and deletes its directories; it runs on ``async with``
+  exit (normal, exception, cancellation / Ctrl-C) and, as a last resort, at interpreter exit.
+
+Each ``exec`` is a fresh ``bwrap`` over the same directories, so files persist across execs but processes do
+not (a background job started by an exec dies when the exec returns). The persistent shell is one long-lived
+``bwrap`` running an interactive bash on a private pseudo-terminal. Mounts are fixed when a process starts:
+``/tests`` uploaded after the agent finished is visible to later execs (the verifier) and never to the agent's
+shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import fcntl
+import os
+import pty
+import resource
+import shutil
+import signal
+import struct
+import tarfile
+import tempfile
+import termios
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from io import BytesIO
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from t1_rollout.sandbox._host import UidSlot, acquire_uid_slot, bwrap_path, kill_uid, toolchain
+from t1_rollout.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxError,
+    SandboxTimeout,
+    Shell,
+    UnsupportedDockerfileInstruction,
+)
+from t1_rollout.sandbox.dockerfile import parse_dockerfile
+
+__all__ = ["LocalSandbox", "LocalShell"]
+
+INNER_UID = 1000
+DEFAULT_TASK_ROOT = "/app"
+DEFAULT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/home/agent",
+    "LANG": "C.UTF-8",
+    "TERM": "xterm-256color",
+    "USER": "agent",
+}
+# Paths the sandbox never lets a mount, upload or WORKDIR shadow.
+_SYSTEM = ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/proc", "/dev", "/opt/t1-verifier")
+_LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _reclaim_all() -> None:  # last resort (e.g. an event loop torn down by Ctrl-C before __aexit__ ran)
+    for sandbox in list(_LIVE):
+        sandbox._reclaim()
+
+
+def _inner(path: str, where: str) -> str:
+    p = PurePosixPath(path)
+    if not p.is_absolute() or ".." in p.parts:
+        raise SandboxError(f"{where}: sandbox path {path!r} must be absolute without '..'")
+    return str(p)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+class LocalSandbox(Sandbox):
+    """A bubblewrap sandbox (see the module docstring for the isolation it gives).
+
+    Args:
+        cpu_time_s: ``RLIMIT_CPU`` per process, CPU seconds.
+        memory_mb: ``RLIMIT_AS`` per process, MiB of address space.
+        max_processes: ``RLIMIT_NPROC``: processes and threads of the whole sandbox (one host uid).
+        disk_mb: ``RLIMIT_FSIZE``: the largest file a process may write, MiB (not a quota on the total).
+        work_dir: host directory under which the sandbox's directories are created (default: the temp dir).
+        extra_env: variables added to every exec and the shell.
+
+    Raises:
+        SandboxError: at ``start`` when bubblewrap is missing (``apt-get install bubblewrap``) or not root.
+    """
+
+    def __init__(
+        self,
+        *,
+        cpu_time_s: float = 900.0,
+        memory_mb: int = 2048,
+        max_processes: int = 256,
+        disk_mb: int = 1024,
+        work_dir: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        if min(cpu_time_s, memory_mb, max_processes, disk_mb) <= 0:
+            raise ValueError("LocalSandbox limits must be positive")
+        self.cpu_time_s = float(cpu_time_s)
+        self.memory_mb = int(memory_mb)
+        self.max_processes = int(max_processes)
+        self.disk_mb = int(disk_mb)
+        self._work_dir = work_dir
+        self._extra_env = dict(extra_env or {})
+        self._slot: UidSlot | None = None
+        self._root: Path | None = None
+        self._mounts: dict[str, Path] = {}  # sandbox path -> host dir, writable
+        self._task_root = DEFAULT_TASK_ROOT
+        self._workdir = DEFAULT_TASK_ROOT
+        self._env: dict[str, str] = dict(DEFAULT_ENV)
+        self._procs: set[asyncio.subprocess.Process] = set()
+        self._shell: LocalShell | None = None
+        self._closed = False
+
+    @classmethod
+    def from_spec(cls, spec: Any, **overrides: Any) -> LocalSandbox:
+        """Build from a ``t1_spec`` LocalSandbox spec (``cpu_time_s, memory_mb, max_processes, disk_mb``)."""
+        kwargs = {
+            k: getattr(spec, k)
+            for k in ("cpu_time_s", "memory_mb", "max_processes", "disk_mb")
+            if hasattr(spec, k)
+        }
+        return cls(**(kwargs | overrides))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def uid(self) -> int | None:
+        """The host uid every process of this sandbox runs as (None before ``start``)."""
+        return self._slot.uid if self._slot else None
+
+    @property
+    def host_root(self) -> Path | None:
+        """The host directory holding all of this sandbox's files (None before start and after close)."""
+        return self._root
+
+    @property
+    def task_root(self) -> str:
+        """The task root inside the sandbox (the Dockerfile's first WORKDIR; Harbor's ``/app``)."""
+        return self._task_root
+
+    def verifier_env(self) -> dict[str, str]:  # noqa: D102 - documented on Sandbox
+        return dict(toolchain().env)
+
+    # ------------------------------------------------------------------ set-up
+    def _prepare(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox is closed; create a new one")
+        if self._root is not None:
+            return
+        bwrap_path()
+        self._slot = acquire_uid_slot()
+        _LIVE.add(self)
+        self._root = Path(tempfile.mkdtemp(prefix=f"t1-sbx-{self._slot.uid}-", dir=self._work_dir))
+        os.chown(self._root, self._slot.uid, self._slot.uid)
+        os.chmod(self._root, 0o700)
+        for inner in ("/tmp", "/logs", "/home/agent"):
+            self._add_mount(inner)
+        for sub in ("verifier", "agent", "artifacts"):
+            (self._mounts["/logs"] / sub).mkdir()
+            os.chown(self._mounts["/logs"] / sub, self._slot.uid, self._slot.uid)
+
+    def _add_mount(self, inner: str) -> Path:
+        assert self._root is not None and self._slot is not None
+        if any(_under(inner, s) or _under(s, inner) for s in _SYSTEM) or inner == "/":
+            raise SandboxError(f"sandbox path {inner} would shadow a system directory")
+        host = self._root / ("m" + inner.replace("/", "_"))
+        host.mkdir(exist_ok=True)
+        os.chown(host, self._slot.uid, self._slot.uid)
+        self._mounts[inner] = host
+        return host
+
+    def _host_path(self, inner: str, where: str) -> Path:
+        """Host path of a sandbox path in a writable mount (build time only: the agent has not run yet)."""
+        for mount in sorted(self._mounts, key=len, reverse=True):
+            if _under(inner, mount):
+                return self._mounts[mount] / os.path.relpath(inner, mount)
+        raise SandboxError(f"{where}: {inner} is outside the writable mounts {sorted(self._mounts)}")
+
+    def _preexec(self, *, controlling_tty: bool = False) -> Callable[[], None]:
+        assert self._slot is not None
+        uid = self._slot.uid
+        limits = (
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_CPU, max(1, int(self.cpu_time_s))),
+            (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024),
+            (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024),
+            (resource.RLIMIT_CORE, 0),
+        )
+
+        def preexec() -> None:  # runs in the forked child before exec: no allocation-heavy work
+            os.setsid()
+            if controlling_tty:
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            for res, value in limits:
+                resource.setrlimit(res, (value, value))
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+        return preexec
+
+    def _argv(
+        self, command: Sequence[str], *, cwd: str, env: dict[str, str], new_session: bool = True
+    ) -> list[str]:
+        tc = toolchain()
+        argv = [
+            bwrap_path(),
+            "--unshare-all",
+            "--unshare-user",
+            "--uid", str(INNER_UID),
+            "--gid", str(INNER_UID),
+            "--cap-drop", "ALL",
+            "--die-with-parent",
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--clearenv",
+            "--ro-bind", "/usr", "/usr",
+            "--ro-bind", "/etc", "/etc",
+        ]  # fmt: skip
+        for link in ("bin", "lib", "lib64", "sbin"):
+            if os.path.islink(f"/{link}"):
+                argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+            elif os.path.isdir(f"/{link}"):
+                argv += ["--ro-bind", f"/{link}", f"/{link}"]
+        if new_session:
+            argv.append("--new-session")  # no controlling terminal to inject keystrokes into (TIOCSTI)
+        for host, inner in tc.binds:
+            argv += ["--ro-bind", host, inner]
+        for target, inner in tc.symlinks:
+            argv += ["--symlink", target, inner]
+        for inner in sorted(self._mounts):  # parents before children
+            argv += ["--bind", str(self._mounts[inner]), inner]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--chdir", cwd, *command]
+        return argv
+
+    def _merged_env(self, env: dict[str, str] | None) -> dict[str, str]:
+        return self._env | self._extra_env | (env or {})
+
+    # ------------------------------------------------------------------ Sandbox API
+    async def start(self, environment_dir: Path, *, timeout_s: float) -> None:
+        """Build ``environment_dir/Dockerfile`` (FROM bookworm, WORKDIR, COPY, ENV, RUN; module docstring).
+
+        The first ``WORKDIR`` becomes the private writable task root (default ``/app``); ``COPY`` sources are
+        relative to ``environment_dir``; ``RUN`` runs inside the sandbox (so it can write only the task root,
+        ``/tmp``, ``/logs`` and the home), with the build's remaining time as its deadline.
+
+        Raises:
+            UnsupportedDockerfileInstruction: an unsupported instruction or base (named, with file and line).
+            SandboxTimeout: the build ran past ``timeout_s``.
+            SandboxError: a COPY source is missing or a RUN step exited non-zero (its output is in the
+                message).
+        """
+        environment_dir = Path(environment_dir)
+        dockerfile = environment_dir / "Dockerfile"
+        if not dockerfile.is_file():
+            raise SandboxError(
+                f"{dockerfile}: missing; the local sandbox builds environments from a Dockerfile"
+            )
+        instructions = parse_dockerfile(dockerfile)
+        self._prepare()
+        assert self._slot is not None
+        deadline = time.monotonic() + timeout_s
+        root_set = False
+        for ins in instructions:
+            where = f"{dockerfile}:{ins.line}"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxTimeout(f"{where}: environment build ran past its {timeout_s:.0f} s deadline")
+            if ins.name == "FROM":
+                continue
+            if ins.name == "ENV":
+                for key, value in zip(ins.args[::2], ins.args[1::2], strict=True):
+                    self._env[key] = value
+            elif ins.name == "WORKDIR":
+                path = ins.args[0]
+                path = _inner(path if path.startswith("/") else os.path.join(self._workdir, path), where)
+                if not root_set and path not in self._mounts:
+                    if any(_under(path, m) for m in self._mounts):
+                        raise UnsupportedDockerfileInstruction(
+                            f"{where}: the first WORKDIR ({path}) must be a new task root, not inside "
+                            f"{sorted(self._mounts)}"
+                        )
+                    self._add_mount(path)
+                    self._task_root = path
+                    root_set = True
+                else:
+                    host = self._host_path(path, where)
+                    host.mkdir(parents=True, exist_ok=True)
+                    shutil.chown(host, self._slot.uid, self._slot.uid)
+                self._workdir = path
+            elif ins.name == "COPY":
+                if not root_set:
+                    self._add_mount(self._task_root)
+                    root_set = True
+                self._copy_in(environment_dir, ins.args[:-1], ins.args[-1], where)
+            elif ins.name == "RUN":
+                if not root_set:
+                    self._add_mount(self._task_root)
+                    root_set = True
+                result = await self.exec(ins.args[0], timeout_s=left)
+                if result.timed_out:
+                    raise SandboxTimeout(f"{where}: RUN ran past the build deadline ({timeout_s:.0f} s)")
+                if result.exit_code != 0:
+                    tail = (result.stdout + result.stderr)[-2000:]
+                    raise SandboxError(f"{where}: RUN exited {result.exit_code}: {ins.args[0]!r}\n{tail}")
+        if not root_set:
+            self._add_mount(self._task_root)
+        self._workdir = self._workdir if root_set else self._task_root
+
+    def _copy_in(self, context: Path, sources: Sequence[str], dest: str, where: str) -> None:
+        assert self._slot is not None
+        context = context.resolve()
+        dest_inner = _inner(dest if dest.startswith("/") else os.path.join(self._workdir, dest), where)
+        dest_host = self._host_path(dest_inner, where)
+        many = len(sources) > 1 or dest.endswith("/")
+        for src in sources:
+            src_host = (context / src).resolve()
+            if not _under(str(src_host), str(context)) or not src_host.exists():
+                raise SandboxError(f"{where}: COPY source {src!r} not found in {context}")
+            if src_host.is_dir():
+                shutil.copytree(src_host, dest_host, symlinks=True, dirs_exist_ok=True)
+            else:
+                target = dest_host / src_host.name if many or dest_host.is_dir() else dest_host
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src_host, target)
+        for path in [dest_host, *dest_host.rglob("*")] if dest_host.is_dir() else [dest_host]:
+            os.lchown(path, self._slot.uid, self._slot.uid)
+        for parent in dest_host.parents:
+            if parent == self._root:
+                break
+            os.lchown(parent, self._slot.uid, self._slot.uid)
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``bash -c command`` in a fresh pid namespace over the sandbox's files.
+
+        Args:
+            command: a bash command line.
+            timeout_s: wall-clock deadline in seconds; on expiry the process group is SIGKILLed.
+            cwd: working directory inside the sandbox (default: the last WORKDIR).
+            env: variables added on top of the Dockerfile's ENV.
+            stdin: bytes fed to the command's standard input (default: none, ``/dev/null``).
+
+        Returns:
+            The ``ExecResult`` (``timed_out=True`` and ``exit_code=None`` when killed at the deadline).
+
+        Raises:
+            SandboxError: the sandbox is not started or already closed.
+        """
+        if self._root is None or self._closed:
+            raise SandboxError("exec on a sandbox that is not started (call start) or already closed")
+        argv = self._argv(
+            ["bash", "-c", command], cwd=_inner(cwd or self._workdir, "exec"), env=self._merged_env(env)
+        )
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=self._preexec(),
+        )
+        self._procs.add(proc)
+        try:
+            comm = asyncio.ensure_future(proc.communicate(stdin))
+            done, _ = await asyncio.wait({comm}, timeout=timeout_s)
+            timed_out = not done
+            if timed_out:
+                _killpg(proc.pid)
+                try:
+                    out, err = await asyncio.wait_for(comm, timeout=5)
+                except TimeoutError:
+                    comm.cancel()
+                    out, err = b"", b""
+            else:
+                out, err = comm.result()
+            return ExecResult(
+                stdout=out.decode("utf-8", "replace"),
+                stderr=err.decode("utf-8", "replace"),
+                exit_code=None if timed_out else proc.returncode,
+                timed_out=timed_out,
+                duration_s=time.monotonic() - started,
+            )
+        finally:
+            if proc.returncode is None:  # cancelled (Ctrl-C) or failed: never leave it running
+                _killpg(proc.pid)
+            self._procs.discard(proc)
+
+    async def upload(self, local: Path, remote: str, *, timeout_s: float = 60) -> None:
+        """Copy a file or directory to ``remote``; the copy is made by a process inside the sandbox.
+
+        Unpacking inside the sandbox (as the sandbox's uid) means a symlink planted by the agent cannot
+        redirect the write onto the host. A ``remote`` outside the existing writable mounts (e.g. ``/tests``)
+        becomes a new mount, visible to later execs only.
+
+        Raises:
+            SandboxTimeout: past ``timeout_s``.
+            SandboxError: missing ``local``, a path that would shadow a system directory, or a failed unpack.
+        """
+        local = Path(local)
+        if not local.exists():
+            raise SandboxError(f"upload: {local} does not exist")
+        remote = _inner(remote, "upload")
+        self._ensure_mount_for(remote)
+        quoted = _shq(remote)
+        if local.is_dir():
+            buf = BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                tar.add(local, arcname=".", filter=_owned_by_sandbox)
+            payload = buf.getvalue()
+            cmd = f"mkdir -p {quoted} && tar -x --no-same-owner -f - -C {quoted}"
+        else:
+            payload = local.read_bytes()
+            parent = _shq(str(PurePosixPath(remote).parent))
+            mode = oct(local.stat().st_mode & 0o777)[2:]
+            cmd = f"mkdir -p {parent} && cat > {quoted} && chmod {mode} {quoted}"
+        result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload)
+        if result.timed_out:
+            raise SandboxTimeout(f"upload {local} -> {remote}: ran past {timeout_s} s")
+        if result.exit_code != 0:
+            raise SandboxError(f"upload {local} -> {remote} failed: {result.stderr.strip()[-1000:]}")
+
+    def _ensure_mount_for(self, remote: str) -> None:
+        if any(_under(remote, m) for m in self._mounts):
+            return
+        top = "/" + PurePosixPath(remote).parts[1]
+        self._add_mount(top)
+
+    async def download(self, remote: str, local: Path, *, timeout_s: float = 60) -> None:
+        """Copy ``remote`` (file or directory) out of the sandbox into ``local``.
+
+        The archive is written by a process inside the sandbox and unpacked on the host with tarfile's
+        ``data`` filter (no absolute paths, no links out of ``local``, no device files), so sandbox contents
+        cannot write outside ``local``. For a directory, ``local`` receives its contents.
+
+        Raises:
+            SandboxTimeout: past ``timeout_s``.
+            SandboxError: ``remote`` does not exist or cannot be read.
+        """
+        remote = _inner(remote, "download")
+        local = Path(local)
+        result_bytes = await self._exec_bytes(
+            f"if [ -d {_shq(remote)} ]; then tar -c -f - -C {_shq(remote)} .; "
+            f"else tar -c -f - -C {_shq(str(PurePosixPath(remote).parent))} "
+            f"{_shq(PurePosixPath(remote).name)}; fi",
+            timeout_s=timeout_s,
+            what=f"download {remote}",
+        )
+        with tarfile.open(fileobj=BytesIO(result_bytes), mode="r") as tar:
+            members = tar.getmembers()
+            if len(members) == 1 and members[0].isfile() and not remote.endswith("/"):
+                local.parent.mkdir(parents=True, exist_ok=True)
+                extracted = tar.extractfile(members[0])
+                assert extracted is not None
+                local.write_bytes(extracted.read())
+            else:
+                local.mkdir(parents=True, exist_ok=True)
+                tar.extractall(local, filter="data")
+
+    async def _exec_bytes(self, command: str, *, timeout_s: float, what: str) -> bytes:
+        if self._root is None or self._closed:
+            raise SandboxError(f"{what}: sandbox is not started or already closed")
+        argv = self._argv(["bash", "-c", command], cwd="/", env=self._merged_env(None))
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            preexec_fn=self._preexec(),
+        )
+        self._procs.add(proc)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
+        except TimeoutError as exc:
+            raise SandboxTimeout(f"{what}: ran past {timeout_s} s") from exc
+        finally:
+            if proc.returncode is None:
+                _killpg(proc.pid)
+            self._procs.discard(proc)
+        if proc.returncode != 0:
+            raise SandboxError(f"{what} failed: {err.decode('utf-8', 'replace').strip()[-1000:]}")
+        return out
+
+    async def open_shell(self, *, timeout_s: float = 30) -> LocalShell:
+        """Open the trial's persistent interactive bash in the current working directory (one per sandbox).
+
+        Raises:
+            SandboxError: not started, closed, or a shell is already open.
+            SandboxTimeout: the shell did not show its first prompt within ``timeout_s``.
+        """
+        if self._root is None or self._closed:
+            raise SandboxError("open_shell on a sandbox that is not started or already closed")
+        if self._shell is not None and self._shell.alive:
+            raise SandboxError("this sandbox already has its persistent shell (one per trial)")
+        env = self._merged_env({"PS1": "$ ", "PS2": "> "})
+        argv = self._argv(
+            ["bash", "--noprofile", "--norc", "--noediting", "-i"],
+            cwd=self._workdir,
+            env=env,
+            new_session=False,
+        )
+        self._shell = await LocalShell.spawn(argv, self._preexec(controlling_tty=True), timeout_s=timeout_s)
+        return self._shell
+
+    async def close(self) -> None:
+        """Kill every process of this sandbox (shell, execs, their children) and delete its directories.
+
+        Idempotent; synchronous inside, so a second cancellation cannot interrupt it half-way.
+        """
+        self._reclaim()
+
+    def _reclaim(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._shell is not None:
+            self._shell._kill()
+        for proc in list(self._procs):
+            _killpg(proc.pid)
+        if self._slot is not None:
+            left = kill_uid(self._slot.uid)
+            if left:  # pragma: no cover - a process that ignores SIGKILL (D state)
+                raise SandboxError(f"sandbox uid {self._slot.uid}: processes {left} survived SIGKILL")
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+        if self._slot is not None:
+            self._slot.release()
+        _LIVE.discard(self)
+
+
+def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = INNER_UID
+    info.uname = info.gname = ""
+    return info
+
+
+def _shq(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _killpg(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+class LocalShell(Shell):
+    r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
+
+    bash owns the terminal as its controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
+    shell is idle when no keystroke waits to be read, bash itself is the terminal's foreground process group and
+    bash is blocked reading the terminal, twice in a row 30 ms apart.
+    """
+
+    _POLL_S = 0.03
+
+    def __init__(self, proc: asyncio.subprocess.Process, master: int, slave: int) -> None:
+        self._proc = proc
+        self._master = master
+        self._slave = slave
+        self._buf = bytearray()
+        self._sent_upto = 0
+        self._bash_pid: int | None = None
+        self._closed = False
+        self._decoder_tail = b""
+        asyncio.get_running_loop().add_reader(master, self._on_readable)
+
+    @classmethod
+    async def spawn(cls, argv: list[str], preexec: Callable[[], None], *, timeout_s: float) -> LocalShell:
+        """Start bash under ``argv`` on a new pty; waits for its first prompt."""
+        master, slave = pty.openpty()
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # Terminus: 160 x 40
+        attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.ONLCR  # no \r\n translation on output
+        termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        os.set_blocking(master, False)
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=slave, stdout=slave, stderr=slave, preexec_fn=preexec
+        )
+        shell = cls(proc, master, slave)
+        end = time.monotonic() + timeout_s
+        while not await shell._idle_now():
+            if not shell.alive:
+                raise SandboxError(f"shell exited at start: {bytes(shell._buf).decode('utf-8', 'replace')}")
+            if time.monotonic() > end:
+                shell._kill()
+                raise SandboxTimeout(f"shell showed no prompt within {timeout_s} s")
+            await asyncio.sleep(cls._POLL_S)
+        return shell
+
+    def _on_readable(self) -> None:
+        try:
+            while True:
+                data = os.read(self._master, 65536)
+                if not data:
+                    break
+                self._buf += data
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # EIO: the other side is gone
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._master)
+
+    @property
+    def alive(self) -> bool:
+        """Whether bash is still running."""
+        return not self._closed and self._proc.returncode is None
+
+    def _find_bash(self) -> int | None:
+        if self._bash_pid is None:
+            # bwrap (host) -> bwrap init (pid 1 inside) -> bash
+            level = [self._proc.pid]
+            for _ in range(2):
+                nxt = []
+                for pid in level:
+                    with contextlib.suppress(OSError):
+                        for tid in os.listdir(f"/proc/{pid}/task"):
+                            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                                nxt += [int(c) for c in fh.read().split()]
+                level = nxt
+            self._bash_pid = level[0] if level else None
+        return self._bash_pid
+
+    def _idle_once(self) -> bool:
+        bash = self._find_bash()
+        if bash is None:
+            return False
+        try:
+            pending = struct.unpack("i", fcntl.ioctl(self._slave, termios.FIONREAD, b"\0\0\0\0"))[0]
+            with open(f"/proc/{bash}/stat") as fh:
+                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
+            with open(f"/proc/{bash}/wchan") as fh:
+                wchan = fh.read()
+            foreground = os.tcgetpgrp(self._master)
+        except OSError:
+            return False
+        return pending == 0 and foreground == pgid and wchan in ("wait_woken", "n_tty_read")
+
+    async def _idle_now(self) -> bool:
+        if not self._idle_once():
+            return False
+        await asyncio.sleep(self._POLL_S)
+        return self._idle_once()
+
+    async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
+        """Type ``keystrokes``; wait up to ``min(duration_s, max_wait_s)`` s or until idle; return new output.
+
+        Raises:
+            SandboxError: the shell is dead (its final output is in the message).
+        """
+        if not self.alive:
+            raise SandboxError(f"the shell is dead (exit {self._proc.returncode}); open a new sandbox")
+        started = time.monotonic()
+        end = started + max(0.0, min(duration_s, max_wait_s))
+        if keystrokes:
+            data = keystrokes.encode()
+            while data:
+                try:
+                    n = os.write(self._master, data)
+                    data = data[n:]
+                except BlockingIOError:
+                    if time.monotonic() - started > max_wait_s:
+                        raise SandboxTimeout("shell input not consumed within max_wait_s") from None
+                    await asyncio.sleep(self._POLL_S)
+            await asyncio.sleep(self._POLL_S)
+        while time.monotonic() < end and self.alive:
+            if await self._idle_now():
+                break
+            await asyncio.sleep(self._POLL_S)
+        await asyncio.sleep(0)  # let the reader drain what is pending
+        self._on_readable()
+        new = bytes(self._buf[self._sent_upto :])
+        self._sent_upto = len(self._buf)
+        return new.replace(b"\r\n", b"\n").decode("utf-8", "replace")
+
+    def _kill(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        _killpg(self._proc.pid)
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self._master)
+        for fd in (self._master, self._slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    async def close(self) -> None:
+        """Kill bash and everything in its pid namespace; idempotent."""
+        self._kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._proc.wait(), timeout=5)

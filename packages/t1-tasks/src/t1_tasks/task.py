@@ -1,0 +1,151 @@
+"""One task bundle in Harbor layout: task.toml, instruction.md, environment/, tests/, solution/.
+
+Source: Harbor task format (``src/harbor/models/task/paths.py``, ``config.py``); T1 §3 (task pools).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Task", "TaskError", "load_task", "count_assertions"]
+
+# Harbor's code default for the verifier is 600 s; the agent has no limit in code, the docs say 600 s.
+DEFAULT_AGENT_TIMEOUT_S = 600.0
+DEFAULT_VERIFIER_TIMEOUT_S = 600.0
+
+_TEST_DEF = re.compile(r"^\s*(?:async\s+)?def\s+test_\w*\s*\(", re.MULTILINE)
+
+
+class TaskError(ValueError):
+    """A task bundle is malformed; the message names the file and the field (or missing path)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task bundle (Harbor layout).
+
+    Attributes:
+        id: the bundle's directory name.
+        path: the bundle directory.
+        instruction: the contents of ``instruction.md`` (the agent's prompt).
+        category: ``[metadata].category`` (e.g. ``version-control``).
+        difficulty: ``[metadata].difficulty`` (``easy | medium | hard | unknown``).
+        agent_timeout_s: ``[agent].timeout_sec`` in seconds (default 600, Harbor docs).
+        verifier_timeout_s: ``[verifier].timeout_sec`` in seconds (default 600, Harbor code).
+        environment_dir: ``environment/`` (holds the Dockerfile and fixtures).
+        tests_dir: ``tests/`` (``test.sh`` plus pytest files); held out from the agent.
+        solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent.
+        n_assertions: number of ``def test_`` functions in ``tests/*.py`` (one assertion each; T1 §5.2's P
+            and T).
+        config: the whole parsed ``task.toml``.
+    """
+
+    id: str
+    path: Path
+    instruction: str
+    category: str
+    difficulty: str
+    agent_timeout_s: float
+    verifier_timeout_s: float
+    environment_dir: Path
+    tests_dir: Path
+    solution_dir: Path
+    n_assertions: int
+    config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def tags(self) -> list[str]:
+        """``[metadata].tags`` (empty when absent)."""
+        return list(self.config.get("metadata", {}).get("tags", []))
+
+
+def count_assertions(tests_dir: Path) -> int:
+    """Count the test functions (``def test_...``) in every ``*.py`` file under ``tests_dir``.
+
+    Args:
+        tests_dir: a bundle's ``tests/`` directory.
+
+    Returns:
+        The number of assertions; each test function is one assertion by the pool's convention.
+    """
+    return sum(len(_TEST_DEF.findall(p.read_text(encoding="utf-8"))) for p in sorted(tests_dir.rglob("*.py")))
+
+
+def _number(table: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise TaskError(f"{where}: field {key!r} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and check one task bundle.
+
+    Args:
+        path: the bundle directory (holds ``task.toml``).
+
+    Returns:
+        The ``Task``.
+
+    Raises:
+        TaskError: a missing file or directory, unparsable TOML, or a field of the wrong type; the message
+            names the file and the field.
+    """
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise TaskError(f"{root}: not a task bundle directory")
+    toml_path = root / "task.toml"
+    for required in (
+        "task.toml",
+        "instruction.md",
+        "environment/Dockerfile",
+        "tests/test.sh",
+        "solution/solve.sh",
+    ):
+        if not (root / required).is_file():
+            raise TaskError(f"{root / required}: missing (a Harbor task bundle needs {required})")
+    try:
+        config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
+    for section in ("metadata", "agent", "verifier", "environment"):
+        if not isinstance(config.get(section, {}), dict):
+            raise TaskError(f"{toml_path}: [{section}] must be a table")
+    meta = config.get("metadata", {})
+    for key in ("category", "difficulty"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            raise TaskError(f"{toml_path}: field [metadata].{key} is missing or not a string")
+    if not isinstance(meta.get("tags", []), list):
+        raise TaskError(f"{toml_path}: field [metadata].tags must be a list of strings")
+    agent_timeout = _number(
+        config.get("agent", {}), "timeout_sec", DEFAULT_AGENT_TIMEOUT_S, f"{toml_path} [agent]"
+    )
+    verifier_timeout = _number(
+        config.get("verifier", {}), "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, f"{toml_path} [verifier]"
+    )
+    instruction = (root / "instruction.md").read_text(encoding="utf-8").strip()
+    if not instruction:
+        raise TaskError(f"{root / 'instruction.md'}: empty instruction")
+    n_assertions = count_assertions(root / "tests")
+    if n_assertions == 0:
+        raise TaskError(
+            f"{root / 'tests'}: no test functions (def test_...) found; the verifier grades nothing"
+        )
+    return Task(
+        id=root.name,
+        path=root,
+        instruction=instruction,
+        category=meta["category"],
+        difficulty=meta["difficulty"],
+        agent_timeout_s=agent_timeout,
+        verifier_timeout_s=verifier_timeout,
+        environment_dir=root / "environment",
+        tests_dir=root / "tests",
+        solution_dir=root / "solution",
+        n_assertions=n_assertions,
+        config=config,
+    )
