@@ -1,0 +1,105 @@
+"""`t1 plan` verbs and tools/check_plan: exit codes and what they print."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from t1.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+PROD = str(ROOT / "recipes" / "t1-122b.yaml")
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, ["plan", *args])
+
+
+def test_check_admits_production_plan():
+    res = run("check", PROD)
+    assert res.exit_code == 0, res.output
+    for term in (
+        "expert_optimizer",
+        "logit_buffer",
+        "recurrent_activations",
+        "allocator_residue",
+        "headroom",
+    ):
+        assert term in res.output
+    assert "ADMIT" in res.output and "step time at n=64" in res.output
+
+
+def test_check_refuses_kappa2_naming_the_logit_buffer_and_the_fix():
+    res = run("check", PROD, "plan.cp=2", "plan.dp=4", "plan.alpha=67584")
+    assert res.exit_code == 1, res.output
+    assert "REFUSE" in res.output
+    assert "binding term logit_buffer" in res.output
+    assert "raise cp 2 -> 4" in res.output
+
+
+def test_check_invalid_recipe_exits_2():
+    assert run("check", PROD, "plan.cp=2").exit_code == 2  # device product no longer matches
+    assert run("check", str(ROOT / "recipes" / "missing.yaml")).exit_code == 2
+
+
+def test_search_ranks_and_explains():
+    res = run("search", PROD, "--top", "3")
+    assert res.exit_code == 0, res.output
+    assert "valid plans over 64 training devices" in res.output
+    assert "refused" in res.output and "binding" in res.output
+
+
+def test_calibrate_writes_override(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "tp,pp,cp,dp,ep,token_wall,peak_gib\n2,4,4,2,16,32768,52.0\n2,4,4,2,16,86016,70.0\n2,4,2,4,16,16384,50.5\n"
+    )
+    out = tmp_path / "override.yaml"
+    res = run("calibrate", str(csv), "--recipe", PROD, "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "residual" in res.output
+    text = out.read_text()
+    assert text.startswith("plan:\n  alpha: ") and "b0_gib:" in text
+    assert run("calibrate", str(tmp_path / "nope.csv"), "--recipe", PROD).exit_code == 2
+
+
+def test_split_reports_best_n():
+    res = run(
+        "split",
+        "--devices",
+        "8",
+        "--groups",
+        "256",
+        "--groups-per-min",
+        "4.35",
+        "--training-work",
+        "115",
+        "--n",
+        "1",
+        "--n",
+        "3",
+    )
+    assert res.exit_code == 0, res.output
+    assert "generation 58.9 min" in res.output and "generation 19.6 min" in res.output
+
+
+@pytest.mark.skipif(shutil.which("uv") is None, reason="tools/check_plan runs through uv")
+def test_tools_check_plan_exit_codes():
+    env = {**os.environ}
+    ok = subprocess.run([str(ROOT / "tools" / "check_plan"), PROD], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run(
+        [str(ROOT / "tools" / "check_plan"), PROD, "plan.cp=2", "plan.dp=4"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 1
+    invalid = subprocess.run(
+        [str(ROOT / "tools" / "check_plan"), "nope.yaml"], capture_output=True, text=True
+    )
+    assert invalid.returncode == 2

@@ -1,0 +1,81 @@
+"""Calibration of alpha and b0 (Eq. 21) by least squares."""
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from t1_capacity import (
+    GIB,
+    PAPER_CONSTANTS,
+    PAPER_MODEL,
+    CalibrationError,
+    CapacityConstants,
+    Measurement,
+    Plan,
+    fit,
+    footprint,
+    read_measurements,
+)
+
+TRUE = CapacityConstants(alpha=73_000.0, b0_gib=2.4)
+PLANS = [Plan(tp=2, pp=4, cp=4, dp=2, ep=16, token_wall=w) for w in (16_384, 32_768, 65_536, 86_016)] + [
+    Plan(tp=2, pp=4, cp=2, dp=4, ep=16, token_wall=w) for w in (16_384, 49_152)
+]
+
+
+def synthetic(noise_gib: float = 0.0, seed: int = 0) -> list[Measurement]:
+    rng = random.Random(seed)
+    rows = []
+    for plan in PLANS:
+        for network in ("actor", "critic"):
+            peak = footprint(PAPER_MODEL, plan, TRUE, network).total_bytes / GIB
+            rows.append(Measurement(plan, peak + rng.gauss(0, noise_gib), network))
+    return rows
+
+
+def test_recovers_known_constants_exactly():
+    cal = fit(PAPER_MODEL, synthetic(), PAPER_CONSTANTS)
+    assert cal.alpha == pytest.approx(73_000.0, rel=1e-9)
+    assert cal.b0_gib == pytest.approx(2.4, abs=1e-9)
+    assert max(abs(r) for r in cal.residuals_gib) < 1e-9
+
+
+def test_recovers_known_constants_under_noise():
+    cal = fit(PAPER_MODEL, synthetic(noise_gib=0.2, seed=3), PAPER_CONSTANTS)
+    assert cal.alpha == pytest.approx(73_000.0, rel=0.03)
+    assert cal.b0_gib == pytest.approx(2.4, abs=0.3)
+    assert 0.05 < cal.rms_gib < 0.4
+
+
+def test_override_is_a_recipe_dotlist_and_yaml():
+    cal = fit(PAPER_MODEL, synthetic(), PAPER_CONSTANTS)
+    assert cal.dotlist() == ["plan.alpha=73000.0", "plan.b0_gib=2.400"]
+    assert cal.yaml() == "plan:\n  alpha: 73000.0\n  b0_gib: 2.400\n"
+
+
+def test_one_activation_term_cannot_separate_alpha_from_b0():
+    plan = PLANS[0]
+    rows = [Measurement(plan, 50.0), Measurement(plan, 51.0)]
+    with pytest.raises(CalibrationError, match="same activation term"):
+        fit(PAPER_MODEL, rows, PAPER_CONSTANTS)
+    with pytest.raises(CalibrationError, match="at least 2"):
+        fit(PAPER_MODEL, rows[:1], PAPER_CONSTANTS)
+
+
+def test_reads_csv_and_names_bad_lines(tmp_path):
+    good = tmp_path / "m.csv"
+    good.write_text(
+        "tp,pp,cp,dp,ep,token_wall,peak_gib,network\n2,4,4,2,16,86016,70.1,actor\n2,4,2,4,16,16384,40,critic\n"
+    )
+    rows = read_measurements(good, Plan(), PAPER_MODEL)
+    assert [r.network for r in rows] == ["actor", "critic"]
+    assert rows[0].plan == replace(Plan(), tp=2, pp=4, cp=4, dp=2, ep=16, token_wall=86016)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("tp,pp,cp,dp,ep,token_wall,peak_gib\n2,5,4,2,16,86016,70\n")
+    with pytest.raises(CalibrationError, match=r"bad.csv:2: .*pp=5"):
+        read_measurements(bad, Plan(), PAPER_MODEL)
+    missing = tmp_path / "missing.csv"
+    missing.write_text("tp,pp\n1,1\n")
+    with pytest.raises(CalibrationError, match="missing column"):
+        read_measurements(missing, Plan(), PAPER_MODEL)

@@ -1,0 +1,85 @@
+"""Plan search over a device count (T1 §7.1): every valid plan priced, admitted ones ranked."""
+
+from itertools import product
+
+import pytest
+
+from t1_capacity import PAPER_CONSTANTS, PAPER_MODEL, Plan, check_plan, enumerate_plans, search_plans
+
+WALL_84K = 86_016
+BASE = Plan(token_wall=WALL_84K, memory_budget_gib=95.0)
+
+
+def brute_force(g: int) -> set[tuple[int, int, int, int, int]]:
+    """Independent enumeration: all 5-tuples with tp*pp*cp*dp = g under the layout rules."""
+    out = set()
+    rng = range(1, g + 1)
+    for tp, pp, cp in product(rng, rng, rng):
+        if g % (tp * pp * cp):
+            continue
+        dp = g // (tp * pp * cp)
+        if 32 % tp or 1024 % tp or 48 % pp:
+            continue
+        for ep in range(1, 257):
+            if 256 % ep == 0 and (tp * cp * dp) % ep == 0:
+                out.add((tp, pp, cp, dp, ep))
+    return out
+
+
+@pytest.mark.parametrize("g", [16, 64, 96])
+def test_enumeration_is_complete_and_valid(g):
+    got = {(p.tp, p.pp, p.cp, p.dp, p.ep) for p in enumerate_plans(PAPER_MODEL, g, BASE)}
+    assert got == brute_force(g)
+
+
+def test_search_keeps_exactly_the_plans_that_fit():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64)
+    assert result.fitting and result.refused
+    for cand in result.fitting[:20] + result.refused[:20]:
+        assert check_plan(PAPER_MODEL, cand.plan, PAPER_CONSTANTS).fits == cand.fits
+
+
+def test_production_plan_is_admitted_and_cp2_refused():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64)
+    admitted = {c.plan.label() for c in result.fitting}
+    refused = {c.plan.label() for c in result.refused}
+    assert "tp2 pp4 cp4 dp2 ep16" in admitted
+    assert "tp2 pp4 cp2 dp4 ep16" in refused
+
+
+def test_ranked_by_data_parallelism_then_headroom():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64, rank="dp")
+    keys = [(-c.plan.dp, -c.headroom_gib) for c in result.fitting]
+    assert keys == sorted(keys)
+    by_headroom = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64, rank="headroom")
+    heads = [c.headroom_gib for c in by_headroom.fitting]
+    assert heads == sorted(heads, reverse=True)
+
+
+def test_raising_cp_consumes_data_parallelism():
+    """T1 §7.1: tau rho kappa delta = G is fixed, so a higher cp leaves fewer dp ranks (512 / 2 = 256 each)."""
+    prod = Plan(tp=2, pp=4, cp=4, dp=2, ep=16, token_wall=WALL_84K)
+    assert prod.microbatches_per_rank == 256
+
+
+def test_refusals_are_explained_with_a_term():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64)
+    text = result.refused[0].explain(PAPER_MODEL, PAPER_CONSTANTS)
+    assert "over M by" in text and "binding" in text
+
+
+def test_1024_devices_search_runs():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=1024)
+    assert result.n_plans > 1000
+    assert result.fitting[0].plan.training_devices == 1024
+
+
+def test_ep_maximal_only_keeps_one_ep_per_layout():
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64, ep_maximal_only=True)
+    layouts = [(c.plan.tp, c.plan.pp, c.plan.cp, c.plan.dp) for c in result.fitting + result.refused]
+    assert len(layouts) == len(set(layouts))
+
+
+def test_unknown_ranking_is_refused():
+    with pytest.raises(ValueError, match="rank must be"):
+        search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64, rank="speed")
