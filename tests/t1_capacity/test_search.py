@@ -57,7 +57,7 @@ def test_ranked_by_data_parallelism_then_headroom():
 
 
 def test_raising_cp_consumes_data_parallelism():
-    """T1 §7.1: tau rho kappa delta = G is fixed, so a higher cp leaves fewer dp ranks (512 / 2 = 256 each)."""
+    """T1 §7.1: tau rho kappa delta = G is fixed, so a higher cp leaves fewer dp ranks (256 each)."""
     prod = Plan(tp=2, pp=4, cp=4, dp=2, ep=16, token_wall=WALL_84K)
     assert prod.microbatches_per_rank == 256
 

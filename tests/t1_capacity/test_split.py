@@ -13,7 +13,7 @@ GROUPS = 256  # the batch of that earlier configuration: 256 / 4.35 = 58.9 min
 def test_one_to_three_replicas_cuts_step_60_to_23(g_replicas):
     """T1 §7: 1 -> 3 replicas: generation 58.9 -> 19.6 min, step ~60 -> ~23 min (x2.6), same hardware.
 
-    Units: one replica = one unit of G. C is set by the training time the paper's 3-replica step shows (23 min);
+    Units: one replica = one unit of G. C is set by the training time the 3-replica step shows (23 min);
     the step at one replica then follows from the max.
     """
     r = generation_work_from_rate(GROUPS, RATE, replica_devices=1)

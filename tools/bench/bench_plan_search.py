@@ -2,9 +2,9 @@
 
 Run: uv run python tools/bench/bench_plan_search.py [--devices 1024] [--repeat 5]
 
-Prints the best-of-N wall time of ``t1_capacity.search_plans`` and, measured in the same run, a named baseline:
-"naive" = brute-force enumeration of every (tp, pp, cp, dp, ep) 5-tuple followed by a full ``check_plan`` (both
-networks' ``Footprint`` objects with every term) on each valid plan. Not a timed test: nothing asserts.
+Prints the best-of-N wall time of ``t1_capacity.search_plans`` and, measured in the same run, a named
+baseline: "naive" = brute-force enumeration of every (tp, pp, cp, dp, ep) 5-tuple followed by a full
+``check_plan`` (both networks' ``Footprint`` objects, every term) on each valid plan. Nothing asserts.
 """
 
 from __future__ import annotations
