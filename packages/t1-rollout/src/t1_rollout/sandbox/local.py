@@ -576,8 +576,8 @@ def _killpg(pid: int) -> None:
 class LocalShell(Shell):
     r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
 
-    bash owns the terminal as its controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
-    shell is idle when no keystroke waits to be read, bash itself is the terminal's foreground process group and
+    bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
+    shell is idle when no keystroke waits to be read, bash is the terminal's foreground process group and
     bash is blocked reading the terminal, twice in a row 30 ms apart.
     """
 
