@@ -169,7 +169,7 @@ def test_paper_defaults():
     hp = PpoHyperparams()
     assert (hp.gamma, hp.lam, hp.clip_eps, hp.value_clip) == (1.0, 1.0, 0.2, 0.2)
     assert (hp.actor_lr, hp.critic_lr, hp.adam_betas, hp.weight_decay) == (1.0e-6, 1.5e-5, (0.9, 0.98), 0.1)
-    assert hp.kl_coef == 0 and hp.load_balancing_coef == 0 and hp.advantage_norm == "none"
+    assert hp.kl_coef == 0 and hp.load_balancing_coef == 0 and not hp.normalize_advantages
     check_ppo_settings(hp)
 
 
@@ -181,4 +181,4 @@ def test_kl_or_load_balancing_with_replay_is_refused(field):
 
 def test_advantage_normalization_is_refused():
     with pytest.raises(TrainerConfigError, match="§5.2"):
-        PpoHyperparams.from_spec({"advantage_norm": "batch"})
+        PpoHyperparams.from_spec({"normalize_advantages": True})

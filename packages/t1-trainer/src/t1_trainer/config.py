@@ -28,11 +28,12 @@ class PpoHyperparams:
         critic_lr: critic learning rate (T1: 1.5e-5, 30x the actor's).
         adam_betas: Adam (beta1, beta2) (T1: (0.9, 0.98)).
         weight_decay: decoupled weight decay, AdamW (T1: 0.1).
-        grad_clip: global gradient-norm clip per optimizer step (framework default 1.0; not stated in T1).
-        ppo_epochs: passes over the batch per step (not stated in T1; 1).
+        max_grad_norm: global gradient-norm clip per optimizer step (1.0, chosen; the paper is silent).
+        ppo_epochs: optimizer passes over each step's batch (one update per batch in the paper); each pass
+            accumulates the gradient of every sample (micro-batches of one) and takes one optimizer step.
         kl_coef: KL penalty coefficient (T1: 0, disabled).
         load_balancing_coef: MoE auxiliary load-balancing loss coefficient (T1: 0).
-        advantage_norm: advantage normalization, ``"none"`` or ``"batch"`` (T1 §5.2: none).
+        normalize_advantages: whiten advantages per batch (T1 §5.2: off; refused when on).
         estimator: ``"gae"`` (T1) or ``"grpo"`` (ablation).
         routing_replay: replay the sampler's recorded routing in the actor's forward (R3, T1 §4.3).
         temperature: sampling temperature whose distribution the log-probs describe (the engine's).
@@ -46,20 +47,21 @@ class PpoHyperparams:
     critic_lr: float = 1.5e-5
     adam_betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 0.1
-    grad_clip: float = 1.0
+    max_grad_norm: float = 1.0
     ppo_epochs: int = 1
     kl_coef: float = 0.0
     load_balancing_coef: float = 0.0
-    advantage_norm: str = "none"
+    normalize_advantages: bool = False
     estimator: str = "gae"
     routing_replay: bool = True
     temperature: float = 1.0
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> PpoHyperparams:
-        """Build from a recipe's PPO spec (or any object/dict with these attribute names) and check it.
+        """Build from a recipe's PPO spec (`t1_spec.PPOSpec`, or any object/dict with these names); check it.
 
-        Attributes the spec lacks keep the paper's default; ``overrides`` win over both.
+        The spec's nested ``advantage`` section (``estimator``, ``gamma``, ``lam``) is flattened; attributes
+        the spec lacks keep the paper's default; ``overrides`` win over both.
 
         Raises:
             TrainerConfigError: see `check_ppo_settings`.
@@ -68,6 +70,12 @@ class PpoHyperparams:
             check_ppo_settings(spec)
             return spec
         values: dict[str, Any] = {}
+        advantage = spec.get("advantage") if isinstance(spec, dict) else getattr(spec, "advantage", None)
+        if advantage is not None:
+            for name in ("estimator", "gamma", "lam"):
+                got = advantage.get(name) if isinstance(advantage, dict) else getattr(advantage, name, None)
+                if got is not None:
+                    values[name] = got
         for f in fields(cls):
             if isinstance(spec, dict):
                 if f.name in spec:
@@ -88,7 +96,7 @@ def check_ppo_settings(hp: PpoHyperparams) -> None:
     Rules: with routing replay on, KL and the load-balancing loss must be 0 (T1 §4.3: the replayed policy and
     a reference routed by its own TopK differ in routing source, and an auxiliary loss would push the live
     router away from the recorded selection); KL and the load-balancing loss are not built at all; advantage
-    normalization must be ``none`` (T1 §5.2); the estimator must be ``gae`` or ``grpo``.
+    normalization must be off (T1 §5.2); the estimator must be ``gae`` or ``grpo``.
 
     Raises:
         TrainerConfigError: naming the setting and how to fix it.
@@ -108,10 +116,10 @@ def check_ppo_settings(hp: PpoHyperparams) -> None:
             "ppo.kl_coef / ppo.load_balancing_coef != 0: the torch trainer builds neither loss "
             "(T1 runs with both at 0); set them to 0"
         )
-    if hp.advantage_norm != "none":
+    if hp.normalize_advantages:
         raise TrainerConfigError(
-            f"ppo.advantage_norm={hp.advantage_norm!r}: T1 §5.2 keeps advantages unnormalized "
-            "(normalizing would rescale away cross-task differences); only 'none' is built"
+            "ppo.normalize_advantages=true: T1 §5.2 keeps advantages unnormalized (normalizing would rescale "
+            "away cross-task differences); advantage whitening is not built, set it to false"
         )
     if hp.estimator not in ("gae", "grpo"):
         raise TrainerConfigError(f"ppo.estimator={hp.estimator!r}: expected 'gae' or 'grpo'")

@@ -1,0 +1,434 @@
+"""Torch trainer backend: the actor with R3 replay, a full-size critic, AdamW, micro-batches of one sample.
+
+The actor is the policy (a `Qwen3_5MoeForCausalLM` with the engine's initial weights); the critic is a second
+copy of the same architecture whose LM head is replaced by a scalar value head (T1 §4.5, full-size critic),
+initialised from the same base weights. In the actor's forward, `t1_r3.replay_routing` replays the sampler's
+recorded experts (T1 §4.3, R3); the critic never replays routing (T1 appendix: it runs at its own TopK).
+
+Memory: the vocabulary is 248,320, so fp32 logits cost about 1 MB per token. Log-probs are computed only at
+loss positions, in chunks of `LOGIT_CHUNK` rows whose logits are recomputed in the backward pass
+(activation checkpointing of the LM head), so a sample's logit memory is one chunk (~250 MB), not T MB.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from t1_trainer.algorithms import ppo_policy_loss, value_loss
+from t1_trainer.config import PpoHyperparams
+from t1_trainer.errors import TrainerConfigError
+from t1_trainer.samples import TrainSample, check_sample, sample_name
+
+__all__ = ["LOGIT_CHUNK", "Critic", "TorchBackend", "TrainerBackend"]
+
+LOGIT_CHUNK = 256
+"""Loss positions whose logits are materialised at once: 256 x 248,320 x 4 B = 254 MB in fp32."""
+
+
+@runtime_checkable
+class TrainerBackend(Protocol):
+    """What `t1_trainer.step.ppo_step` needs from a backend (torch here; megatron at scale)."""
+
+    def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
+        """Index -> reason for every sample whose routing record cannot be replayed (empty without replay)."""
+        ...
+
+    def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
+        """Pre-update critic values, float32 ``[T]`` per sample (0 at position 0)."""
+        ...
+
+    def update_critic(
+        self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
+    ) -> dict[str, float]:
+        """Critic update on the returns, value clip around ``old_values``; returns metrics."""
+        ...
+
+    def update_actor(
+        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+    ) -> dict[str, Any]:
+        """Actor update (clipped surrogate, R3 replay); returns metrics incl. aborted samples."""
+        ...
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Actor weights under the engine's state_dict names."""
+        ...
+
+
+class Critic(nn.Module):
+    """Full-size critic: the policy's decoder stack plus a scalar value head (T1 §4.5).
+
+    ``V(s_j)``, the value of the state before token j, is read from the hidden state at position j - 1 (the
+    same position whose logits score token j), so ``values[0] = 0`` (position 0 never carries loss).
+
+    Args:
+        body: the decoder (`Qwen3_5MoeTextModel`, ``actor.model``), copied by the caller.
+        hidden_size: its width h.
+        seed: draws the value head, ``normal(0, 1/(h+1))`` (the value-head init of OpenRLHF and SkyRL, so the
+            initial values are near 0).
+    """
+
+    def __init__(self, body: nn.Module, hidden_size: int, *, seed: int) -> None:
+        super().__init__()
+        self.body = body
+        self.value_head = nn.Linear(hidden_size, 1, bias=False)
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            w = torch.randn(self.value_head.weight.shape, generator=gen) / (hidden_size + 1)
+            self.value_head.weight.copy_(w.to(self.value_head.weight.dtype))
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Values ``[T]`` float32 of one sample ``token_ids [T]`` (``values[0] = 0``)."""
+        hidden = self.body(input_ids=token_ids[None, :-1], use_cache=False).last_hidden_state[0]
+        v = self.value_head(hidden).squeeze(-1).float()
+        return torch.cat([v.new_zeros(1), v])
+
+
+def _token_logprobs_fn() -> Any:
+    # The exact log-prob the engine reports (same function, same vocabulary limit): T1 §4.4 compares the two.
+    from t1_rollout.model import token_logprobs
+
+    return token_logprobs
+
+
+class TorchBackend:
+    """PPO backend on one torch device (CPU or one GPU), micro-batches of one sample.
+
+    Args:
+        model_spec: the recipe's `t1_spec.ModelSpec` (architecture of actor and critic).
+        ppo_spec: the recipe's `t1_spec.PPOSpec`, a `PpoHyperparams`, or a dict of its fields.
+        seed: weight seed; the actor is ``t1_rollout.model.build_model(model_spec, seed=seed)``, the same
+            weights the embedded engine starts from.
+        device: torch device string.
+        actor: an already-built policy to train instead (its weights must equal the sampler's).
+        temperature: the engine's sampling temperature, at which rollout log-probs were scored.
+
+    Raises:
+        TrainerConfigError: settings the paper or this backend refuses (`check_ppo_settings`), or
+            ``micro_batch_size > 1`` (variable-length samples are fed one at a time).
+    """
+
+    def __init__(
+        self,
+        *,
+        model_spec: Any,
+        ppo_spec: Any,
+        seed: int,
+        device: str = "cpu",
+        actor: nn.Module | None = None,
+        temperature: float = 1.0,
+        gap_without_replay: bool = False,
+    ) -> None:
+        self.hp = PpoHyperparams.from_spec(ppo_spec)
+        if int(getattr(ppo_spec, "micro_batch_size", 1) or 1) != 1:
+            raise TrainerConfigError(
+                f"ppo.micro_batch_size={ppo_spec.micro_batch_size}: the torch backend feeds one "
+                "variable-length sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
+            )
+        if actor is None:
+            from t1_rollout.model import build_model
+
+            actor = build_model(model_spec, seed=seed)
+        self.device = torch.device(device)
+        self.actor = actor.to(self.device)
+        if float(getattr(self.actor.config, "router_aux_loss_coef", 0.0)) != 0.0:
+            # The HF model only adds it when labels are passed (we never do); zero it so no path can.
+            self.actor.config.router_aux_loss_coef = 0.0
+        self.critic = Critic(copy.deepcopy(self.actor.model), self.actor.config.hidden_size, seed=seed + 1)
+        self.critic.to(self.device)
+        self.temperature = float(temperature)
+        self.gap_without_replay = gap_without_replay
+        self.vocab_limit = _vocab_limit(self.actor.config.vocab_size)
+        self.actor_opt = _adamw(self.actor, self.hp.actor_lr, self.hp)
+        self.critic_opt = _adamw(self.critic, self.hp.critic_lr, self.hp)
+        self.version = 0  # actor optimizer steps taken
+
+    # ---- routing ----
+
+    def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
+        """Checks every sample's routing record against its tokens and the actor, without a forward.
+
+        Returns:
+            ``{index: message}`` for each sample that must be aborted (missing record, rows != T - 1, layer
+            count / top-k / expert ids that do not fit the model); empty when replay is off.
+        """
+        if not self.hp.routing_replay:
+            return {}
+        from t1_r3 import RoutingMismatchError, replay_routing
+
+        errors: dict[int, str] = {}
+        for i, s in enumerate(samples):
+            name = sample_name(s)
+            if s.routing is None:
+                errors[i] = f"sample {name}: routing record missing; R3 cannot replay it (T1 §4.3: aborted)"
+                continue
+            rows = int(np.asarray(s.routing).shape[0]) if np.asarray(s.routing).ndim == 3 else -1
+            if rows != len(s.token_ids) - 1:
+                errors[i] = (
+                    f"sample {name}: routing has {rows} rows for {len(s.token_ids)} tokens "
+                    "(need tokens - 1); record and stream are misaligned (aborted)"
+                )
+                continue
+            try:
+                with replay_routing(self.actor, _as_routing(s.routing)):
+                    pass  # entering validates layers, top-k and expert ids against the model
+            except RoutingMismatchError as e:
+                errors[i] = f"sample {name}: {e} (aborted)"
+        return errors
+
+    # ---- critic ----
+
+    @torch.no_grad()
+    def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
+        """Pre-update critic values ``V_{phi_{t-1}}(s_j)``, float32 ``[T]`` per sample (T1 appendix).
+
+        The critic runs with live routing (it never replays). ``values[0]`` is 0.
+        """
+        self.critic.eval()
+        out = []
+        for s in samples:
+            check_sample(s)
+            out.append(self.critic(_ids(s, self.device)).cpu().numpy().astype(np.float32))
+        return out
+
+    def update_critic(
+        self,
+        samples: Sequence[TrainSample],
+        returns: Sequence[np.ndarray],
+        old_values: Sequence[np.ndarray],
+    ) -> dict[str, float]:
+        """Regress the critic on the returns with the value clip around the pre-update values (T1 §4.5).
+
+        ``ppo_epochs`` passes; each accumulates every sample's gradient (token-mean over the batch's loss
+        tokens) and takes one AdamW step after clipping the global grad norm.
+
+        Args:
+            samples: the batch.
+            returns: float ``[T]`` per sample (GAE returns; 0 at masked positions).
+            old_values: float ``[T]`` per sample, from `values` before any update this step.
+
+        Returns:
+            ``value_loss`` (first pass, i.e. at the pre-update critic), ``value_loss_last`` (last pass),
+            ``value_clip_fraction``, ``critic_grad_norm`` (mean over passes, before clipping),
+            ``critic_time_s``.
+        """
+        t0 = time.perf_counter()
+        self.critic.train()
+        masks = [_mask(s, self.device) for s in samples]
+        n_tok = float(sum(int(m.sum()) for m in masks))
+        first: dict[str, float] = {}
+        last_loss, norms = 0.0, []
+        for epoch in range(self.hp.ppo_epochs):
+            self.critic_opt.zero_grad(set_to_none=True)
+            total, clipped = 0.0, 0.0
+            for s, m, ret, old in zip(samples, masks, returns, old_values, strict=True):
+                v = self.critic(_ids(s, self.device))
+                loss, met = value_loss(
+                    v,
+                    torch.as_tensor(old, device=self.device),
+                    torch.as_tensor(ret, device=self.device),
+                    m,
+                    value_clip=self.hp.value_clip,
+                    num_tokens=n_tok,
+                )
+                loss.backward()
+                total += loss.item()
+                clipped += met["value_clip_fraction"] * float(m.sum())
+            norms.append(_step(self.critic, self.critic_opt, self.hp.max_grad_norm))
+            if epoch == 0:
+                first = {"value_loss": total, "value_clip_fraction": clipped / max(n_tok, 1.0)}
+            last_loss = total
+        return {
+            **first,
+            "value_loss_last": last_loss,
+            "critic_grad_norm": float(np.mean(norms)),
+            "critic_time_s": time.perf_counter() - t0,
+        }
+
+    # ---- actor ----
+
+    def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
+        """Log-probs of the sample's loss tokens under the current actor, ``[n_loss]`` float32, with grad.
+
+        Scored exactly as the engine scores them (`t1_rollout.model.token_logprobs`, same temperature, same
+        vocabulary limit), in chunks of `LOGIT_CHUNK` rows recomputed in backward. Routing is whatever the
+        caller set: live, or replayed when called inside `t1_r3.replay_routing` (run ``backward`` inside it).
+        """
+        ids = _ids(sample, self.device)
+        mask = _mask(sample, self.device).bool()
+        pos = torch.nonzero(mask).flatten()  # loss positions j >= 1
+        hidden = self.actor.model(input_ids=ids[None, :], use_cache=False).last_hidden_state[0]
+        h_sel = hidden[pos - 1]  # the state before token j scores token j
+        targets = ids[pos]
+        token_logprobs = _token_logprobs_fn()
+        lm_head = self.actor.lm_head
+        temperature, vocab_limit = self.temperature, self.vocab_limit
+
+        def score(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            return token_logprobs(lm_head(h), t, temperature, vocab_limit=vocab_limit)
+
+        parts = []
+        for a in range(0, h_sel.shape[0], LOGIT_CHUNK):
+            h, t = h_sel[a : a + LOGIT_CHUNK], targets[a : a + LOGIT_CHUNK]
+            if torch.is_grad_enabled():
+                parts.append(checkpoint(score, h, t, use_reentrant=False))
+            else:
+                parts.append(score(h, t))
+        return torch.cat(parts) if parts else hidden.new_zeros(0)
+
+    def _replay(self, sample: TrainSample) -> Any:
+        if not self.hp.routing_replay:
+            return nullcontext()
+        from t1_r3 import replay_routing
+
+        return replay_routing(self.actor, _as_routing(sample.routing))
+
+    def update_actor(
+        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+    ) -> dict[str, Any]:
+        """Clipped-surrogate update of the actor, R3 replaying each sample's routing (T1 §4.3, §4.5).
+
+        No KL, no load-balancing loss, no advantage normalization (T1 §4.5, §5.2). A sample whose routing
+        record is missing or misaligned is aborted (not trained with live routing) and reported. The old
+        log-probs are the actor's own pre-update log-probs from the first pass's forward (same weights, same
+        replayed routing), so pass 1 has ratio 1; the gap to the rollout log-probs is measured on that
+        forward.
+
+        Args:
+            samples: the batch.
+            advantages: float ``[T]`` per sample (0 at masked positions).
+
+        Returns:
+            ``policy_loss``, ``clip_fraction``, ``approx_kl``, ``approx_kl_k3``, ``ratio_mean``,
+            ``ratio_min``, ``ratio_max`` (last pass; token-weighted over the batch), ``policy_loss_first``,
+            ``actor_grad_norm`` (mean over passes, before clipping), ``logprob_gap_replay`` (mask-weighted
+            mean ``|log p_trainer - log p_rollout|`` on loss tokens, replay as configured),
+            ``logprob_gap_no_replay`` (only with ``gap_without_replay``), ``samples_aborted_routing``,
+            ``routing_errors`` (list of str),
+            ``actor_loss_tokens``, ``actor_time_s``.
+        """
+        t0 = time.perf_counter()
+        errors = self.routing_errors(samples)
+        keep = [i for i in range(len(samples)) if i not in errors]
+        masks = {i: _mask(samples[i], self.device) for i in keep}
+        n_tok = float(sum(int(masks[i].sum()) for i in keep))
+        old: dict[int, torch.Tensor] = {}
+        gap_sum, gap_nr_sum = 0.0, 0.0
+        norms: list[float] = []
+        out: dict[str, Any] = {}
+        self.actor.train()
+        for epoch in range(self.hp.ppo_epochs):
+            self.actor_opt.zero_grad(set_to_none=True)
+            acc = _MetricAcc()
+            for i in keep:
+                s, m = samples[i], masks[i]
+                pos = torch.nonzero(m).flatten()
+                adv = torch.as_tensor(advantages[i], device=self.device, dtype=torch.float32)[pos]
+                with self._replay(s):
+                    logp = self.actor_logprobs(s)
+                    if epoch == 0:
+                        old[i] = logp.detach()
+                        rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
+                        gap_sum += float((old[i] - rollout.float()).abs().sum())
+                    loss, met = ppo_policy_loss(
+                        logp, old[i], adv, torch.ones_like(adv), clip_eps=self.hp.clip_eps, num_tokens=n_tok
+                    )
+                    loss.backward()
+                acc.add(loss.item(), met, int(pos.numel()))
+                if epoch == 0 and self.gap_without_replay:
+                    with torch.no_grad():
+                        live = self.actor_logprobs(s)  # outside the replay context: live TopK
+                    gap_nr_sum += float((live - rollout.float()).abs().sum())
+            norms.append(_step(self.actor, self.actor_opt, self.hp.max_grad_norm))
+            self.version += 1
+            if epoch == 0:
+                out["policy_loss_first"] = acc.loss
+            out.update(acc.result(n_tok))
+        out.update(
+            {
+                "actor_grad_norm": float(np.mean(norms)) if norms else 0.0,
+                "logprob_gap_replay": gap_sum / n_tok if n_tok else float("nan"),
+                "samples_aborted_routing": len(errors),
+                "routing_errors": [errors[i] for i in sorted(errors)],
+                "actor_loss_tokens": int(n_tok),
+                "actor_time_s": time.perf_counter() - t0,
+            }
+        )
+        if self.gap_without_replay:
+            out["logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else float("nan")
+        return out
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Actor weights for the engine, state_dict names, detached (sharing storage with the live actor)."""
+        return {k: v.detach() for k, v in self.actor.state_dict().items()}
+
+
+class _MetricAcc:
+    """Token-weighted aggregation of per-sample policy metrics over one pass."""
+
+    def __init__(self) -> None:
+        self.loss = 0.0
+        self.n = 0
+        self.sums: dict[str, float] = {
+            "clip_fraction": 0.0,
+            "approx_kl": 0.0,
+            "approx_kl_k3": 0.0,
+            "ratio_mean": 0.0,
+        }
+        self.rmin, self.rmax = float("inf"), float("-inf")
+
+    def add(self, loss: float, met: dict[str, float], n: int) -> None:
+        self.loss += loss
+        self.n += n
+        for k in self.sums:
+            self.sums[k] += met[k] * n
+        if n:
+            self.rmin, self.rmax = min(self.rmin, met["ratio_min"]), max(self.rmax, met["ratio_max"])
+
+    def result(self, n_tok: float) -> dict[str, float]:
+        d = max(self.n, 1)
+        res = {"policy_loss": self.loss, **{k: v / d for k, v in self.sums.items()}}
+        res["ratio_min"] = self.rmin if self.n else 1.0
+        res["ratio_max"] = self.rmax if self.n else 1.0
+        return res
+
+
+def _vocab_limit(vocab_size: int) -> int | None:
+    from t1_rollout.model import num_real_tokens
+
+    return num_real_tokens(vocab_size)
+
+
+def _adamw(model: nn.Module, lr: float, hp: PpoHyperparams) -> torch.optim.AdamW:
+    # Decay matrices only; norms, biases and 1-D gates are not decayed (the usual Megatron/HF split).
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=hp.adam_betas)
+
+
+def _step(model: nn.Module, opt: torch.optim.Optimizer, max_norm: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(norm)
+
+
+def _ids(sample: TrainSample, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(sample.token_ids), dtype=torch.long, device=device)
+
+
+def _mask(sample: TrainSample, device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(sample.loss_mask), device=device).to(torch.float32)
+
+
+def _as_routing(routing: Any) -> np.ndarray:
+    return routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)

@@ -1,0 +1,123 @@
+"""Fixtures: the issue-2 tiny model and a stand-in sampler that records what the engine records."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
+
+TINY = SimpleNamespace(
+    vocab_size=248320,
+    hidden_size=64,
+    num_layers=4,
+    num_experts=8,
+    top_k=2,
+    moe_intermediate_size=32,
+    shared_expert_intermediate_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=16,
+    linear_value_head_dim=16,
+    linear_conv_kernel_dim=4,
+    full_attention_interval=4,
+    max_position_embeddings=8192,
+    tie_word_embeddings=False,
+)
+"""Issue 2's tiny model: hidden 64, 4 layers, 8 experts top 2, the real 248,320-id vocabulary."""
+
+
+@dataclass
+class FakeSample:
+    """Local stand-in with the fields of `t1_tito.Sample`."""
+
+    token_ids: np.ndarray
+    loss_mask: np.ndarray
+    rollout_logprobs: np.ndarray
+    routing: np.ndarray | None
+    reward: float
+    reward_index: int
+    task_id: str = "task"
+    family: str = "scripting"
+    trial_id: str = "trial"
+    chunk_index: int = 0
+    policy_version: int = 0
+
+
+def sample_from(
+    model: torch.nn.Module,
+    *,
+    prompt_len: int,
+    turns: list[tuple[int, int]],
+    reward: float,
+    seed: int,
+    task_id: str = "task",
+) -> FakeSample:
+    """Samples a multi-turn trajectory the way the embedded engine does: prefill, cached decode.
+
+    ``turns`` is a list of (sampled tokens, observation tokens after them). Routing is captured per forward
+    (rows = tokens - 1), log-probs scored with `t1_rollout.model.token_logprobs` as the engine does.
+    """
+    from t1_r3 import capture_routing
+    from t1_rollout.model import num_real_tokens, token_logprobs
+
+    g = torch.Generator().manual_seed(seed)
+    limit = num_real_tokens(model.config.vocab_size)
+    ids = torch.randint(0, 5000, (prompt_len,), generator=g).tolist()
+    mask = [0] * prompt_len
+    lps = [0.0] * prompt_len
+    with capture_routing(model) as rec, torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), use_cache=True)
+        for t_i, (n_sampled, n_obs) in enumerate(turns):
+            for k in range(n_sampled):
+                logits = out.logits[0, -1]
+                probs = torch.softmax(logits[:limit].float(), -1)
+                tok = int(torch.multinomial(probs, 1, generator=g))
+                ids.append(tok)
+                mask.append(1)
+                lps.append(float(token_logprobs(logits, torch.tensor(tok), 1.0, vocab_limit=limit)))
+                last = t_i == len(turns) - 1 and k == n_sampled - 1 and n_obs == 0
+                if not last:
+                    out = model(input_ids=torch.tensor([[tok]]), cache=out.cache, use_cache=True)
+            if n_obs:
+                obs = torch.randint(0, 5000, (n_obs,), generator=g).tolist()
+                ids += obs
+                mask += [0] * n_obs
+                lps += [0.0] * n_obs
+                out = model(input_ids=torch.tensor([obs]), cache=out.cache, use_cache=True)
+        routing = rec.rows()
+    assert routing.shape[0] == len(ids) - 1 or turns[-1][1] > 0
+    routing = routing[: len(ids) - 1]
+    last_sampled = max(i for i, m in enumerate(mask) if m)
+    return FakeSample(
+        token_ids=np.array(ids, dtype=np.int32),
+        loss_mask=np.array(mask, dtype=np.int8),
+        rollout_logprobs=np.array(lps, dtype=np.float32),
+        routing=routing.astype(np.int32),
+        reward=reward,
+        reward_index=last_sampled,
+        task_id=task_id,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_spec() -> SimpleNamespace:
+    return TINY
+
+
+@pytest.fixture(scope="session")
+def Sample() -> type[FakeSample]:  # noqa: N802 - a class handed to tests
+    return FakeSample
+
+
+@pytest.fixture(scope="session")
+def sample_with() -> object:
+    return sample_from

@@ -1,0 +1,137 @@
+"""Torch backend on issue 2's tiny model (hidden 64, 4 layers, 8 experts top 2, vocab 248,320)."""
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from t1_trainer import torch_backend
+from t1_trainer.config import PpoHyperparams
+from t1_trainer.step import critic_warmup, ppo_step
+from t1_trainer.torch_backend import TorchBackend
+from t1_trainer.weights import save_weights
+
+FAST = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3)  # larger steps than the paper's so 3 steps show movement
+
+
+@pytest.fixture(scope="module")
+def sampler(tiny_spec):
+    from t1_rollout.model import build_model
+
+    return build_model(tiny_spec, seed=0)
+
+
+@pytest.fixture(scope="module")
+def batch(sampler, sample_with):
+    # two turns with an observation between them; the reward on the last sampled token
+    return [
+        sample_with(sampler, prompt_len=40, turns=[(12, 20), (12, 0)], reward=r, seed=i, task_id=f"t{i}")
+        for i, r in enumerate([0.1, 0.6])
+    ]
+
+
+def _backend(spec, hp=FAST, **kw):
+    return TorchBackend(model_spec=spec, ppo_spec=hp, seed=0, **kw)
+
+
+def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_spec, batch):
+    be = _backend(tiny_spec, gap_without_replay=True)
+    m = ppo_step(be, batch, FAST)
+    assert m["samples_aborted_routing"] == 0
+    # same weights, same routing, same log-prob definition: only kernel numerics remain (prefill vs decode)
+    assert m["logprob_gap_replay"] < 1e-4
+    assert "logprob_gap_no_replay" in m
+    assert m["actor_loss_tokens"] == sum(int(s.loss_mask.sum()) for s in batch)
+
+
+def test_step_changes_weights_and_value_loss_falls(tiny_spec, batch):
+    be = _backend(tiny_spec)
+    actor0 = {k: v.clone() for k, v in be.export_weights().items()}
+    critic0 = be.critic.value_head.weight.detach().clone()
+    losses = [ppo_step(be, batch, FAST)["value_loss"] for _ in range(3)]
+    assert losses[2] < losses[0]
+    after = be.export_weights()
+    assert set(after) == set(actor0)
+    assert any(not torch.equal(after[k], actor0[k]) for k in actor0)
+    assert not torch.equal(be.critic.value_head.weight, critic0)
+    # the gap now measures a real policy change: the sampler still holds the old weights
+    assert ppo_step(be, batch, FAST)["logprob_gap_replay"] > 1e-4
+
+
+def test_missing_or_misaligned_routing_aborts_the_sample(tiny_spec, batch, Sample):  # noqa: N803
+    good = batch[0]
+    missing = Sample(**{**vars(batch[1]), "routing": None, "trial_id": "no-record"})
+    short = Sample(**{**vars(batch[1]), "routing": batch[1].routing[:-3], "trial_id": "short"})
+    wrong_ids = batch[1].routing.copy()
+    wrong_ids[5, 1, 0] = 99  # the model has 8 experts
+    bad_ids = Sample(**{**vars(batch[1]), "routing": wrong_ids, "trial_id": "bad-ids"})
+    be = _backend(tiny_spec)
+    m = ppo_step(be, [good, missing, short, bad_ids], FAST)
+    assert m["samples_aborted_routing"] == 3
+    text = " | ".join(m["routing_errors"])
+    assert "no-record" in text and "missing" in text
+    assert "short" in text and "rows" in text
+    assert "bad-ids" in text
+    # only the good sample was trained on
+    assert m["actor_loss_tokens"] == int(good.loss_mask.sum())
+
+
+def test_actor_update_aborts_directly_too(tiny_spec, batch, Sample):  # noqa: N803
+    be = _backend(tiny_spec)
+    missing = Sample(**{**vars(batch[1]), "routing": None})
+    adv = [np.asarray(s.loss_mask, dtype=np.float32) for s in (batch[0], missing)]
+    m = be.update_actor([batch[0], missing], adv)
+    assert m["samples_aborted_routing"] == 1 and "missing" in m["routing_errors"][0]
+
+
+def test_no_routing_needed_when_replay_off(tiny_spec, batch, Sample):  # noqa: N803
+    hp = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3, routing_replay=False)
+    be = _backend(tiny_spec, hp)
+    no_rec = [Sample(**{**vars(s), "routing": None}) for s in batch]
+    m = ppo_step(be, no_rec, hp)
+    assert m["samples_aborted_routing"] == 0 and m["logprob_gap_replay"] < 1e-4
+
+
+def test_chunked_logprobs_equal_one_shot(tiny_spec, batch, monkeypatch):
+    from t1_rollout.model import token_logprobs
+
+    be = _backend(tiny_spec, PpoHyperparams(routing_replay=False))
+    s = batch[0]
+    monkeypatch.setattr(torch_backend, "LOGIT_CHUNK", 5)
+    chunked = be.actor_logprobs(s)
+    ids = torch.as_tensor(s.token_ids, dtype=torch.long)
+    pos = torch.nonzero(torch.as_tensor(s.loss_mask)).flatten()
+    with torch.no_grad():
+        logits = be.actor(input_ids=ids[None]).logits[0]
+    direct = token_logprobs(logits[pos - 1], ids[pos], 1.0, vocab_limit=be.vocab_limit)
+    torch.testing.assert_close(chunked.detach(), direct, rtol=0, atol=1e-5)
+    chunked.sum().backward()  # the checkpointed chunks backpropagate into the LM head
+    assert be.actor.lm_head.weight.grad is not None and be.actor.lm_head.weight.grad.abs().sum() > 0
+
+
+def test_critic_warmup_leaves_actor_untouched(tiny_spec, batch):
+    be = _backend(tiny_spec)
+    actor0 = {k: v.clone() for k, v in be.export_weights().items()}
+    out = critic_warmup(be, [batch, batch], FAST)
+    assert len(out) == 2 and out[1]["value_loss"] < out[0]["value_loss"]
+    assert all(torch.equal(v, actor0[k]) for k, v in be.export_weights().items())
+
+
+def test_critic_is_a_full_copy_with_value_head(tiny_spec):
+    be = _backend(tiny_spec)
+    actor_body = be.actor.model.state_dict()
+    critic_body = be.critic.body.state_dict()
+    assert set(actor_body) == set(critic_body)
+    assert all(torch.equal(actor_body[k], critic_body[k]) for k in actor_body)
+    assert be.critic.body is not be.actor.model
+    assert tuple(be.critic.value_head.weight.shape) == (1, tiny_spec.hidden_size)
+    assert not hasattr(be.critic, "lm_head")
+
+
+def test_save_weights_writes_actor_and_critic(tiny_spec, tmp_path):
+    be = _backend(tiny_spec)
+    paths = save_weights(be, tmp_path)
+    actor = load_file(paths["actor"])
+    critic = load_file(paths["critic"])
+    assert torch.equal(actor["lm_head.weight"], be.actor.lm_head.weight.detach())
+    assert "value_head.weight" in critic and any(k.startswith("body.") for k in critic)
