@@ -4,13 +4,21 @@ from itertools import product
 
 import pytest
 
-from t1_capacity import PAPER_CONSTANTS, PAPER_MODEL, Plan, check_plan, enumerate_plans, search_plans
+from t1_capacity import (
+    PAPER_CONSTANTS,
+    PAPER_MODEL,
+    Plan,
+    check_plan,
+    enumerate_plans,
+    plan_problems,
+    search_plans,
+)
 
 WALL_84K = 86_016
 BASE = Plan(token_wall=WALL_84K, memory_budget_gib=95.0)
 
 
-def brute_force(g: int) -> set[tuple[int, int, int, int, int]]:
+def brute_force(g: int, wall: int) -> set[tuple[int, int, int, int, int]]:
     """Independent enumeration: all 5-tuples with tp*pp*cp*dp = g under the layout rules."""
     out = set()
     rng = range(1, g + 1)
@@ -18,7 +26,7 @@ def brute_force(g: int) -> set[tuple[int, int, int, int, int]]:
         if g % (tp * pp * cp):
             continue
         dp = g // (tp * pp * cp)
-        if 32 % tp or 1024 % tp or 48 % pp:
+        if 32 % tp or 1024 % tp or 48 % pp or wall % tp or (cp > 1 and wall % (2 * cp)):
             continue
         for ep in range(1, 257):
             if 256 % ep == 0 and (tp * cp * dp) % ep == 0:
@@ -26,10 +34,12 @@ def brute_force(g: int) -> set[tuple[int, int, int, int, int]]:
     return out
 
 
-@pytest.mark.parametrize("g", [16, 64, 96])
-def test_enumeration_is_complete_and_valid(g):
-    got = {(p.tp, p.pp, p.cp, p.dp, p.ep) for p in enumerate_plans(PAPER_MODEL, g, BASE)}
-    assert got == brute_force(g)
+@pytest.mark.parametrize(("g", "wall"), [(16, WALL_84K), (64, WALL_84K), (96, WALL_84K), (64, 10_000)])
+def test_enumeration_is_complete_and_valid(g, wall):
+    base = Plan(token_wall=wall)
+    got = {(p.tp, p.pp, p.cp, p.dp, p.ep) for p in enumerate_plans(PAPER_MODEL, g, base)}
+    assert got == brute_force(g, wall)
+    assert all(not plan_problems(p, PAPER_MODEL) for p in enumerate_plans(PAPER_MODEL, g, base))
 
 
 def test_search_keeps_exactly_the_plans_that_fit():

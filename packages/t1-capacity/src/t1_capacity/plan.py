@@ -71,7 +71,8 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
 
     Rules: every degree >= 1; pp divides the layer count (even stages); ep divides the expert count; ep * etp
     divides tp * cp * dp (experts are folded out of that region); etp divides the expert FFN width; tp divides
-    the query heads and the shared-expert width; token wall >= cp (each context rank holds a segment).
+    the query heads and the shared-expert width; the token wall is a multiple of 2*cp (load-balanced context
+    chunks, when cp > 1) and of tp (sequence parallelism), as ``t1_spec`` requires.
 
     Args:
         plan: the plan to check.
@@ -103,8 +104,13 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
         out.append(f"plan.tp={plan.tp} must divide num_attention_heads={model.num_attention_heads}")
     if model.shared_expert_intermediate_size % plan.tp:
         out.append(f"plan.tp={plan.tp} must divide shared_expert_intermediate_size")
-    if plan.token_wall < plan.cp:
-        out.append(f"plan.token_wall={plan.token_wall} must be >= cp={plan.cp}")
+    if plan.cp > 1 and plan.token_wall % (2 * plan.cp):
+        out.append(
+            f"plan.token_wall={plan.token_wall} must be a multiple of 2*cp={2 * plan.cp} "
+            "(load-balanced context parallelism splits each sequence into 2*cp chunks)"
+        )
+    if plan.token_wall % plan.tp:
+        out.append(f"plan.token_wall={plan.token_wall} must be a multiple of tp={plan.tp} (SP)")
     if plan.offload not in ("forced", "none"):
         out.append(f"plan.offload={plan.offload!r} must be 'forced' or 'none'")
     if plan.memory_budget_gib <= 0:

@@ -24,8 +24,9 @@ def _divisors(n: int) -> list[int]:
 def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Iterator[Plan]:
     """Yield every structurally valid plan with tp * pp * cp * dp = ``training_devices``.
 
-    tp divides the query heads and the shared-expert width; pp divides the layer count; cp <= token wall; ep
-    divides E and tp*cp*dp/etp. ``etp``, token wall, budget, offload and batch size come from ``base``.
+    tp divides the query heads, the shared-expert width and the token wall; pp divides the layer count; 2*cp
+    divides the token wall (cp > 1); ep divides E and tp*cp*dp/etp. ``etp``, token wall, budget, offload and
+    batch size come from ``base``.
 
     Args:
         model: the model shape.
@@ -45,11 +46,13 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
     for tp in _divisors(g):
         if model.num_attention_heads % tp or model.shared_expert_intermediate_size % tp:
             continue
+        if base.token_wall % tp:
+            continue
         for pp in _divisors(g // tp):
             if model.num_layers % pp:
                 continue
             for cp in _divisors(g // (tp * pp)):
-                if cp > base.token_wall:
+                if cp > 1 and base.token_wall % (2 * cp):
                     continue
                 dp = g // (tp * pp * cp)
                 region = tp * cp * dp
