@@ -33,25 +33,30 @@ class Change:
     new: Any
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Leaves of a nested dict as ``{"a.b.c": value}``; lists are leaves."""
-    if isinstance(tree, dict):
-        out: dict[str, Any] = {}
-        if not tree and prefix:
-            out[prefix] = {}
-        for key, value in tree.items():
-            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: tree}
+def _walk(a: Any, b: Any, prefix: str, out: list[Change]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = list(b)
+        for k in a:  # keys only the base has go right after their preceding sibling
+            if k not in b:
+                prev = list(a).index(k)
+                anchor = next((x for x in reversed(list(a)[:prev]) if x in keys), None)
+                keys.insert(keys.index(anchor) + 1 if anchor is not None else 0, k)
+        for k in keys:
+            _walk(a.get(k, ABSENT), b.get(k, ABSENT), f"{prefix}.{k}" if prefix else str(k), out)
+    elif a != b:
+        out.append(Change(prefix, a, b))
 
 
 def diff_recipes(base: Recipe, new: Recipe) -> list[Change]:
     """Every field whose resolved value (defaults included) differs between ``base`` and ``new``.
 
+    Sections present on both sides are compared field by field; a section that is a mapping on one side and
+    not on the other (``critic_warmup.pool: null``) is one change. A key only one side has (``reward.scale``
+    after ``reward.kind`` changes) shows ``ABSENT`` on the other side.
+
     Returns:
-        changes in ``new``'s field order, then fields only ``base`` has.
+        the changes in recipe order.
     """
-    a, b = flatten(recipe_to_dict(base)), flatten(recipe_to_dict(new))
-    changes = [Change(k, a.get(k, ABSENT), v) for k, v in b.items() if a.get(k, ABSENT) != v]
-    changes += [Change(k, v, ABSENT) for k, v in a.items() if k not in b]
-    return changes
+    out: list[Change] = []
+    _walk(recipe_to_dict(base), recipe_to_dict(new), "", out)
+    return out

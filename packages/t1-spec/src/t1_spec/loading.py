@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from pydantic import ValidationError
 
 from t1_spec._base import SpecRuleError
@@ -139,6 +137,9 @@ def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
 
 
 def _overrides_tree(path: Path, overrides: Sequence[str]) -> dict[str, Any]:
+    from omegaconf import OmegaConf  # imported on use: keeps `import t1_spec` light
+    from omegaconf.errors import OmegaConfBaseException
+
     for item in overrides:
         if "=" not in item or not item.split("=", 1)[0].strip():
             raise RecipeError(
@@ -168,6 +169,9 @@ def resolve_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str,
         RecipeError: unreadable file, bad YAML, missing or unknown ``schema:``, ``extends`` cycle or
             missing base, malformed override, or an interpolation that does not resolve.
     """
+    from omegaconf import OmegaConf  # imported on use: keeps `import t1_spec` light
+    from omegaconf.errors import OmegaConfBaseException
+
     path = Path(path)
     tree = _load_tree(path, ())
     if overrides:
@@ -189,11 +193,9 @@ def _field_path(loc: tuple[int | str, ...], data: Any) -> list[str]:
     """Dotted-path parts of a pydantic error location, dropping discriminator tags pydantic inserts."""
     parts: list[str] = []
     node = data
-    for i, elem in enumerate(loc):
-        if isinstance(node, Mapping) and elem not in node and i < len(loc) - 1:
-            tag_keys = [node.get(k) for k in _DISCRIMINATORS]
-            if elem in tag_keys:
-                continue
+    for elem in loc:
+        if isinstance(node, Mapping) and elem not in node and elem in [node.get(k) for k in _DISCRIMINATORS]:
+            continue
         parts.append(str(elem))
         if isinstance(node, Mapping):
             node = node.get(elem)

@@ -1,7 +1,151 @@
-"""`t1 recipe` verbs."""
+"""`t1 recipe` verbs: validate, show, schema, diff.
+
+Exit codes: 0 success; 2 invalid input (a recipe that does not load or validate, a missing file, bad
+arguments). Errors go to stderr as one message naming the file and the dotted field, without a traceback
+unless ``--debug``.
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
+from typing import Annotated, Any
 
-app = typer.Typer(help="recipe verbs (not built yet).", no_args_is_help=True)
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from t1._errors import reported
+from t1_spec import (
+    ABSENT,
+    RecipeError,
+    base_of,
+    diff_recipes,
+    export_schemas,
+    load_recipe,
+    recipe_to_dict,
+    recipe_to_yaml,
+)
+from t1_spec.schema import SECTION_TYPES, all_schemas, render
+
+app = typer.Typer(
+    help="Validate, print, diff recipes and export the spec's JSON Schemas (schema: t1/v1).",
+    no_args_is_help=True,
+)
+
+INVALID = (RecipeError,)
+
+RecipeArg = Annotated[Path, typer.Argument(help="recipe YAML, e.g. recipes/tiny-cpu.yaml")]
+Overrides = Annotated[
+    list[str] | None, typer.Argument(help="dotlist overrides applied after extends:, e.g. ppo.batch_size=2")
+]
+Debug = Annotated[bool, typer.Option("--debug", help="show tracebacks instead of a one-line error")]
+
+
+def _console() -> Console:
+    # Created per call so CliRunner's captured stdout is used; no soft wrapping of long values.
+    return Console(soft_wrap=True, highlight=False)
+
+
+def _fmt(value: Any) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+@app.command()
+def validate(recipe: RecipeArg, overrides: Overrides = None, debug: Debug = False) -> None:
+    """Load and validate a recipe; print a summary and any departures from the paper (exit 2: invalid)."""
+    with reported(debug, invalid=INVALID):
+        r = load_recipe(recipe, overrides or [])
+        out = _console()
+        m, p = r.model, r.plan
+        out.print(f"[bold green]valid[/]: {recipe} ({r.name}, schema {r.schema_})")
+        out.print(
+            f"  model  {m.name}: {m.num_layers} layers ({m.num_full_attention_layers} full attention), "
+            f"{m.num_experts} experts top-{m.top_k}; expert {m.expert_params() / 1e9:.3f}B, "
+            f"dense {m.dense_params() / 1e9:.3f}B, active {m.active_params() / 1e9:.3f}B parameters"
+        )
+        out.print(
+            f"  plan   {p.devices} devices ({p.inference_devices} inference, {p.training_devices} training): "
+            f"tp {p.tp} pp {p.pp} cp {p.cp} dp {p.dp} ep {p.ep} etp {p.etp}, token wall {p.token_wall}"
+        )
+        steps = "until epochs" if r.ppo.steps is None else str(r.ppo.steps)
+        out.print(
+            f"  run    {r.reward.kind} reward, {r.ppo.advantage.estimator}, batch {r.ppo.batch_size} x "
+            f"{r.ppo.samples_per_task}, steps {steps}, epochs {r.ppo.epochs}; engine {r.engine.kind}, "
+            f"sandbox {r.sandbox.kind}, trainer {r.trainer.backend}"
+        )
+        for note in r.advisories():
+            out.print(f"  [yellow]note[/] {note.field}: {note.message}")
+
+
+@app.command()
+def show(
+    recipe: RecipeArg,
+    overrides: Overrides = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of YAML")] = False,
+    debug: Debug = False,
+) -> None:
+    """Print the fully resolved recipe (extends merged, overrides applied, every default filled in)."""
+    with reported(debug, invalid=INVALID):
+        r = load_recipe(recipe, overrides or [])
+        text = json.dumps(recipe_to_dict(r), indent=2) + "\n" if as_json else recipe_to_yaml(r)
+        typer.echo(text, nl=False)
+
+
+@app.command()
+def schema(
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write every schema into this folder (e.g. specs/v1)")
+    ] = None,
+    section: Annotated[
+        str | None,
+        typer.Option("--section", help=f"print one section's schema: {', '.join(SECTION_TYPES)}"),
+    ] = None,
+    debug: Debug = False,
+) -> None:
+    """Print the recipe JSON Schema, or write one schema per spec with --out."""
+    with reported(debug, invalid=INVALID):
+        if out is not None:
+            for path in export_schemas(out):
+                typer.echo(str(path))
+            return
+        schemas = all_schemas()
+        if section is None:
+            typer.echo(render(schemas["recipe.schema.json"]), nl=False)
+            return
+        if section not in SECTION_TYPES:
+            raise ValueError(f"unknown section {section!r}; choose one of: {', '.join(SECTION_TYPES)}")
+        typer.echo(render(schemas[f"{section}.schema.json"]), nl=False)
+
+
+@app.command()
+def diff(
+    recipe: RecipeArg,
+    against: Annotated[
+        Path | None,
+        typer.Option("--against", help="recipe to compare with; default: the one this recipe extends"),
+    ] = None,
+    debug: Debug = False,
+) -> None:
+    """Show what a recipe changes against its base: dotted field, base value, new value (with defaults)."""
+    with reported(debug, invalid=INVALID):
+        base_path = against if against is not None else base_of(recipe)
+        if base_path is None:
+            raise ValueError(
+                f"{recipe} has no extends:; pass --against BASE to compare it with another recipe"
+            )
+        new, base = load_recipe(recipe), load_recipe(base_path)
+        changes = diff_recipes(base, new)
+        out = _console()
+        if not changes:
+            out.print(f"no differences between {recipe} and {base_path}")
+            return
+        table = Table(title=f"{recipe} against {base_path}", title_justify="left")
+        table.add_column("field", overflow="fold")
+        table.add_column("base", overflow="fold")
+        table.add_column("new", overflow="fold")
+        for c in changes:
+            table.add_row(c.field, _fmt(c.base), _fmt(c.new))
+        out.print(table)

@@ -1,0 +1,175 @@
+"""Recipe loading: extends, overrides, interpolation, schema versions, and errors that name file and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from t1_spec import (
+    COMPATIBILITY_POLICY,
+    SCHEMA_VERSION,
+    RecipeError,
+    load_recipe,
+    recipe_to_yaml,
+    resolve_recipe,
+)
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def write(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def child_of_tiny(tmp: Path, body: str, name: str = "child.yaml") -> Path:
+    return write(tmp, name, f"schema: t1/v1\nextends: {RECIPES / 'tiny-cpu.yaml'}\nname: child\n{body}")
+
+
+def test_ablation_inherits_everything_it_does_not_change(prod) -> None:
+    grpo = load_recipe(RECIPES / "grpo.yaml")
+    assert grpo.ppo.clip_eps == prod.ppo.clip_eps
+    assert grpo.plan == prod.plan
+    assert grpo.model == prod.model
+    assert grpo.ppo.advantage.estimator == "grpo"
+
+
+def test_changing_a_kind_replaces_the_section_instead_of_merging() -> None:
+    # A binary reward has no scale: merging the base's dense section would be refused as an unknown field.
+    tree = resolve_recipe(RECIPES / "binary-tmax.yaml")
+    assert tree["reward"] == {"kind": "binary"}
+    assert "extends" not in tree
+
+
+def test_same_kind_merges_key_by_key(tmp_path) -> None:
+    r = load_recipe(child_of_tiny(tmp_path, "reward:\n  scale: 10\n"))
+    assert (r.reward.kind, r.reward.scale, r.reward.fallback) == ("dense", 10.0, "binary")
+
+
+def test_overrides_apply_after_extends_and_coerce_types() -> None:
+    r = load_recipe(
+        RECIPES / "grpo.yaml",
+        [
+            "ppo.batch_size=32",
+            "ppo.advantage.group_size=16",
+            "ppo.samples_per_task=16",
+            "ppo.adam_betas=[0.9, 0.95]",
+        ],
+    )
+    assert (r.ppo.batch_size, r.ppo.advantage.group_size, r.ppo.adam_betas) == (32, 16, (0.9, 0.95))
+    assert r.rollout.admitted == 512  # unchanged; 32 * 16 = 512
+
+
+def test_override_of_a_discriminator_replaces_the_section(tiny_path) -> None:
+    r = load_recipe(tiny_path, ["reward.kind=ratio"])
+    assert r.reward.kind == "ratio" and r.reward.coefficient == 0.4
+
+
+def test_interpolation_resolves_on_the_merged_tree(tmp_path) -> None:
+    body = "ppo:\n  batch_size: 3\nrollout:\n  admitted: ${ppo.batch_size}\n  launched: ${ppo.batch_size}\n"
+    r = load_recipe(child_of_tiny(tmp_path, body), ["ppo.batch_size=2"])
+    assert (r.ppo.batch_size, r.rollout.admitted, r.rollout.launched) == (2, 2, 2)
+
+
+def test_broken_interpolation_names_the_field(tmp_path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child_of_tiny(tmp_path, "rollout:\n  admitted: ${ppo.nope}\n"))
+    assert info.value.field == "rollout.admitted"
+    assert "interpolation" in str(info.value)
+
+
+def test_missing_schema_is_refused(tmp_path) -> None:
+    p = write(tmp_path, "r.yaml", "name: x\nseed: 0\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(p)
+    assert info.value.field == "schema"
+    assert f"schema: {SCHEMA_VERSION}" in str(info.value)
+
+
+def test_unknown_schema_is_refused_by_name(tmp_path) -> None:
+    p = write(tmp_path, "r.yaml", "schema: t1/v2\nname: x\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(p)
+    assert "'t1/v2'" in str(info.value) and "t1/v1" in str(info.value)
+    assert info.value.path == p
+
+
+def test_a_base_with_another_schema_is_refused(tmp_path) -> None:
+    write(tmp_path, "base.yaml", "schema: t1/v0\nname: base\n")
+    child = write(tmp_path, "child.yaml", "schema: t1/v1\nextends: base.yaml\nname: c\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child)
+    assert "'t1/v0'" in str(info.value)
+    assert info.value.path.name == "base.yaml"
+
+
+def test_extends_cycle_is_refused(tmp_path) -> None:
+    write(tmp_path, "a.yaml", "schema: t1/v1\nextends: b.yaml\nname: a\n")
+    write(tmp_path, "b.yaml", "schema: t1/v1\nextends: a.yaml\nname: b\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(tmp_path / "a.yaml")
+    assert info.value.field == "extends" and "cycle" in str(info.value)
+
+
+def test_missing_base_is_refused(tmp_path) -> None:
+    p = write(tmp_path, "r.yaml", "schema: t1/v1\nextends: nowhere.yaml\nname: r\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(p)
+    assert info.value.field == "extends" and "nowhere.yaml" in str(info.value)
+
+
+def test_bad_yaml_and_non_mapping_are_refused(tmp_path) -> None:
+    for text in ("schema: [unclosed\n", "- a\n- b\n"):
+        with pytest.raises(RecipeError):
+            load_recipe(write(tmp_path, "r.yaml", text))
+
+
+def test_missing_file_is_a_recipe_error(tmp_path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(tmp_path / "absent.yaml")
+    assert "not found" in str(info.value)
+
+
+def test_unknown_field_names_its_dotted_path(tiny_path, problems_of) -> None:
+    probs = problems_of(tiny_path, "ppo.batchsize=2")
+    assert [p.field for p in probs] == ["ppo.batchsize"]
+    assert "unknown field" in probs[0].message
+
+
+def test_error_message_names_file_and_field(tiny_path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(tiny_path, ["ppo.clip_eps=2"])
+    err = info.value
+    assert err.path == tiny_path and err.field == "ppo.clip_eps"
+    assert str(tiny_path) in str(err) and "ppo.clip_eps" in str(err)
+
+
+def test_error_inside_a_union_member_drops_the_tag(tiny_path, problems_of) -> None:
+    probs = problems_of(tiny_path, "ppo.advantage.gamma=2")
+    assert [p.field for p in probs] == ["ppo.advantage.gamma"]
+
+
+def test_malformed_override_is_refused(tiny_path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(tiny_path, ["ppo.batch_size"])
+    assert "key=value" in str(info.value)
+
+
+def test_shown_yaml_loads_back_to_the_same_recipe(tmp_path) -> None:
+    for name in ("tiny-cpu", "t1-122b", "grpo", "binary-tmax"):
+        r = load_recipe(RECIPES / f"{name}.yaml")
+        again = load_recipe(write(tmp_path, f"{name}.yaml", recipe_to_yaml(r)))
+        assert again == r
+
+
+def test_specs_are_frozen(tiny) -> None:
+    with pytest.raises(ValidationError):
+        tiny.ppo.batch_size = 8  # type: ignore[misc]
+
+
+def test_compatibility_policy_says_how_v1_is_migrated_or_refused() -> None:
+    text = COMPATIBILITY_POLICY
+    assert "v2" in text and "migrate" in text and "refused" in text
