@@ -173,3 +173,11 @@ def test_offload_none_requires_both_networks_together():
     together = check_plan(PAPER_MODEL, replace(PROD_CP4, offload="none"), PAPER_CONSTANTS)
     assert forced.fits and not together.fits
     assert together.coresident_gib > M
+
+
+def test_package_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, t1_capacity, t1_capacity.report; assert 'torch' not in sys.modules, 'torch imported'"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

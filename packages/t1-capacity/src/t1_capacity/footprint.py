@@ -302,8 +302,8 @@ ASSUMPTIONS: tuple[str, ...] = (
     "full-attention key/value projections and attention-layer activations divide by min(tp, kv heads)",
     "activations = alpha * token_wall * layers / cp per stage; alpha absorbs recompute policy and pipeline "
     "in-flight micro-batches (calibrate it)",
-    "logit buffer only on the actor's terminal stage, vocabulary padded to 128*tp; the critic's scalar value "
-    "head has no logit buffer",
+    "logit buffer only on the actor's terminal stage, 6 B per logit by default (bf16 logits + fp32 copy), "
+    "vocabulary padded to 128*tp; the critic's scalar value head has no logit buffer",
     "pipeline stages even (L / pp layers each); the binding stage is reported",
     "not modelled: routing imbalance, CUDA graphs, offload staging buffers (inside b0)",
 )

@@ -9,7 +9,9 @@ from t1_capacity.shapes import ModelShape
 from t1_capacity.split import StepSplit
 
 
-def format_check(check: PlanCheck, constants: CapacityConstants, title: str = "") -> str:
+def format_check(
+    check: PlanCheck, constants: CapacityConstants, title: str = "", assumptions: bool = False
+) -> str:
     """Per-network, per-term table in GiB, the binding term, headroom against M and the verdict."""
     p = check.plan
     a, k = check.actor, check.critic
@@ -33,6 +35,9 @@ def format_check(check: PlanCheck, constants: CapacityConstants, title: str = ""
     lines.append(("ADMIT: " if check.fits else "REFUSE: ") + check.reason())
     if check.advice:
         lines.append("smallest change: " + check.advice)
+    if assumptions:
+        lines.append("assumptions:")
+        lines.extend(f"  - {a}" for a in check.actor.assumptions)
     return "\n".join(lines)
 
 

@@ -56,13 +56,14 @@ def check(
     granularity: Annotated[
         int | None, typer.Option(help="devices per inference replica (default: the recipe's engine.tp)")
     ] = None,
+    assumptions: Annotated[bool, typer.Option(help="also print what the model assumes")] = False,
     debug: Debug = False,
 ) -> None:
     """Per-term memory (GiB) of actor and critic, binding term, headroom, step-time split; exit 0/1/2."""
     with reported(debug, invalid=INVALID):
         inputs = load(recipe, overrides)
         verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
-        typer.echo(format_check(verdict, inputs.constants, title=f"{recipe}"))
+        typer.echo(format_check(verdict, inputs.constants, title=f"{recipe}", assumptions=assumptions))
         n, g = inputs.plan.inference_devices, inputs.devices
         if 0 < n < g:
             r, c = generation_min * n, training_min * (g - n)
