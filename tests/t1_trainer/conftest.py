@@ -1,14 +1,18 @@
-"""Fixtures: the issue-2 tiny model and a stand-in sampler that records what the engine records."""
+"""Fixtures: the issue-2 tiny model and a stand-in sampler that records what the engine records.
+
+Samples are real `t1_tito.Sample` objects (validated), built from a prefill + cached-decode trajectory.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+
+from t1_tito import Sample as TitoSample
 
 logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
 
@@ -35,23 +39,6 @@ TINY = SimpleNamespace(
 """Issue 2's tiny model: hidden 64, 4 layers, 8 experts top 2, the real 248,320-id vocabulary."""
 
 
-@dataclass
-class FakeSample:
-    """Local stand-in with the fields of `t1_tito.Sample`."""
-
-    token_ids: np.ndarray
-    loss_mask: np.ndarray
-    rollout_logprobs: np.ndarray
-    routing: np.ndarray | None
-    reward: float
-    reward_index: int
-    task_id: str = "task"
-    family: str = "scripting"
-    trial_id: str = "trial"
-    chunk_index: int = 0
-    policy_version: int = 0
-
-
 def sample_from(
     model: torch.nn.Module,
     *,
@@ -60,7 +47,7 @@ def sample_from(
     reward: float,
     seed: int,
     task_id: str = "task",
-) -> FakeSample:
+) -> TitoSample:
     """Samples a multi-turn trajectory the way the embedded engine does: prefill, cached decode.
 
     ``turns`` is a list of (sampled tokens, observation tokens after them). Routing is captured per forward
@@ -97,7 +84,7 @@ def sample_from(
     assert routing.shape[0] == len(ids) - 1 or turns[-1][1] > 0
     routing = routing[: len(ids) - 1]
     last_sampled = max(i for i, m in enumerate(mask) if m)
-    return FakeSample(
+    sample = TitoSample(
         token_ids=np.array(ids, dtype=np.int32),
         loss_mask=np.array(mask, dtype=np.int8),
         rollout_logprobs=np.array(lps, dtype=np.float32),
@@ -105,7 +92,13 @@ def sample_from(
         reward=reward,
         reward_index=last_sampled,
         task_id=task_id,
+        family="scripting",
+        trial_id=f"trial-{seed}",
+        chunk_index=0,
+        policy_version=0,
     )
+    sample.validate()
+    return sample
 
 
 @pytest.fixture(scope="session")
@@ -114,8 +107,8 @@ def tiny_spec() -> SimpleNamespace:
 
 
 @pytest.fixture(scope="session")
-def Sample() -> type[FakeSample]:  # noqa: N802 - a class handed to tests
-    return FakeSample
+def Sample() -> type[TitoSample]:  # noqa: N802 - a class handed to tests
+    return TitoSample
 
 
 @pytest.fixture(scope="session")

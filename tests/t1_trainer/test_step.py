@@ -25,6 +25,10 @@ def _sample(Sample, reward, values_len=8, task="t"):  # noqa: N803
         reward=reward,
         reward_index=7,
         task_id=task,
+        family="scripting",
+        trial_id=f"trial-{task}-{reward}",
+        chunk_index=0,
+        policy_version=0,
     )
 
 
