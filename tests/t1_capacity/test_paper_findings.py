@@ -181,3 +181,10 @@ def test_package_imports_no_torch():
 
     code = "import sys, t1_capacity, t1_capacity.report; assert 'torch' not in sys.modules, 'torch imported'"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_without_critic_only_the_actor_counts_when_co_resident():
+    plan = replace(PROD_CP4, offload="none", critic=False)
+    verdict = check_plan(PAPER_MODEL, plan, PAPER_CONSTANTS)
+    assert verdict.critic is None
+    assert verdict.coresident_gib == pytest.approx(verdict.actor.total_gib)

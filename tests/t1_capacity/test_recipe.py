@@ -56,3 +56,12 @@ def test_invalid_recipe_raises_recipe_error():
         load(PROD, ["plan.cp=2"])  # 2*4*2*2 = 32 != 64 training devices
     with pytest.raises(FileNotFoundError):
         load(ROOT / "recipes" / "no-such.yaml")
+
+
+def test_grpo_recipe_checks_the_actor_only():
+    """GRPO trains no critic (T1 §9 ablation): only the actor must fit."""
+    inputs = load(ROOT / "recipes" / "grpo.yaml")
+    assert inputs.plan.critic is False
+    verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
+    assert verdict.critic is None and verdict.fits
+    assert verdict.binding is verdict.actor

@@ -26,7 +26,7 @@ class PlanCheck:
     Attributes:
         plan: the plan checked.
         actor: the actor's binding-stage footprint.
-        critic: the critic's binding-stage footprint.
+        critic: the critic's binding-stage footprint, or None when the run trains no critic (GRPO).
         coresident_gib: with ``offload="none"``, the largest per-stage actor + critic total (one b0), GiB;
             None under forced offload, where each network is checked alone (T1 §4.5).
         fits: whether the plan is admitted.
@@ -35,7 +35,7 @@ class PlanCheck:
 
     plan: Plan
     actor: Footprint
-    critic: Footprint
+    critic: Footprint | None
     coresident_gib: float | None
     fits: bool
     advice: str | None
@@ -43,7 +43,8 @@ class PlanCheck:
     @property
     def binding(self) -> Footprint:
         """The network with the smaller headroom."""
-        return min((self.actor, self.critic), key=lambda f: f.headroom_gib)
+        nets = [f for f in (self.actor, self.critic) if f is not None]
+        return min(nets, key=lambda f: f.headroom_gib)
 
     def reason(self) -> str:
         """One sentence: which network and term bind, and by how much it misses or clears M."""
@@ -51,7 +52,8 @@ class PlanCheck:
         if self.coresident_gib is not None:
             over = self.coresident_gib - f.budget_gib
             state = f"exceeds M by {over:.1f} GiB" if over > 0 else f"fits with {-over:.1f} GiB headroom"
-            return f"actor + critic co-resident (offload none): {self.coresident_gib:.1f} GiB, {state}"
+            who = "actor + critic co-resident" if self.critic is not None else "actor (no critic)"
+            return f"{who} (offload none): {self.coresident_gib:.1f} GiB, {state}"
         if f.fits:
             return (
                 f"fits: tightest is the {f.network} on stage {f.stage}, {f.total_gib:.1f} of "
@@ -70,15 +72,21 @@ def coresident_gib(model: ModelShape, plan: Plan, c: CapacityConstants) -> float
     worst = 0.0
     for s in range(plan.pp):
         a = footprint(model, plan, c, ACTOR, s).total_bytes
+        if not plan.critic:
+            worst = max(worst, a)
+            continue
         k = footprint(model, plan, c, CRITIC, s).total_bytes
         worst = max(worst, a + k - c.b0_gib * GIB)
     return worst / GIB
 
 
 def fits_fast(model: ModelShape, plan: Plan, c: CapacityConstants) -> tuple[bool, float, float]:
-    """(fits, actor GiB, critic GiB) for a valid plan, without building footprints (search inner loop)."""
+    """(fits, actor GiB, critic GiB) for a valid plan, without building footprints (search inner loop).
+
+    The critic's GiB is 0 when the plan trains no critic.
+    """
     a = total_gib_fast(model, plan, c, ACTOR)
-    k = total_gib_fast(model, plan, c, CRITIC)
+    k = total_gib_fast(model, plan, c, CRITIC) if plan.critic else 0.0
     if plan.offload == "none":
         return coresident_gib(model, plan, c) <= plan.memory_budget_gib, a, k
     return max(a, k) <= plan.memory_budget_gib, a, k
@@ -174,12 +182,12 @@ def check_plan(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CONST
     validate_plan(model=model, plan=plan)
     stages(model, plan.pp)
     actor = footprint(model, plan, c, ACTOR)
-    critic = footprint(model, plan, c, CRITIC)
+    critic = footprint(model, plan, c, CRITIC) if plan.critic else None
     if plan.offload == "none":
         co = coresident_gib(model, plan, c)
         fits = co <= plan.memory_budget_gib
     else:
         co = None
-        fits = actor.fits and critic.fits
+        fits = actor.fits and (critic is None or critic.fits)
     advice = None if fits else smallest_fix(model, plan, c)
     return PlanCheck(plan, actor, critic, co, fits, advice)

@@ -31,6 +31,8 @@ class Plan:
             ``"none"``: both stay resident, their sum must fit M.
         inference_devices: n, devices serving inference (not part of this plan's layout).
         batch_size: samples per optimizer step (T1 §5: 512), for micro-batches per rank = batch / dp.
+        critic: whether a critic network is trained too (PPO with GAE, T1 §4.5); False for GRPO, which has
+            no critic, so only the actor is checked.
     """
 
     tp: int = 1
@@ -44,6 +46,7 @@ class Plan:
     offload: str = "forced"
     inference_devices: int = 0
     batch_size: int = 512
+    critic: bool = True
 
     @property
     def training_devices(self) -> int:

@@ -58,10 +58,10 @@ class CapacityInputs:
 def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
     """Build the capacity inputs from a ``t1_spec.Recipe`` (or any object with the same attributes).
 
-    Reads ``recipe.model`` (shape fields), ``recipe.plan`` (``devices, inference_devices, tp, pp, cp, dp,
-    ep, etp,
-    token_wall, memory_budget_gib, offload, alpha, b0_gib``) and ``recipe.ppo.batch_size`` (512 when absent)
-    and ``recipe.engine.tp`` (replica size, 1 when absent).
+    Reads ``recipe.model`` (shape fields); ``recipe.plan`` (``devices, inference_devices, tp, pp, cp, dp,
+    ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` (512 when
+    absent); ``recipe.ppo.advantage.estimator`` (``grpo``: no critic is checked); ``recipe.engine.tp``
+    (inference replica size, 1 when absent).
 
     Args:
         recipe: the validated recipe.
@@ -78,6 +78,7 @@ def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
     p = recipe.plan
     ppo = getattr(recipe, "ppo", None)
     batch = int(getattr(ppo, "batch_size", 512)) if ppo is not None else 512
+    estimator = getattr(getattr(ppo, "advantage", None), "estimator", "gae")
     plan = Plan(
         tp=p.tp,
         pp=p.pp,
@@ -90,6 +91,7 @@ def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
         offload=getattr(p, "offload", "forced"),
         inference_devices=getattr(p, "inference_devices", 0),
         batch_size=batch,
+        critic=estimator != "grpo",
     )
     constants = CapacityConstants(
         alpha=float(getattr(p, "alpha", PAPER_CONSTANTS.alpha)),

@@ -15,6 +15,10 @@ def format_check(
     """Per-network, per-term table in GiB, the binding term, headroom against M and the verdict."""
     p = check.plan
     a, k = check.actor, check.critic
+
+    def col(f, value) -> str:
+        return "-" if f is None else f"{value(f):.2f}"
+
     lines = []
     if title:
         lines.append(title)
@@ -24,12 +28,14 @@ def format_check(
         f"b0 {constants.b0_gib:g} GiB"
     )
     lines.append(f"{'term (GiB per device)':<24}{'actor':>10}{'critic':>10}")
-    lines.append(f"{'':<24}{f'stage {a.stage}':>10}{f'stage {k.stage}':>10}")
+    k_stage = "none" if k is None else f"stage {k.stage}"
+    lines.append(f"{'':<24}{f'stage {a.stage}':>10}{k_stage:>10}")
     for name in TERM_NAMES:
-        lines.append(f"{name:<24}{a.gib(name):>10.2f}{k.gib(name):>10.2f}")
-    lines.append(f"{'total':<24}{a.total_gib:>10.2f}{k.total_gib:>10.2f}")
-    lines.append(f"{'headroom vs M':<24}{a.headroom_gib:>10.2f}{k.headroom_gib:>10.2f}")
-    lines.append(f"{'binding term':<24}{a.binding.name:>22}  /  {k.binding.name}")
+        lines.append(f"{name:<24}{a.gib(name):>10.2f}{col(k, lambda f, n=name: f.gib(n)):>10}")
+    lines.append(f"{'total':<24}{a.total_gib:>10.2f}{col(k, lambda f: f.total_gib):>10}")
+    lines.append(f"{'headroom vs M':<24}{a.headroom_gib:>10.2f}{col(k, lambda f: f.headroom_gib):>10}")
+    k_bind = "-" if k is None else k.binding.name
+    lines.append(f"{'binding term':<24}{a.binding.name:>22}  /  {k_bind}")
     if check.coresident_gib is not None:
         lines.append(f"co-resident actor + critic: {check.coresident_gib:.2f} GiB")
     lines.append(("ADMIT: " if check.fits else "REFUSE: ") + check.reason())
