@@ -13,6 +13,7 @@ from t1_spec.diff import ABSENT, Change, diff_recipes
 from t1_spec.engine import EmbeddedEngine, EngineSpec, SamplingSpec, SGLangEngine
 from t1_spec.errors import Problem, RecipeError
 from t1_spec.evaluation import EvaluationSpec
+from t1_spec.liveness import LivenessSpec
 from t1_spec.loading import (
     base_of,
     load_recipe,
@@ -32,6 +33,7 @@ from t1_spec.reward import BinaryReward, DenseReward, RatioReward, RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import DaytonaSandbox, DockerSandbox, HarborSandbox, LocalSandbox, SandboxSpec
 from t1_spec.schema import export_schemas
+from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 from t1_spec.versioning import COMPATIBILITY_POLICY, KNOWN_SCHEMAS, SCHEMA_VERSION
 
@@ -56,6 +58,7 @@ __all__ = [
     "GRPOAdvantage",
     "HarborSandbox",
     "LayerType",
+    "LivenessSpec",
     "LocalSandbox",
     "LoggingSpec",
     "ModelSpec",
@@ -73,6 +76,7 @@ __all__ = [
     "SandboxSpec",
     "Spec",
     "SpecRuleError",
+    "TitoSpec",
     "TrainerSpec",
     "Violation",
     "base_of",

@@ -46,6 +46,10 @@ class EvaluationSpec(Spec):
     total_timeout_s: float = Field(default=18_000.0, gt=0)
     """Timeout of a whole evaluation pass (seconds). 18,000 s (T1 §6)."""
 
+    compaction: bool = True
+    """Proactive context compaction: the agent summarises its own history near the context limit. Enabled in
+    the paper's evaluation (T1 §6)."""
+
     thinking: bool = False
     """Explicit thinking in the chat template; disabled in the paper's evaluation (T1 §6)."""
 

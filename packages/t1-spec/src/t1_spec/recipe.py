@@ -10,6 +10,7 @@ from t1_spec._base import Spec, Violation, raise_if
 from t1_spec.critic_warmup import CriticWarmupSpec
 from t1_spec.engine import EmbeddedEngine, EngineSpec, SGLangEngine
 from t1_spec.evaluation import EvaluationSpec
+from t1_spec.liveness import LivenessSpec
 from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import ModelSpec
 from t1_spec.plan import PlanSpec
@@ -18,6 +19,7 @@ from t1_spec.ppo import GAEAdvantage, GRPOAdvantage, PPOSpec
 from t1_spec.reward import DenseReward, RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import SandboxSpec
+from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 
 BINARY_ONLY_POOLS = frozenset({"TMax-15k"})
@@ -61,6 +63,9 @@ class Recipe(Spec):
     rollout: RolloutSpec
     """Oversampling, admission control, deadlines and context budget."""
 
+    tito: TitoSpec = Field(default_factory=TitoSpec)
+    """Token-in-token-out stitching of multi-turn trajectories."""
+
     sandbox: SandboxSpec
     """Where commands and verifiers execute."""
 
@@ -72,6 +77,9 @@ class Recipe(Spec):
 
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     """Held-out evaluation during training."""
+
+    liveness: LivenessSpec = Field(default_factory=LivenessSpec)
+    """Probe and collective deadlines of cluster runs."""
 
     logging: LoggingSpec = Field(default_factory=LoggingSpec)
     """Run outputs and progress reporting."""

@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 from t1_spec.critic_warmup import CriticWarmupSpec
 from t1_spec.engine import EngineSpec, SamplingSpec
 from t1_spec.evaluation import EvaluationSpec
+from t1_spec.liveness import LivenessSpec
 from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import ModelSpec
 from t1_spec.plan import PlanSpec
@@ -20,6 +21,7 @@ from t1_spec.recipe import Recipe
 from t1_spec.reward import RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import SandboxSpec
+from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 from t1_spec.versioning import SCHEMA_VERSION
 
@@ -34,11 +36,13 @@ SECTION_TYPES: dict[str, Any] = {
     "advantage": AdvantageSpec,
     "critic_warmup": CriticWarmupSpec,
     "rollout": RolloutSpec,
+    "tito": TitoSpec,
     "sandbox": SandboxSpec,
     "engine": EngineSpec,
     "sampling": SamplingSpec,
     "trainer": TrainerSpec,
     "evaluation": EvaluationSpec,
+    "liveness": LivenessSpec,
     "logging": LoggingSpec,
 }
 """Schema file stem -> spec type; each gets ``<stem>.schema.json`` beside ``recipe.schema.json``."""

@@ -21,5 +21,8 @@ class TrainerSpec(Spec):
     ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)
-    """Save weights every this many steps (weights only, no optimizer state: a crash restarts rather than
-    resumes, T1 §7). 10 in the paper; 0 = never."""
+    """Save a checkpoint every this many steps (steps); 0 = never. Every 10 steps in the paper (T1 §7)."""
+
+    checkpoint_optimizer: bool = False
+    """Also save optimizer state. Off in the paper: weights only, so a crash means restart rather than resume,
+    traded for cost (T1 §7)."""
