@@ -32,6 +32,7 @@ import jinja2
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = ROOT / "specs" / "v1"
 DEFAULT_OUT = ROOT / "docs" / "specs"
+DEFAULT_MKDOCS = ROOT / "mkdocs.yml"
 
 UNIT_WORDS = (
     "seconds", "second", "s", "minutes", "minute", "min", "hours", "ms", "tokens", "token", "bytes", "B",
@@ -485,14 +486,22 @@ def page_name(schema_path: Path) -> str:
 
 
 def render_all(schemas_dir: Path, source_prefix: str = "specs/v1") -> dict[str, str]:
-    """Render every ``*.json`` schema in ``schemas_dir`` as a page, plus ``index.md``.
+    """Render every ``*.json`` schema in ``schemas_dir`` as a page, plus ``index.md`` (see `build_site`)."""
+    return build_site(schemas_dir, source_prefix)[0]
+
+
+def build_site(
+    schemas_dir: Path, source_prefix: str = "specs/v1"
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Render every ``*.json`` schema in ``schemas_dir`` as a page, plus ``index.md``, and the nav entries.
 
     Args:
         schemas_dir: folder of JSON Schemas.
         source_prefix: how the folder is named on the pages.
 
     Returns:
-        page file name -> Markdown text. Only ``index.md`` when the folder holds no schema.
+        ``(pages, nav)``: page file name -> Markdown text (only ``index.md`` when the folder holds no schema),
+        and ``(label, file name)`` per page in recipe order for the mkdocs nav.
 
     Raises:
         ValueError: a file that is not valid JSON, or two files that map to the same page, named with paths.
@@ -526,7 +535,50 @@ def render_all(schemas_dir: Path, source_prefix: str = "specs/v1") -> dict[str, 
     if not listing:
         index += "\nNo schema has been generated into `specs/v1/` yet.\n"
     pages["index.md"] = _tidy(index)
-    return pages
+    nav = [(_nav_label(catalog, e["title"]), e["filename"]) for e in listing]
+    return pages, nav
+
+
+def _nav_label(catalog: Catalog, model: str) -> str:
+    spots = catalog.used_at.get(model, [])
+    return spots[0].strip("`").split("`")[0] if spots else model
+
+
+NAV_START = "# specs-nav:start"
+NAV_END = "# specs-nav:end"
+
+
+def nav_text(nav: list[tuple[str, str]], indent: str, prefix: str = "specs/") -> str:
+    """The nav lines between the markers: the index, then one ``- label: specs/page.md`` per page."""
+    lines = [f"{indent}- {prefix}index.md"] + [f"{indent}- {label}: {prefix}{name}" for label, name in nav]
+    return "\n".join(lines) + "\n"
+
+
+def _nav_span(text: str) -> tuple[int, int, str]:
+    """Start and end offsets of the generated nav lines in ``mkdocs.yml``, and their indent."""
+    start = text.find(NAV_START)
+    end = text.find(NAV_END)
+    if start < 0 or end < start:
+        raise ValueError(f"mkdocs.yml lacks the '{NAV_START}' ... '{NAV_END}' markers around the spec nav")
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = text[line_start:start]
+    body_start = text.index("\n", start) + 1
+    body_end = text.rfind("\n", 0, end) + 1
+    return body_start, body_end, indent
+
+
+def nav_in_sync(mkdocs_yml: Path, nav: list[tuple[str, str]]) -> bool:
+    """Whether the spec nav in ``mkdocs_yml`` lists exactly the generated pages, in order."""
+    text = mkdocs_yml.read_text(encoding="utf-8")
+    a, b, indent = _nav_span(text)
+    return text[a:b] == nav_text(nav, indent)
+
+
+def write_nav(mkdocs_yml: Path, nav: list[tuple[str, str]]) -> None:
+    """Rewrite the spec nav between the markers in ``mkdocs_yml``; nothing else in the file changes."""
+    text = mkdocs_yml.read_text(encoding="utf-8")
+    a, b, indent = _nav_span(text)
+    mkdocs_yml.write_text(text[:a] + nav_text(nav, indent) + text[b:], encoding="utf-8")
 
 
 def write_pages(pages: dict[str, str], out: Path) -> None:
@@ -551,11 +603,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS, help="folder of JSON Schemas")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder of generated pages")
+    parser.add_argument(
+        "--mkdocs", type=Path, default=DEFAULT_MKDOCS, help="mkdocs.yml whose spec nav to update"
+    )
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on drift")
     args = parser.parse_args(argv)
-    pages = render_all(args.schemas)
+    pages, nav = build_site(args.schemas)
     if args.check:
         stale = drift(pages, args.out)
+        if not nav_in_sync(args.mkdocs, nav):
+            stale.append(f"{args.mkdocs.name} nav")
         if stale:
             fix = "uv run python tools/gen_spec_docs.py"
             print(f"spec reference out of date: {', '.join(stale)}; run: {fix}")
@@ -563,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spec reference in sync ({len(pages)} pages)")
         return 0
     write_pages(pages, args.out)
-    print(f"wrote {len(pages)} pages to {args.out}")
+    write_nav(args.mkdocs, nav)
+    print(f"wrote {len(pages)} pages to {args.out} and their nav to {args.mkdocs}")
     return 0
 
 

@@ -147,6 +147,18 @@ def test_committed_reference_matches_schemas(gen, root: Path, tmp_path: Path) ->
         assert (tmp_path / name).read_text(encoding="utf-8") == (committed / name).read_text(encoding="utf-8")
 
 
+def test_mkdocs_nav_lists_the_generated_pages(gen, root: Path, tmp_path: Path) -> None:
+    _, nav = gen.build_site(root / "specs" / "v1")
+    assert gen.nav_in_sync(root / "mkdocs.yml", nav), "run `uv run python tools/gen_spec_docs.py`"
+    copy = tmp_path / "mkdocs.yml"
+    copy.write_text("nav:\n  - Specs:\n      # specs-nav:start x\n      - old.md\n      # specs-nav:end\n")
+    gen.write_nav(copy, [("reward", "reward.md")])
+    assert copy.read_text() == (
+        "nav:\n  - Specs:\n      # specs-nav:start x\n      - specs/index.md\n"
+        "      - reward: specs/reward.md\n      # specs-nav:end\n"
+    )
+
+
 def _models(schema: dict) -> dict[str, dict]:
     title = schema.get("title", "Root")
     return {title: schema, **{k: v for k, v in schema.get("$defs", {}).items() if k != title}}
