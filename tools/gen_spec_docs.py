@@ -10,6 +10,10 @@ parenthesised phrase that starts with a known unit word (``(seconds)``, ``(GiB)`
 source is every paper reference (``T1 §5.2, Eq. 20``) plus "chosen" when the description says the paper is
 silent.
 
+It also keeps two generated parts of other files in step: the spec section of the ``mkdocs.yml`` nav (between
+``# specs-nav:start`` and ``# specs-nav:end``), and the blocks of ``docs/recipes.md`` copied from ``t1_spec``
+(the compatibility policy and the rules catalogue, between ``<!-- policy:start -->`` ... markers).
+
 Usage:
     uv run python tools/gen_spec_docs.py                 # write docs/specs/ from specs/v1/
     uv run python tools/gen_spec_docs.py --check         # exit 1 when docs/specs/ differs from the schemas
@@ -33,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMAS = ROOT / "specs" / "v1"
 DEFAULT_OUT = ROOT / "docs" / "specs"
 DEFAULT_MKDOCS = ROOT / "mkdocs.yml"
+DEFAULT_GUIDE = ROOT / "docs" / "recipes.md"
 
 UNIT_WORDS = (
     "seconds", "second", "s", "minutes", "minute", "min", "hours", "ms", "tokens", "token", "bytes", "B",
@@ -544,6 +549,41 @@ def _nav_label(catalog: Catalog, model: str) -> str:
     return spots[0].strip("`").split("`")[0] if spots else model
 
 
+GUIDE_BLOCKS: dict[str, tuple[str, str]] = {
+    "policy": ("t1_spec.versioning", "COMPATIBILITY_POLICY"),
+    "rules": ("t1_spec.rules", "rules_markdown"),
+}
+"""Blocks of the recipe guide copied from ``t1_spec`` (module, attribute; a callable is called)."""
+
+
+def guide_blocks() -> dict[str, str]:
+    """The text of every block in `GUIDE_BLOCKS`, from the installed ``t1_spec``."""
+    import importlib
+
+    out = {}
+    for name, (module, attr) in GUIDE_BLOCKS.items():
+        value = getattr(importlib.import_module(module), attr)
+        out[name] = (value() if callable(value) else value).strip("\n") + "\n"
+    return out
+
+
+def sync_blocks(text: str, blocks: dict[str, str]) -> str:
+    """``text`` with the lines between ``<!-- name:start -->`` and ``<!-- name:end -->`` replaced per block.
+
+    Raises:
+        ValueError: a block's markers are missing.
+    """
+    for name, body in blocks.items():
+        start, end = f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
+        a, b = text.find(start), text.find(end)
+        if a < 0 or b < a:
+            raise ValueError(
+                f"markers '{start.strip()}' ... '{end}' not found; add them where the block goes"
+            )
+        text = text[: a + len(start)] + body + text[b:]
+    return text
+
+
 NAV_START = "# specs-nav:start"
 NAV_END = "# specs-nav:end"
 
@@ -606,13 +646,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mkdocs", type=Path, default=DEFAULT_MKDOCS, help="mkdocs.yml whose spec nav to update"
     )
+    parser.add_argument("--guide", type=Path, default=DEFAULT_GUIDE, help="recipe guide with t1_spec blocks")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on drift")
     args = parser.parse_args(argv)
     pages, nav = build_site(args.schemas)
+    guide = args.guide.read_text(encoding="utf-8")
+    synced = sync_blocks(guide, guide_blocks())
     if args.check:
         stale = drift(pages, args.out)
         if not nav_in_sync(args.mkdocs, nav):
             stale.append(f"{args.mkdocs.name} nav")
+        if synced != guide:
+            stale.append(f"{args.guide.name} blocks {sorted(GUIDE_BLOCKS)}")
         if stale:
             fix = "uv run python tools/gen_spec_docs.py"
             print(f"spec reference out of date: {', '.join(stale)}; run: {fix}")
@@ -621,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     write_pages(pages, args.out)
     write_nav(args.mkdocs, nav)
+    args.guide.write_text(synced, encoding="utf-8")
     print(f"wrote {len(pages)} pages to {args.out} and their nav to {args.mkdocs}")
     return 0
 

@@ -72,12 +72,14 @@ def test_mkdocstrings_paths_cover_every_package(root: Path) -> None:
                 assert f"::: {module.name}\n" in page.read_text(encoding="utf-8"), page
 
 
-def test_recipe_guide_carries_the_compatibility_policy_verbatim(root: Path) -> None:
+def test_recipe_guide_carries_the_policy_and_the_rules_verbatim(root: Path) -> None:
+    from t1_spec.rules import rules_markdown
     from t1_spec.versioning import COMPATIBILITY_POLICY
 
     text = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
-    body = text.split("<!-- policy:start -->\n", 1)[1].split("<!-- policy:end -->", 1)[0]
-    assert body.strip() == COMPATIBILITY_POLICY.strip()
+    for name, expected in (("policy", COMPATIBILITY_POLICY), ("rules", rules_markdown())):
+        body = text.split(f"<!-- {name}:start -->\n", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+        assert body.strip() == expected.strip(), f"docs/recipes.md {name} block: run tools/gen_spec_docs.py"
 
 
 def _click_app():
