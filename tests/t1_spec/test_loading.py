@@ -173,3 +173,23 @@ def test_specs_are_frozen(tiny) -> None:
 def test_compatibility_policy_says_how_v1_is_migrated_or_refused() -> None:
     text = COMPATIBILITY_POLICY
     assert "v2" in text and "migrate" in text and "refused" in text
+
+
+def test_duplicate_keys_are_refused_not_silently_overwritten(tmp_path) -> None:
+    p = write(tmp_path, "r.yaml", "schema: t1/v1\nname: a\nppo:\n  batch_size: 1\nppo:\n  batch_size: 2\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(p)
+    assert "duplicate key 'ppo'" in str(info.value)
+
+
+def test_unknown_kind_names_the_discriminator(tiny_path, problems_of) -> None:
+    probs = problems_of(tiny_path, "sandbox.kind=podman")
+    assert [p.field for p in probs] == ["sandbox.kind"]
+    assert "'local'" in probs[0].message and "'daytona'" in probs[0].message
+
+
+def test_environment_interpolation(tmp_path, monkeypatch) -> None:
+    body = "model:\n  name: ${oc.env:T1_TEST_MODEL_NAME,fallback}\n"
+    assert load_recipe(child_of_tiny(tmp_path, body)).model.name == "fallback"
+    monkeypatch.setenv("T1_TEST_MODEL_NAME", "from-env")
+    assert load_recipe(child_of_tiny(tmp_path, body)).model.name == "from-env"

@@ -84,6 +84,28 @@ def _merge(base: Mapping[str, Any], child: Mapping[str, Any], at: tuple[str, ...
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` refusing a mapping with one key twice (plain YAML silently keeps the last)."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"duplicate key {key!r} (first at line {seen[key] + 1}); keep one",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -92,7 +114,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise RecipeError(path, [Problem("", f"cannot read the file: {exc}")]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise RecipeError(path, [Problem("", f"not valid YAML: {exc}")]) from None
     if not isinstance(data, dict):
@@ -224,6 +246,8 @@ def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
                 )
             continue
         kind = err["type"]
+        if kind in ("union_tag_invalid", "union_tag_not_found"):
+            parts.append(str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'"))
         msg = _HINTS.get(kind) or err["msg"]
         if kind not in _HINTS and "input" in err and not isinstance(err["input"], Mapping | list):
             msg = f"{msg}; got {err['input']!r}"
