@@ -1,0 +1,124 @@
+"""The `Engine` seam: SGLang's native ``/generate`` shapes, shared by the embedded and the SGLang engine.
+
+A generation returns the sampled ids, their log-probs, the routed experts of every position that went
+through a forward (the prompt and every sampled token except the last; T1 §4.2, SGLang ``routed_experts``)
+and the weight version that produced them (T1 Appendix 12: no request spans two versions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+__all__ = ["Engine", "EngineError", "EngineStateError", "FinishReason", "Generation", "SamplingParams"]
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+class EngineError(RuntimeError):
+    """The engine failed to answer (server unreachable, HTTP error, malformed response).
+
+    An infrastructure failure: the trial is recorded with this cause, never scored as the agent's 0.
+    """
+
+
+class EngineStateError(RuntimeError):
+    """A call in the wrong engine state, e.g. `update_weights` while generation is not paused."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding parameters of one request (SGLang ``sampling_params``).
+
+    Attributes:
+        temperature: softmax temperature; 0 = greedy (log-probs then reported at temperature 1, as SGLang).
+        top_p: nucleus mass; 1.0 = off.
+        top_k: keep the k most likely ids; 0 = off.
+        max_new_tokens: generation budget, tokens (>= 1).
+        stop_token_ids: ids that end generation (kept as the last output id), e.g. Qwen ``<|im_end|>`` 248046
+            and ``<|endoftext|>`` 248044.
+        seed: per-request sampling seed (reproducible output for equal weights and input); None = drawn from
+            the engine.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 128
+    stop_token_ids: tuple[int, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
+        if self.top_k < 0:
+            raise ValueError(f"top_k={self.top_k} must be >= 0 (0 = off)")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One answer of `Engine.generate`, in SGLang's shapes.
+
+    Attributes:
+        output_ids: sampled ids, ``[completion_tokens]`` (a stop id, when hit, is the last one).
+        output_logprobs: ``log_softmax(logits / temperature)`` at each sampled id, ``[completion_tokens]``
+            (untruncated by top-p/top-k; see `t1_rollout.model.token_logprobs`); empty when not requested.
+        routed_experts: int32 ``[rows, L, k]`` with
+            ``rows = len(input_ids) + len(output_ids) - 1 - start_len``; None when not requested.
+        routed_experts_start_len: first row covered (SGLang ``routed_experts_start_len``).
+        weight_version: version of the weights that produced every token of this answer.
+        finish_reason: "stop" (a stop id), "length" (budget) or "abort" (cancelled).
+        prompt_tokens: ``len(input_ids)``.
+        completion_tokens: ``len(output_ids)``.
+        latency_s: wall time from the call to the answer, seconds (queueing included, like SGLang's
+            ``e2e_latency``).
+    """
+
+    output_ids: list[int]
+    output_logprobs: list[float]
+    routed_experts: np.ndarray | None
+    routed_experts_start_len: int
+    weight_version: int
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """An inference engine serving the behaviour policy (DESIGN.md "Interfaces")."""
+
+    weight_version: int
+
+    async def generate(
+        self,
+        input_ids: list[int],
+        sampling: SamplingParams,
+        *,
+        return_logprob: bool = True,
+        return_routed_experts: bool = True,
+        routed_experts_start_len: int = 0,
+    ) -> Generation:
+        """Samples a continuation of ``input_ids`` (token in, token out; no text)."""
+        ...
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], *, weight_version: int) -> None:
+        """Loads new weights; only while paused (raises `EngineStateError` otherwise)."""
+        ...
+
+    def pause(self) -> None:
+        """Quiesces generation: waits for in-flight requests, holds new ones until `resume`."""
+        ...
+
+    def resume(self) -> None:
+        """Lets held and new requests run again."""
+        ...
