@@ -193,3 +193,9 @@ def test_environment_interpolation(tmp_path, monkeypatch) -> None:
     assert load_recipe(child_of_tiny(tmp_path, body)).model.name == "fallback"
     monkeypatch.setenv("T1_TEST_MODEL_NAME", "from-env")
     assert load_recipe(child_of_tiny(tmp_path, body)).model.name == "from-env"
+
+
+def test_versioning_docstring_carries_the_policy_verbatim() -> None:
+    import t1_spec.versioning as versioning
+
+    assert COMPATIBILITY_POLICY.strip() in (versioning.__doc__ or "")

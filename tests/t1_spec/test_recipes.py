@@ -61,3 +61,20 @@ def test_export_writes_one_schema_per_section() -> None:
         "logging",
     ):
         assert f"{section}.schema.json" in names
+
+
+def _properties(schema: object):
+    if isinstance(schema, dict):
+        for name, prop in (schema.get("properties") or {}).items():
+            yield name, prop
+        for value in schema.values():
+            yield from _properties(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _properties(value)
+
+
+def test_every_field_of_every_spec_has_a_description() -> None:
+    for file, schema in all_schemas().items():
+        for name, prop in _properties(schema):
+            assert prop.get("description", "").strip(), f"{file}: field {name} has no docstring"

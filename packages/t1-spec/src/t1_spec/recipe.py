@@ -82,7 +82,7 @@ class Recipe(Spec):
     """Probe and collective deadlines of cluster runs."""
 
     logging: LoggingSpec = Field(default_factory=LoggingSpec)
-    """Run outputs and progress reporting."""
+    """Where run outputs go and how progress is reported."""
 
     @model_validator(mode="after")
     def _check(self) -> Recipe:
