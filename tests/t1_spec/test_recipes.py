@@ -65,8 +65,7 @@ def test_export_writes_one_schema_per_section() -> None:
 
 def _properties(schema: object):
     if isinstance(schema, dict):
-        for name, prop in (schema.get("properties") or {}).items():
-            yield name, prop
+        yield from (schema.get("properties") or {}).items()
         for value in schema.values():
             yield from _properties(value)
     elif isinstance(schema, list):
