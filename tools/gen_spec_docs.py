@@ -85,9 +85,22 @@ class ModelDoc:
     unions: list[dict[str, Any]] = field(default_factory=list)
 
 
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+
+
 def _cell(text: str) -> str:
-    """Make text safe for one Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Make text safe for one Markdown table cell: one line, pipes escaped outside code spans.
+
+    Python-Markdown's tables ignore pipes inside code spans, where a backslash would show literally.
+    """
+    text = " ".join(text.split())
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(text[pos : m.start()].replace("|", "\\|"))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(text[pos:].replace("|", "\\|"))
+    return "".join(out)
 
 
 def _para(text: str) -> str:
@@ -105,7 +118,7 @@ def _anchor(name: str) -> str:
 
 
 def _code(value: Any) -> str:
-    return "`" + json.dumps(value, ensure_ascii=False).replace("|", "\\|") + "`"
+    return "`" + json.dumps(value, ensure_ascii=False) + "`"
 
 
 Resolver = Callable[[str], str]
