@@ -199,3 +199,12 @@ def test_versioning_docstring_carries_the_policy_verbatim() -> None:
     import t1_spec.versioning as versioning
 
     assert COMPATIBILITY_POLICY.strip() in (versioning.__doc__ or "")
+
+
+def test_digest_is_stable_and_tracks_every_change_but_the_description(tiny_path) -> None:
+    from t1_spec import recipe_digest
+
+    a, b = load_recipe(tiny_path), load_recipe(tiny_path)
+    assert recipe_digest(a) == recipe_digest(b) and len(recipe_digest(a)) == 12
+    assert recipe_digest(load_recipe(tiny_path, ["ppo.steps=3"])) != recipe_digest(a)
+    assert recipe_digest(load_recipe(tiny_path, ["description=reworded"])) == recipe_digest(a)

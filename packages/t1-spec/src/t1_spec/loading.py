@@ -19,6 +19,8 @@ Order of operations (``resolve_recipe``):
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "base_of",
     "load_recipe",
+    "recipe_digest",
     "merge_recipe_dicts",
     "recipe_to_dict",
     "recipe_to_yaml",
@@ -310,3 +313,22 @@ def recipe_to_yaml(recipe: Recipe) -> str:
     return yaml.safe_dump(
         recipe_to_dict(recipe), sort_keys=False, default_flow_style=False, allow_unicode=True
     )
+
+
+def recipe_digest(recipe: Recipe, length: int = 12) -> str:
+    """Stable short hash of everything a run does, for naming run folders (``runs/<name>-<digest>``).
+
+    Hashes the canonical JSON of ``recipe_to_dict`` (keys sorted) without ``description``, so rewording the
+    description keeps the digest while any other change, defaults included, alters it.
+
+    Args:
+        recipe: a validated recipe.
+        length: hex characters to keep (1-64).
+
+    Returns:
+        the first ``length`` hex digits of the SHA-256.
+    """
+    data = recipe_to_dict(recipe)
+    data.pop("description", None)
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
