@@ -236,6 +236,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "evaluation.suites",
         "enabled: false",
     ),
+    (
+        "evaluation.context_fits_model",
+        "prod",
+        ("model.max_position_embeddings=90000",),
+        "evaluation.context_tokens",
+        "lower evaluation.context_tokens",
+    ),
     # liveness
     (
         "liveness.probes_nest",

@@ -181,6 +181,17 @@ def cross_violations(r: Recipe) -> list[Violation]:
             )
         )
 
+    ev = r.evaluation
+    if ev.enabled and ev.context_tokens > m.max_position_embeddings:
+        v.append(
+            Violation(
+                "evaluation.context_fits_model",
+                "evaluation.context_tokens",
+                f"evaluation.context_tokens {ev.context_tokens} exceeds model.max_position_embeddings "
+                f"{m.max_position_embeddings}: lower evaluation.context_tokens",
+            )
+        )
+
     # Estimator and critic.
     if isinstance(ppo.advantage, GRPOAdvantage) and r.critic_warmup.enabled:
         v.append(

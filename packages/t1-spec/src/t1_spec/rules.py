@@ -271,6 +271,12 @@ RULES: tuple[Rule, ...] = (
         "nothing to evaluate otherwise",
     ),
     Rule(
+        "evaluation.context_fits_model",
+        "evaluation.context_tokens",
+        "enabled evaluation: `context_tokens <= model.max_position_embeddings`",
+        "positions beyond the rotary range",
+    ),
+    Rule(
         "liveness.probes_nest",
         "liveness.probe_deadline_s",
         "probe period < deadline <= grace",
