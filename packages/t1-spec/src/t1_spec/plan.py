@@ -127,7 +127,7 @@ def plan_violations(p: PlanSpec) -> list[Violation]:
                 "ep",
                 f"etp*ep = {p.etp}*{p.ep} = {p.etp * p.ep} does not divide the expert region "
                 f"tp*cp*dp = {p.expert_region} (Megatron/torchtitan carve EP out of it): pick ep so "
-                "that etp*ep divides tp*cp*dp",
+                f"that etp*ep divides tp*cp*dp (maximal: ep = {p.expert_region // p.etp})",
             )
         )
     if p.token_wall % (2 * p.cp):

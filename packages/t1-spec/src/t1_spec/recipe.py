@@ -227,13 +227,18 @@ def cross_violations(r: Recipe) -> list[Violation]:
             )
     elif isinstance(eng, SGLangEngine):
         if p.inference_devices > 0 and eng.replicas * eng.tp != p.inference_devices:
+            fix = (
+                f"set engine.replicas to {p.inference_devices // eng.tp}"
+                if p.inference_devices % eng.tp == 0
+                else f"pick engine.tp dividing {p.inference_devices}"
+            )
             v.append(
                 Violation(
                     "engine.replicas_fill_partition",
                     "engine.replicas",
                     f"engine.replicas * engine.tp = {eng.replicas} * {eng.tp} = "
                     f"{eng.replicas * eng.tp} but plan.inference_devices is {p.inference_devices}: "
-                    "the replicas must fill the inference partition exactly",
+                    f"the replicas must fill the inference partition exactly; {fix}",
                 )
             )
         if p.inference_devices == 0 and not eng.urls:
