@@ -121,6 +121,19 @@ def test_wrong_row_count_raises_before_any_router_runs(model, ids):
     assert calls == []
 
 
+def test_wrong_row_count_raises_before_routers_also_via_base_model(model, ids):
+    # Trainers call `model.model(...)` and apply the LM head themselves; the check guards that entry too.
+    routing = np.tile(np.array([0, 1], dtype=np.int32), (ids.shape[1], 4, 1))  # T rows: one too many
+    calls: list[int] = []
+    hd = moe_routers(model)[0].register_forward_pre_hook(lambda m, a: calls.append(1))
+    try:
+        with replay_routing(model, routing), pytest.raises(RoutingMismatchError, match="25-token forward"):
+            model.model(input_ids=ids, use_cache=False)
+    finally:
+        hd.remove()
+    assert calls == []
+
+
 def test_wrong_layer_count_and_out_of_range_ids_raise_at_entry(model):
     with pytest.raises(RoutingMismatchError, match="L=4"):
         with replay_routing(model, np.tile(np.array([0, 1], dtype=np.int32), (5, 3, 1))):
@@ -138,7 +151,8 @@ def test_hooks_removed_after_exception_and_live_routing_returns(model, ids):
     routing = np.tile(np.array([6, 7], dtype=np.int32), (ids.shape[1] - 1, 4, 1))
     with pytest.raises(ValueError, match="boom"), replay_routing(model, routing):
         raise ValueError("boom")
-    assert all(not r._forward_hooks for r in moe_routers(model)) and not model._forward_pre_hooks
+    assert all(not r._forward_hooks for r in moe_routers(model))
+    assert not model._forward_pre_hooks and not model.model._forward_pre_hooks
     with torch.no_grad():
         assert torch.equal(model(ids).logits, before)
 

@@ -222,7 +222,11 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
     handles = []
     try:
         setattr(model, _REPLAY_FLAG, True)
-        handles.append(model.register_forward_pre_hook(pre_forward, with_kwargs=True))
+        # Check at the entry the caller uses: the whole model, or its base model (trainers often call
+        # `model.model(...)` and apply the LM head themselves).
+        entries = [model] + [m for m in model.modules() if m is not model and hasattr(m, "embed_tokens")]
+        for entry in entries:
+            handles.append(entry.register_forward_pre_hook(pre_forward, with_kwargs=True))
         for layer, router in enumerate(routers):
             handles.append(router.register_forward_hook(make_hook(layer)))
         yield
