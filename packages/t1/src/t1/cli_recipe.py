@@ -47,6 +47,10 @@ def _console() -> Console:
     return Console(soft_wrap=True, highlight=False)
 
 
+def _count(n: int) -> str:
+    return f"{n / 1e9:.3f}B" if n >= 1e9 else f"{n / 1e6:.3f}M"
+
+
 def _fmt(value: Any) -> str:
     if value is ABSENT:
         return "(absent)"
@@ -63,8 +67,8 @@ def validate(recipe: RecipeArg, overrides: Overrides = None, debug: Debug = Fals
         out.print(f"[bold green]valid[/]: {recipe} ({r.name}, schema {r.schema_})")
         out.print(
             f"  model  {m.name}: {m.num_layers} layers ({m.num_full_attention_layers} full attention), "
-            f"{m.num_experts} experts top-{m.top_k}; expert {m.expert_params() / 1e9:.3f}B, "
-            f"dense {m.dense_params() / 1e9:.3f}B, active {m.active_params() / 1e9:.3f}B parameters"
+            f"{m.num_experts} experts top-{m.top_k}; expert {_count(m.expert_params())}, "
+            f"dense {_count(m.dense_params())}, active {_count(m.active_params())} parameters"
         )
         out.print(
             f"  plan   {p.devices} devices ({p.inference_devices} inference, {p.training_devices} training): "
