@@ -50,12 +50,12 @@ class SpyBackend:
     def update_critic(self, samples, returns, old_values):
         self.calls.append("update_critic")
         self.returns, self.old_values = returns, old_values
-        return {"value_loss": 0.0}
+        return {"critic/value_loss": 0.0}
 
     def update_actor(self, samples, advantages):
         self.calls.append("update_actor")
         self.advantages = advantages
-        return {"policy_loss": 0.0, "samples_aborted_routing": 0, "routing_errors": []}
+        return {"actor/policy_loss": 0.0, "samples_aborted_routing": 0, "routing_errors": []}
 
     def export_weights(self):
         return {}
@@ -79,7 +79,7 @@ def test_critic_updated_before_actor_with_pre_update_values(mk):
     v_cat = np.concatenate([v[mask] for v in spy.v])
     r_cat = np.concatenate([np.full(mask.sum(), s.reward) for s in samples])
     expected = 1 - np.var(r_cat - v_cat) / np.var(r_cat)
-    assert m["critic_explained_variance"] == pytest.approx(expected, rel=1e-5)
+    assert m["critic/explained_variance"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_aborted_routing_excluded_from_critic_and_actor(mk):

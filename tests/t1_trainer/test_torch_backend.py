@@ -39,23 +39,23 @@ def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_spec, ba
     m = ppo_step(be, batch, FAST)
     assert m["samples_aborted_routing"] == 0
     # same weights, same routing, same log-prob definition: only kernel numerics remain (prefill vs decode)
-    assert m["logprob_gap_replay"] < 1e-4
-    assert "logprob_gap_no_replay" in m
-    assert m["actor_loss_tokens"] == sum(int(s.loss_mask.sum()) for s in batch)
+    assert m["actor/logprob_gap_replay"] < 1e-4
+    assert "actor/logprob_gap_no_replay" in m
+    assert m["actor/loss_tokens"] == sum(int(s.loss_mask.sum()) for s in batch)
 
 
 def test_step_changes_weights_and_value_loss_falls(tiny_spec, batch):
     be = _backend(tiny_spec)
     actor0 = {k: v.clone() for k, v in be.export_weights().items()}
     critic0 = be.critic.value_head.weight.detach().clone()
-    losses = [ppo_step(be, batch, FAST)["value_loss"] for _ in range(3)]
+    losses = [ppo_step(be, batch, FAST)["critic/value_loss"] for _ in range(3)]
     assert losses[2] < losses[0]
     after = be.export_weights()
     assert set(after) == set(actor0)
     assert any(not torch.equal(after[k], actor0[k]) for k in actor0)
     assert not torch.equal(be.critic.value_head.weight, critic0)
     # the gap now measures a real policy change: the sampler still holds the old weights
-    assert ppo_step(be, batch, FAST)["logprob_gap_replay"] > 1e-4
+    assert ppo_step(be, batch, FAST)["actor/logprob_gap_replay"] > 1e-4
 
 
 def test_missing_or_misaligned_routing_aborts_the_sample(tiny_spec, batch, Sample):  # noqa: N803
@@ -73,7 +73,7 @@ def test_missing_or_misaligned_routing_aborts_the_sample(tiny_spec, batch, Sampl
     assert "short" in text and "rows" in text
     assert "bad-ids" in text
     # only the good sample was trained on
-    assert m["actor_loss_tokens"] == int(good.loss_mask.sum())
+    assert m["actor/loss_tokens"] == int(good.loss_mask.sum())
 
 
 def test_actor_update_aborts_directly_too(tiny_spec, batch, Sample):  # noqa: N803
@@ -89,7 +89,8 @@ def test_no_routing_needed_when_replay_off(tiny_spec, batch, Sample):  # noqa: N
     be = _backend(tiny_spec, hp)
     no_rec = [Sample(**{**vars(s), "routing": None}) for s in batch]
     m = ppo_step(be, no_rec, hp)
-    assert m["samples_aborted_routing"] == 0 and m["logprob_gap_replay"] < 1e-4
+    assert m["samples_aborted_routing"] == 0 and m["actor/logprob_gap_no_replay"] < 1e-4
+    assert "actor/logprob_gap_replay" not in m
 
 
 def test_chunked_logprobs_equal_one_shot(tiny_spec, batch, monkeypatch):
@@ -113,7 +114,7 @@ def test_critic_warmup_leaves_actor_untouched(tiny_spec, batch):
     be = _backend(tiny_spec)
     actor0 = {k: v.clone() for k, v in be.export_weights().items()}
     out = critic_warmup(be, [batch, batch], FAST)
-    assert len(out) == 2 and out[1]["value_loss"] < out[0]["value_loss"]
+    assert len(out) == 2 and out[1]["critic/value_loss"] < out[0]["critic/value_loss"]
     assert all(torch.equal(v, actor0[k]) for k, v in be.export_weights().items())
 
 

@@ -18,7 +18,7 @@ from t1_trainer.config import PpoHyperparams
 from t1_trainer.samples import TrainSample, check_sample, reward_stream
 from t1_trainer.torch_backend import TrainerBackend
 
-__all__ = ["StepMetrics", "compute_advantages", "critic_warmup", "ppo_step"]
+__all__ = ["StepMetrics", "compute_advantages", "critic_warmup", "critic_warmup_step", "ppo_step"]
 
 StepMetrics = dict[str, Any]
 """Flat metrics of one step (floats and ints, plus ``routing_errors``: list of str); names in `ppo_step`."""
@@ -58,6 +58,21 @@ def compute_advantages(
     return advs, rets
 
 
+def _ev_metrics(
+    samples: Sequence[TrainSample], values: Sequence[np.ndarray], rets: Sequence[np.ndarray]
+) -> StepMetrics:
+    """Critic explained variance (T1 Eq. 19, verl's definition) and means over the batch's loss tokens."""
+    masks = [np.asarray(s.loss_mask).astype(bool) for s in samples]
+    v_cat = np.concatenate([v[m] for v, m in zip(values, masks, strict=True)])
+    r_cat = np.concatenate([r[m] for r, m in zip(rets, masks, strict=True)])
+    ev = explained_variance(torch.as_tensor(v_cat), torch.as_tensor(r_cat), torch.ones(v_cat.shape[0]))
+    return {
+        "critic/explained_variance": ev,
+        "critic/value_mean": float(v_cat.mean()),
+        "critic/return_mean": float(r_cat.mean()),
+    }
+
+
 def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: Any) -> StepMetrics:
     """One PPO step: values, advantages, critic update, then actor update (T1 §4.5; verl's order).
 
@@ -70,15 +85,13 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
         ppo_spec: the recipe's PPO spec or `PpoHyperparams`.
 
     Returns:
-        Metrics: ``samples``, ``samples_aborted_routing``, ``routing_errors``, ``loss_tokens``,
-        ``reward_mean``, ``critic_explained_variance`` (pre-update values vs returns over loss tokens; nan
-        when the returns have no variance), ``value_mean``, ``return_mean``, ``advantage_mean``,
-        ``value_loss``, ``value_loss_last``, ``value_clip_fraction``, ``critic_grad_norm``, ``policy_loss``,
-        ``policy_loss_first``, ``clip_fraction``, ``approx_kl``, ``approx_kl_k3``, ``ratio_mean``,
-        ``ratio_min``, ``ratio_max``, ``actor_grad_norm``, ``logprob_gap_replay`` (mask-weighted mean
-        ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward),
-        ``logprob_gap_no_replay`` (when the backend measures it), ``values_time_s``, ``critic_time_s``,
-        ``actor_time_s``, ``step_time_s``. With ``grpo`` the critic entries are absent.
+        Metrics. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors`` (list of str),
+        ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
+        ``trainer/step_time_s``. Critic (absent with ``grpo``): ``critic/explained_variance`` (pre-update
+        values vs returns over loss tokens; nan when the returns have no variance), ``critic/value_mean``,
+        ``critic/return_mean``, and `TorchBackend.update_critic`'s ``critic/*``. Actor:
+        `TorchBackend.update_actor`'s ``actor/*``, among them ``actor/logprob_gap_replay`` (mask-weighted mean
+        ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on).
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).
@@ -91,67 +104,68 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     errors = backend.routing_errors(samples)
     kept = [s for i, s in enumerate(samples) if i not in errors]
     metrics: StepMetrics = {
-        "samples": len(samples),
+        "trainer/samples": len(samples),
         "samples_aborted_routing": len(errors),
         "routing_errors": [errors[i] for i in sorted(errors)],
-        "reward_mean": float(np.mean([s.reward for s in samples])) if samples else float("nan"),
     }
     if not kept:
-        metrics["step_time_s"] = time.perf_counter() - t0
+        metrics["trainer/step_time_s"] = time.perf_counter() - t0
         return metrics
     masks = [np.asarray(s.loss_mask).astype(bool) for s in kept]
-    metrics["loss_tokens"] = int(sum(m.sum() for m in masks))
+    metrics["trainer/loss_tokens"] = int(sum(m.sum() for m in masks))
     values = None
     if hp.estimator == "gae":
         tv = time.perf_counter()
         values = backend.values(kept)
-        metrics["values_time_s"] = time.perf_counter() - tv
+        metrics["trainer/values_time_s"] = time.perf_counter() - tv
     advs, rets = compute_advantages(kept, values, hp)
-    metrics["advantage_mean"] = float(np.concatenate([a[m] for a, m in zip(advs, masks, strict=True)]).mean())
+    adv_cat = np.concatenate([a[m] for a, m in zip(advs, masks, strict=True)])
+    metrics["trainer/advantage_mean"] = float(adv_cat.mean())
     if values is not None:
-        v_cat = np.concatenate([v[m] for v, m in zip(values, masks, strict=True)])
-        r_cat = np.concatenate([r[m] for r, m in zip(rets, masks, strict=True)])
-        ones = torch.ones(v_cat.shape[0])
-        metrics["critic_explained_variance"] = explained_variance(
-            torch.as_tensor(v_cat), torch.as_tensor(r_cat), ones
-        )
-        metrics["value_mean"] = float(v_cat.mean())
-        metrics["return_mean"] = float(r_cat.mean())
+        metrics.update(_ev_metrics(kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
     actor = backend.update_actor(kept, advs)
     # routing was checked above; anything the actor still aborted is added to the step's count
     metrics["samples_aborted_routing"] += actor.pop("samples_aborted_routing", 0)
     metrics["routing_errors"] += actor.pop("routing_errors", [])
     metrics.update(actor)
-    metrics["step_time_s"] = time.perf_counter() - t0
+    metrics["trainer/step_time_s"] = time.perf_counter() - t0
     return metrics
+
+
+def critic_warmup_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: Any) -> StepMetrics:
+    """One critic-only update on one rollout batch (T1 §4.5 warm-up); the actor is untouched.
+
+    Pre-update values, GAE returns (``gamma``, ``lam`` of the spec, whatever its estimator), one critic
+    update.
+    The critic never replays routing, so samples with unreplayable records are still used.
+
+    Returns:
+        ``trainer/samples``, ``critic/explained_variance`` (before this update), ``critic/value_mean``,
+        ``critic/return_mean`` and `TorchBackend.update_critic`'s ``critic/*``.
+
+    Raises:
+        SampleError: a sample's streams are inconsistent.
+    """
+    hp = PpoHyperparams.from_spec(ppo_spec)
+    for s in samples:
+        check_sample(s)
+    values = backend.values(samples)
+    _, rets = compute_advantages(samples, values, PpoHyperparams.from_spec(hp, estimator="gae"))
+    met: StepMetrics = {"trainer/samples": len(samples), **_ev_metrics(samples, values, rets)}
+    met.update(backend.update_critic(samples, rets, values))
+    return met
 
 
 def critic_warmup(
     backend: TrainerBackend, batches: Iterable[Sequence[TrainSample]], ppo_spec: Any
 ) -> list[StepMetrics]:
-    """Critic-only updates before any policy step (T1 §4.5: one epoch of warm-up; `003_*.txt`).
+    """Critic-only updates before any policy step (T1 §4.5: one epoch of warm-up, `003_*.txt`).
 
-    For each rollout batch the driver feeds (it decides what one epoch is): pre-update values, GAE returns,
-    one critic update; the actor is untouched. Samples with unreplayable routing are still used here (the
-    critic never replays routing), but counted.
+    Runs `critic_warmup_step` on each rollout batch the driver feeds; the driver decides what one epoch is
+    (T1: one pass over the warm-up pool).
 
     Returns:
-        Per batch: ``samples``, ``critic_explained_variance`` (before that batch's update), ``value_loss``,
-        ``value_loss_last``, ``value_clip_fraction``, ``critic_grad_norm``, ``critic_time_s``.
+        Per batch, `critic_warmup_step`'s metrics.
     """
-    hp = PpoHyperparams.from_spec(ppo_spec)
-    out: list[StepMetrics] = []
-    for batch in batches:
-        for s in batch:
-            check_sample(s)
-        values = backend.values(batch)
-        _, rets = compute_advantages(batch, values, PpoHyperparams.from_spec(hp, estimator="gae"))
-        masks = [np.asarray(s.loss_mask).astype(bool) for s in batch]
-        v_cat = np.concatenate([v[m] for v, m in zip(values, masks, strict=True)])
-        r_cat = np.concatenate([r[m] for r, m in zip(rets, masks, strict=True)])
-        ev = explained_variance(torch.as_tensor(v_cat), torch.as_tensor(r_cat), torch.ones(v_cat.shape[0]))
-        met: StepMetrics = {"samples": len(batch), "critic_explained_variance": ev}
-        met.update(backend.update_critic(batch, rets, values))
-        out.append(met)
-    return out
+    return [critic_warmup_step(backend, batch, ppo_spec) for batch in batches]

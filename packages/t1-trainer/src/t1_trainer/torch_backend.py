@@ -27,8 +27,9 @@ from t1_trainer.algorithms import ppo_policy_loss, value_loss
 from t1_trainer.config import PpoHyperparams
 from t1_trainer.errors import TrainerConfigError
 from t1_trainer.samples import TrainSample, check_sample, sample_name
+from t1_trainer.weights import save_weights
 
-__all__ = ["LOGIT_CHUNK", "Critic", "TorchBackend", "TrainerBackend"]
+__all__ = ["LOGIT_CHUNK", "Critic", "TorchBackend", "TrainerBackend", "save_weights"]
 
 LOGIT_CHUNK = 256
 """Loss positions whose logits are materialised at once: 256 x 248,320 x 4 B = 254 MB in fp32."""
@@ -110,6 +111,8 @@ class TorchBackend:
         device: torch device string.
         actor: an already-built policy to train instead (its weights must equal the sampler's).
         temperature: the engine's sampling temperature, at which rollout log-probs were scored.
+        gap_without_replay: also measure the log-prob gap with live routing (one extra no-grad actor forward
+            per sample per step; T1 §4.4 compares 0.013 with replay against 0.021 without).
 
     Raises:
         TrainerConfigError: settings the paper or this backend refuses (`check_ppo_settings`), or
@@ -216,9 +219,9 @@ class TorchBackend:
             old_values: float ``[T]`` per sample, from `values` before any update this step.
 
         Returns:
-            ``value_loss`` (first pass, i.e. at the pre-update critic), ``value_loss_last`` (last pass),
-            ``value_clip_fraction``, ``critic_grad_norm`` (mean over passes, before clipping),
-            ``critic_time_s``.
+            ``critic/value_loss`` (first pass, i.e. at the pre-update critic), ``critic/value_loss_last``
+            (last pass), ``critic/value_clip_fraction``, ``critic/grad_norm`` (mean over passes, before
+            clipping), ``critic/time_s``.
         """
         t0 = time.perf_counter()
         self.critic.train()
@@ -244,13 +247,13 @@ class TorchBackend:
                 clipped += met["value_clip_fraction"] * float(m.sum())
             norms.append(_step(self.critic, self.critic_opt, self.hp.max_grad_norm))
             if epoch == 0:
-                first = {"value_loss": total, "value_clip_fraction": clipped / max(n_tok, 1.0)}
+                first = {"critic/value_loss": total, "critic/value_clip_fraction": clipped / max(n_tok, 1.0)}
             last_loss = total
         return {
             **first,
-            "value_loss_last": last_loss,
-            "critic_grad_norm": float(np.mean(norms)),
-            "critic_time_s": time.perf_counter() - t0,
+            "critic/value_loss_last": last_loss,
+            "critic/grad_norm": float(np.mean(norms)),
+            "critic/time_s": time.perf_counter() - t0,
         }
 
     # ---- actor ----
@@ -307,13 +310,14 @@ class TorchBackend:
             advantages: float ``[T]`` per sample (0 at masked positions).
 
         Returns:
-            ``policy_loss``, ``clip_fraction``, ``approx_kl``, ``approx_kl_k3``, ``ratio_mean``,
-            ``ratio_min``, ``ratio_max`` (last pass; token-weighted over the batch), ``policy_loss_first``,
-            ``actor_grad_norm`` (mean over passes, before clipping), ``logprob_gap_replay`` (mask-weighted
-            mean ``|log p_trainer - log p_rollout|`` on loss tokens, replay as configured),
-            ``logprob_gap_no_replay`` (only with ``gap_without_replay``), ``samples_aborted_routing``,
-            ``routing_errors`` (list of str),
-            ``actor_loss_tokens``, ``actor_time_s``.
+            ``actor/policy_loss``, ``actor/clip_fraction``, ``actor/approx_kl``, ``actor/approx_kl_k3``,
+            ``actor/ratio_mean``, ``actor/ratio_min``, ``actor/ratio_max`` (last pass; token-weighted over
+            the batch), ``actor/policy_loss_first``, ``actor/grad_norm`` (mean over passes, before clipping),
+            ``actor/logprob_gap_replay`` (mask-weighted mean ``|log p_trainer - log p_rollout|`` on loss
+            tokens, measured on the first, pre-update forward with replay on), ``actor/logprob_gap_no_replay``
+            (the same with live routing: an extra no-grad forward when ``gap_without_replay``, or the only gap
+            when replay is off), ``samples_aborted_routing``, ``routing_errors`` (list of str),
+            ``actor/loss_tokens``, ``actor/time_s``.
         """
         t0 = time.perf_counter()
         errors = self.routing_errors(samples)
@@ -343,27 +347,29 @@ class TorchBackend:
                     )
                     loss.backward()
                 acc.add(loss.item(), met, int(pos.numel()))
-                if epoch == 0 and self.gap_without_replay:
+                if epoch == 0 and self.gap_without_replay and self.hp.routing_replay:
                     with torch.no_grad():
                         live = self.actor_logprobs(s)  # outside the replay context: live TopK
                     gap_nr_sum += float((live - rollout.float()).abs().sum())
             norms.append(_step(self.actor, self.actor_opt, self.hp.max_grad_norm))
             self.version += 1
             if epoch == 0:
-                out["policy_loss_first"] = acc.loss
-            out.update(acc.result(n_tok))
+                out["actor/policy_loss_first"] = acc.loss
+            out.update(acc.result())
+        nan = float("nan")
+        gap_key = "actor/logprob_gap_replay" if self.hp.routing_replay else "actor/logprob_gap_no_replay"
         out.update(
             {
-                "actor_grad_norm": float(np.mean(norms)) if norms else 0.0,
-                "logprob_gap_replay": gap_sum / n_tok if n_tok else float("nan"),
+                "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
+                gap_key: gap_sum / n_tok if n_tok else nan,
                 "samples_aborted_routing": len(errors),
                 "routing_errors": [errors[i] for i in sorted(errors)],
-                "actor_loss_tokens": int(n_tok),
-                "actor_time_s": time.perf_counter() - t0,
+                "actor/loss_tokens": int(n_tok),
+                "actor/time_s": time.perf_counter() - t0,
             }
         )
-        if self.gap_without_replay:
-            out["logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else float("nan")
+        if self.gap_without_replay and self.hp.routing_replay:
+            out["actor/logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else nan
         return out
 
     def export_weights(self) -> dict[str, torch.Tensor]:
@@ -393,11 +399,11 @@ class _MetricAcc:
         if n:
             self.rmin, self.rmax = min(self.rmin, met["ratio_min"]), max(self.rmax, met["ratio_max"])
 
-    def result(self, n_tok: float) -> dict[str, float]:
+    def result(self) -> dict[str, float]:
         d = max(self.n, 1)
-        res = {"policy_loss": self.loss, **{k: v / d for k, v in self.sums.items()}}
-        res["ratio_min"] = self.rmin if self.n else 1.0
-        res["ratio_max"] = self.rmax if self.n else 1.0
+        res = {"actor/policy_loss": self.loss, **{f"actor/{k}": v / d for k, v in self.sums.items()}}
+        res["actor/ratio_min"] = self.rmin if self.n else 1.0
+        res["actor/ratio_max"] = self.rmax if self.n else 1.0
         return res
 
 
