@@ -2,7 +2,8 @@
 
 Prints the median of N runs of ``t1_spec.load_recipe`` (OmegaConf resolution + pydantic validation + every
 cross-field rule) and, as the baseline measured in the same run, the median of a plain ``yaml.safe_load`` of
-the same file. No assertion on time.
+the same file (and a libyaml ``CSafeLoader`` parse, which the loader itself uses when available). No
+assertion on time.
 
     uv run python tools/bench/bench_recipe_load.py [--runs 50] [--recipe recipes/t1-122b.yaml]
 """
@@ -62,11 +63,18 @@ def main() -> None:
     text_path = args.recipe
     t_load = median_seconds(lambda: load_recipe(text_path), args.runs)
     t_yaml = median_seconds(lambda: yaml.safe_load(text_path.read_text(encoding="utf-8")), args.runs)
+    c_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    t_cyaml = median_seconds(
+        lambda: yaml.load(text_path.read_text(encoding="utf-8"), Loader=c_loader),  # noqa: S506 - safe loader
+        args.runs,
+    )
     print(f"recipe: {args.recipe}  runs: {args.runs}")
     print(f"first load_recipe (cold, after import):  {cold * 1e3:8.2f} ms")
     print(f"load_recipe + validate, median:          {t_load * 1e3:8.2f} ms  (target < 1000 ms)")
-    print(f"baseline yaml.safe_load, median:         {t_yaml * 1e3:8.2f} ms")
+    print(f"baseline yaml.safe_load (pure Python):   {t_yaml * 1e3:8.2f} ms")
+    print(f"baseline yaml.load CSafeLoader (libyaml):{t_cyaml * 1e3:8.2f} ms")
     print(f"ratio load_recipe / yaml.safe_load:      {t_load / t_yaml:8.2f} x")
+    print(f"ratio load_recipe / CSafeLoader parse:   {t_load / t_cyaml:8.2f} x")
     bare, full = fresh_process_seconds(args.recipe, 3)
     print(f"fresh python: import t1_spec, median:    {bare * 1e3:8.2f} ms")
     print(f"fresh python: import + load, median:     {full * 1e3:8.2f} ms  (what `t1 recipe validate` pays)")

@@ -87,7 +87,10 @@ def _merge(base: Mapping[str, Any], child: Mapping[str, Any], at: tuple[str, ...
     return out
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
+
+
+class _UniqueKeyLoader(_SafeLoader):  # type: ignore[misc, valid-type]
     """``yaml.SafeLoader`` refusing a mapping with one key twice (plain YAML silently keeps the last)."""
 
 
