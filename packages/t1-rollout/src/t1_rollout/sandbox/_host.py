@@ -33,6 +33,7 @@ __all__ = [
 UID_BASE = 200_000
 UID_SLOTS = 4096
 SLOT_DIR = Path("/tmp/t1-sandbox-slots")
+_NEXT_SLOT = (os.getpid() * 97) % UID_SLOTS
 
 
 def bwrap_path() -> str:
@@ -75,8 +76,13 @@ def acquire_uid_slot() -> UidSlot:
             "the local sandbox must be started as root: it runs each sandbox under its own "
             "unprivileged host uid so that process limits apply per sandbox"
         )
+    global _NEXT_SLOT
     SLOT_DIR.mkdir(mode=0o700, exist_ok=True)
-    for slot in range(UID_SLOTS):
+    start = _NEXT_SLOT
+    for i in range(UID_SLOTS):
+        # Round robin, so a uid just released (whose zombies the event loop may not have reaped yet) is not
+        # handed straight to the next sandbox of this process.
+        slot = (start + i) % UID_SLOTS
         fd = os.open(SLOT_DIR / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -84,13 +90,14 @@ def acquire_uid_slot() -> UidSlot:
             os.close(fd)
             continue
         uid = UID_BASE + slot
+        _NEXT_SLOT = (slot + 1) % UID_SLOTS
         kill_uid(uid)  # leftovers of a process that died without reclaiming
         return UidSlot(uid=uid, fd=fd)
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
 
 
-def pids_of_uid(uid: int) -> list[int]:
-    """Host pids whose real uid is ``uid`` (read from ``/proc/<pid>/status``)."""
+def pids_of_uid(uid: int, *, include_zombies: bool = False) -> list[int]:
+    """Host pids whose real uid is ``uid`` (read from ``/proc/<pid>/status``); zombies only if asked."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -99,7 +106,7 @@ def pids_of_uid(uid: int) -> list[int]:
             with open(f"/proc/{entry}/status", "rb") as fh:
                 for line in fh:
                     if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
+                        if int(line.split()[1]) == uid and (include_zombies or not _is_zombie(int(entry))):
                             pids.append(int(entry))
                         break
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -115,7 +122,7 @@ def kill_uid(uid: int, *, deadline_s: float = 5.0) -> list[int]:
     """
     end = time.monotonic() + deadline_s
     while True:
-        alive = [p for p in pids_of_uid(uid) if not _is_zombie(p)]
+        alive = pids_of_uid(uid)
         if not alive or time.monotonic() > end:
             return alive
         for pid in alive:

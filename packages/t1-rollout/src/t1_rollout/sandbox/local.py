@@ -201,7 +201,7 @@ class LocalSandbox(Sandbox):
         uid = self._slot.uid
         limits = (
             (resource.RLIMIT_NPROC, self.max_processes),
-            (resource.RLIMIT_CPU, max(1, int(self.cpu_time_s))),
+            (resource.RLIMIT_CPU, max(1, int(self.cpu_time_s))),  # soft: SIGXCPU; hard (+1 s): SIGKILL
             (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024),
             (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024),
             (resource.RLIMIT_CORE, 0),
@@ -212,7 +212,7 @@ class LocalSandbox(Sandbox):
             if controlling_tty:
                 fcntl.ioctl(0, termios.TIOCSCTTY, 0)
             for res, value in limits:
-                resource.setrlimit(res, (value, value))
+                resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
@@ -484,7 +484,7 @@ class LocalSandbox(Sandbox):
                 local.write_bytes(extracted.read())
             else:
                 local.mkdir(parents=True, exist_ok=True)
-                tar.extractall(local, filter="data")
+                tar.extractall(local, filter=_regular_only)
 
     async def _exec_bytes(self, command: str, *, timeout_s: float, what: str) -> bytes:
         if self._root is None or self._closed:
@@ -534,9 +534,13 @@ class LocalSandbox(Sandbox):
     async def close(self) -> None:
         """Kill every process of this sandbox (shell, execs, their children) and delete its directories.
 
-        Idempotent; synchronous inside, so a second cancellation cannot interrupt it half-way.
+        Idempotent; the reclaim itself is synchronous, so a second cancellation cannot interrupt it half-way.
         """
+        shell = self._shell
         self._reclaim()
+        if shell is not None:  # reap bash's bwrap so no zombie is left behind
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(shell._proc.wait(), timeout=2)
 
     def _reclaim(self) -> None:
         if self._closed:
@@ -556,6 +560,14 @@ class LocalSandbox(Sandbox):
         if self._slot is not None:
             self._slot.release()
         _LIVE.discard(self)
+
+
+def _regular_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    # Links are dropped (a link made in the sandbox must not make the host read or write elsewhere); the rest
+    # goes through tarfile's "data" filter (no absolute paths, no device files, no setuid bits).
+    if member.issym() or member.islnk():
+        return None
+    return tarfile.data_filter(member, dest)
 
 
 def _owned_by_sandbox(info: tarfile.TarInfo) -> tarfile.TarInfo:

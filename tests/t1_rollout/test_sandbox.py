@@ -1,0 +1,326 @@
+"""Local (bubblewrap) sandbox: isolation, limits, deadlines, reclamation, shell (issue 2 part 4)."""
+
+import asyncio
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import t1_tasks
+from t1_rollout.sandbox._host import pids_of_uid
+from t1_rollout.sandbox.base import SandboxError, UnsupportedDockerfileInstruction
+from t1_rollout.sandbox.local import LocalSandbox
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or os.geteuid() != 0,
+    reason="needs bubblewrap (apt-get install bubblewrap) and root",
+)
+
+
+def _env(tmp_path: Path, dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n", **files: str) -> Path:
+    env = tmp_path / "environment"
+    env.mkdir(exist_ok=True)
+    (env / "Dockerfile").write_text(dockerfile)
+    for name, text in files.items():
+        (env / name).write_text(text)
+    return env
+
+
+async def _started(tmp_path: Path, **limits) -> LocalSandbox:
+    sandbox = LocalSandbox(**limits)
+    await sandbox.start(_env(tmp_path), timeout_s=30)
+    return sandbox
+
+
+# ---------------------------------------------------------------- isolation
+
+
+async def test_no_capabilities_and_uid_zero_unreachable(tmp_path):
+    async with await _started(tmp_path) as sb:
+        r = await sb.exec(
+            "grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status; id -u; cat /proc/self/uid_map", timeout_s=10
+        )
+        caps = dict(line.split(":\t") for line in r.stdout.splitlines()[:3])
+        assert set(caps.values()) == {"0000000000000000"}
+        assert r.stdout.splitlines()[3] == "1000"
+        inside, _, count = r.stdout.split()[-3:]
+        assert (inside, count) == ("1000", "1")  # exactly one uid exists in the sandbox's namespace
+        # seen from the host, every process of the sandbox runs as the unprivileged sandbox uid
+        running = asyncio.ensure_future(sb.exec("sleep 1", timeout_s=10))
+        await asyncio.sleep(0.3)
+        assert pids_of_uid(sb.uid) and sb.uid >= 200000
+        await running
+        r = await sb.exec("python3 -c 'import os; os.setuid(0)'", timeout_s=10)
+        assert r.exit_code != 0 and ("Invalid argument" in r.stderr or "PermissionError" in r.stderr)
+
+
+async def test_host_filesystem_is_read_only_and_task_root_tmp_logs_are_writable(tmp_path):
+    async with await _started(tmp_path) as sb:
+        r = await sb.exec("touch /usr/x", timeout_s=10)
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr
+        r = await sb.exec("touch /etc/x", timeout_s=10)
+        assert r.exit_code != 0
+        r = await sb.exec("touch /app/a /tmp/b /logs/c && ls /app /tmp /logs", timeout_s=10)
+        assert r.ok, r.stderr
+        host_app = sb.host_root / "m_app"
+        assert (host_app / "a").is_file()
+
+
+async def test_no_network(tmp_path):
+    async with await _started(tmp_path) as sb:
+        r = await sb.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", timeout_s=10)
+        assert r.stdout.split() == ["lo"]
+        probe = "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)"
+        r = await sb.exec(f'python3 -c "{probe}"', timeout_s=10)
+        assert r.exit_code != 0 and "unreachable" in r.stderr.lower()
+
+
+async def test_repository_and_task_bundles_are_invisible_even_with_the_verifier_toolchain(tmp_path):
+    pool_dir = Path(t1_tasks.__file__).parent / "pools" / "mini"
+    repo = Path(t1_tasks.__file__).resolve().parents[4]
+    async with await _started(tmp_path) as sb:
+        r = await sb.exec(
+            f"ls {pool_dir} {repo}; python3 -c 'import t1_tasks'", timeout_s=20, env=sb.verifier_env()
+        )
+        assert r.exit_code != 0
+        assert "No such file or directory" in r.stderr and "ModuleNotFoundError" in r.stderr
+        # nothing mounted besides the host's /usr and /etc holds a solution script of the pool
+        r = await sb.exec(
+            "ls /; grep -rl 'git bisect run' /opt /app /tmp /logs /home 2>/dev/null", timeout_s=60
+        )
+        allowed = {
+            "app",
+            "bin",
+            "dev",
+            "etc",
+            "home",
+            "lib",
+            "lib64",
+            "logs",
+            "opt",
+            "proc",
+            "sbin",
+            "tmp",
+            "usr",
+        }
+        allowed.add(Path(sys.base_prefix).resolve().parts[1])  # the interpreter, mounted at its own path
+        assert set(r.stdout.split()) <= allowed
+        r = await sb.exec(
+            "python3 -m pytest --version && python3 -m pytest --help | grep -c -- --ctrf",
+            timeout_s=30,
+            env=sb.verifier_env(),
+        )
+        assert r.ok, r.stderr
+
+
+# ---------------------------------------------------------------- limits and deadlines
+
+
+async def test_cpu_time_limit_kills_a_busy_loop(tmp_path):
+    async with await _started(tmp_path, cpu_time_s=1) as sb:
+        t0 = time.monotonic()
+        r = await sb.exec("while :; do :; done", timeout_s=20)
+        assert not r.timed_out and r.exit_code == 128 + 24  # SIGXCPU at the soft limit
+        assert time.monotonic() - t0 < 10
+
+
+async def test_memory_limit(tmp_path):
+    async with await _started(tmp_path, memory_mb=200) as sb:
+        r = await sb.exec("python3 -c 'b = bytearray(400 * 1024 * 1024)'", timeout_s=20)
+        assert r.exit_code != 0 and "MemoryError" in r.stderr
+        r = await sb.exec("python3 -c 'b = bytearray(20 * 1024 * 1024)'", timeout_s=20)
+        assert r.ok, r.stderr
+
+
+async def test_process_limit(tmp_path):
+    async with await _started(tmp_path, max_processes=20) as sb:
+        r = await sb.exec("for i in $(seq 40); do sleep 1 & done; wait", timeout_s=20)
+        assert "Resource temporarily unavailable" in r.stderr
+        assert len([p for p in pids_of_uid(sb.uid)]) <= 20
+
+
+async def test_file_size_limit(tmp_path):
+    async with await _started(tmp_path, disk_mb=1) as sb:
+        r = await sb.exec("head -c 3000000 /dev/zero > /app/big", timeout_s=20)
+        assert r.exit_code != 0
+        assert (sb.host_root / "m_app" / "big").stat().st_size <= 1024 * 1024
+
+
+async def test_deadline_kills_the_whole_group_background_children_too(tmp_path):
+    async with await _started(tmp_path) as sb:
+        t0 = time.monotonic()
+        r = await sb.exec("sleep 300 & setsid sleep 301 & echo started; sleep 302", timeout_s=1)
+        assert r.timed_out and r.exit_code is None and "started" in r.stdout
+        assert time.monotonic() - t0 < 5
+        await asyncio.sleep(0.2)
+        assert pids_of_uid(sb.uid) == [], "a background child of the timed-out exec survived"
+
+
+# ---------------------------------------------------------------- reclamation
+
+
+async def test_sandbox_is_gone_after_the_trial_on_normal_exit(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        await shell.send("sleep 500 &\n", duration_s=0.5, max_wait_s=2)
+        uid, root = sb.uid, sb.host_root
+        assert pids_of_uid(uid)
+    assert pids_of_uid(uid) == [] and not root.exists()
+
+
+async def test_sandbox_is_gone_after_the_trial_also_when_it_raises(tmp_path):
+    with pytest.raises(RuntimeError, match="trial failed"):
+        async with await _started(tmp_path) as sb:
+            uid, root = sb.uid, sb.host_root
+            exec_task = asyncio.ensure_future(sb.exec("sleep 500", timeout_s=600))
+            shell = await sb.open_shell()
+            await shell.send("sleep 501\n", duration_s=0.2, max_wait_s=2)
+            await asyncio.sleep(0.3)
+            assert len(pids_of_uid(uid)) >= 2
+            raise RuntimeError("trial failed")
+    assert pids_of_uid(uid) == [] and not root.exists()
+    exec_task.cancel()
+
+
+async def test_sandbox_is_reclaimed_on_cancellation(tmp_path):
+    holder: dict = {}
+
+    async def trial():
+        async with await _started(tmp_path) as sb:
+            holder["uid"], holder["root"] = sb.uid, sb.host_root
+            await sb.exec("sleep 500", timeout_s=600)
+
+    task = asyncio.ensure_future(trial())
+    while "uid" not in holder or not pids_of_uid(holder["uid"]):
+        await asyncio.sleep(0.05)
+    task.cancel()  # what Ctrl-C does to asyncio.run's main task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert pids_of_uid(holder["uid"]) == [] and not holder["root"].exists()
+
+
+async def test_close_is_idempotent_and_a_closed_sandbox_refuses_work(tmp_path):
+    sb = await _started(tmp_path)
+    await sb.close()
+    await sb.close()
+    with pytest.raises(SandboxError):
+        await sb.exec("true", timeout_s=5)
+
+
+# ---------------------------------------------------------------- Dockerfile subset
+
+
+async def test_dockerfile_workdir_copy_env_run(tmp_path):
+    env = _env(
+        tmp_path,
+        'FROM debian:bookworm-slim\nWORKDIR /srv/task\nENV GREETING=hello NAME="t one"\n'
+        "COPY data.txt /srv/task/in/data.txt\n"
+        'RUN cat in/data.txt > out.txt && echo "$GREETING $NAME" >> out.txt\n',
+        **{"data.txt": "payload\n"},
+    )
+    async with LocalSandbox() as sb:
+        await sb.start(env, timeout_s=30)
+        assert sb.task_root == "/srv/task"
+        r = await sb.exec("pwd; cat out.txt; echo $NAME", timeout_s=10)
+        assert r.stdout == "/srv/task\npayload\nhello t one\nt one\n"
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "match"),
+    [
+        ("FROM debian:bookworm-slim\nWORKDIR /app\n\nUSER nobody\n", r"Dockerfile:4: instruction USER"),
+        ("FROM debian:bookworm-slim\nEXPOSE 80\n", r"Dockerfile:2: instruction EXPOSE"),
+        ("FROM ubuntu:24.04\n", r"Dockerfile:1: base image 'ubuntu:24.04'"),
+        ("WORKDIR /app\n", r"first instruction must be FROM"),
+    ],
+)
+async def test_unsupported_instructions_are_refused_by_name_and_line(tmp_path, dockerfile, match):
+    async with LocalSandbox() as sb:
+        with pytest.raises(UnsupportedDockerfileInstruction, match=match):
+            await sb.start(_env(tmp_path, dockerfile), timeout_s=30)
+
+
+async def test_run_is_confined_to_the_task_root(tmp_path):
+    async with LocalSandbox() as sb:
+        with pytest.raises(SandboxError, match=r"Dockerfile:3: RUN exited"):
+            await sb.start(
+                _env(tmp_path, "FROM debian:bookworm-slim\nWORKDIR /app\nRUN touch /usr/bin/x\n"),
+                timeout_s=30,
+            )
+
+
+# ---------------------------------------------------------------- files
+
+
+async def test_upload_download_round_trip_and_tests_hidden_from_the_open_shell(tmp_path):
+    src = tmp_path / "tests"
+    (src / "sub").mkdir(parents=True)
+    (src / "test.sh").write_text("echo hi\n")
+    (src / "sub" / "f.txt").write_text("deep\n")
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        await sb.upload(src, "/tests")
+        r = await sb.exec("cat /tests/test.sh /tests/sub/f.txt", timeout_s=10)
+        assert r.stdout == "echo hi\ndeep\n"
+        out = await shell.send("ls /tests; echo END\n", duration_s=2, max_wait_s=5)
+        assert "No such file or directory" in out, "the agent's shell can see the uploaded tests"
+        await sb.exec("mkdir -p /logs/verifier && echo '{}' > /logs/verifier/x.json", timeout_s=10)
+        await sb.download("/logs/verifier", tmp_path / "got")
+        assert (tmp_path / "got" / "x.json").read_text() == "{}\n"
+        await sb.upload(src / "test.sh", "/app/single.sh")
+        await sb.download("/app/single.sh", tmp_path / "single.sh")
+        assert (tmp_path / "single.sh").read_text() == "echo hi\n"
+
+
+async def test_download_does_not_follow_links_out_of_the_sandbox(tmp_path):
+    async with await _started(tmp_path) as sb:
+        await sb.exec("mkdir -p /logs/verifier && ln -s /etc/hostname /logs/verifier/leak", timeout_s=10)
+        await sb.download("/logs/verifier", tmp_path / "got")
+        leak = tmp_path / "got" / "leak"
+        assert not leak.exists() and not leak.is_symlink()
+
+
+# ---------------------------------------------------------------- persistent shell
+
+
+async def test_shell_keeps_working_directory_and_environment(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        await shell.send("mkdir -p /app/d && cd /app/d && export X=42\n", duration_s=5, max_wait_s=5)
+        out = await shell.send("pwd; echo X=$X\n", duration_s=5, max_wait_s=5)
+        assert "/app/d\n" in out and "X=42\n" in out
+
+
+async def test_shell_returns_early_when_idle(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        t0 = time.monotonic()
+        out = await shell.send("echo quick\n", duration_s=10, max_wait_s=10)
+        assert "quick" in out and time.monotonic() - t0 < 2
+
+
+async def test_long_command_output_arrives_on_a_later_send(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        out = await shell.send("echo A$((1+1)); sleep 1.5; echo B$((2+2))\n", duration_s=0.5, max_wait_s=5)
+        assert "A2\n" in out and "B4" not in out
+        later = await shell.send("", duration_s=5, max_wait_s=5)
+        assert "B4\n" in later and "A2" not in later
+
+
+async def test_ctrl_c_interrupts_and_exit_makes_the_shell_dead(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        await shell.send("sleep 100\n", duration_s=0.3, max_wait_s=2)
+        t0 = time.monotonic()
+        out = await shell.send("\x03", duration_s=5, max_wait_s=5)
+        assert time.monotonic() - t0 < 2 and "$ " in out
+        assert shell.alive
+        await shell.send("exit\n", duration_s=2, max_wait_s=2)
+        await asyncio.sleep(0.2)
+        assert not shell.alive
+        with pytest.raises(SandboxError, match="dead"):
+            await shell.send("echo\n", duration_s=1, max_wait_s=1)
