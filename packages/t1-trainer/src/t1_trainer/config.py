@@ -36,7 +36,6 @@ class PpoHyperparams:
         normalize_advantages: whiten advantages per batch (T1 §5.2: off; refused when on).
         estimator: ``"gae"`` (T1) or ``"grpo"`` (ablation).
         routing_replay: replay the sampler's recorded routing in the actor's forward (R3, T1 §4.3).
-        temperature: sampling temperature whose distribution the log-probs describe (the engine's).
     """
 
     gamma: float = 1.0
@@ -54,7 +53,6 @@ class PpoHyperparams:
     normalize_advantages: bool = False
     estimator: str = "gae"
     routing_replay: bool = True
-    temperature: float = 1.0
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> PpoHyperparams:
