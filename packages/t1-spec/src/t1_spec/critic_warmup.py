@@ -23,4 +23,4 @@ class CriticWarmupSpec(Spec):
     """Tasks the warm-up rolls out on; ``None`` = the recipe's own pool. TMax-15k in the paper (T1 §4.5)."""
 
     epochs: int = Field(default=1, gt=0)
-    """Passes over the warm-up pool. 1 (T1 §4.5)."""
+    """Passes over the warm-up pool (epochs). 1 (T1 §4.5)."""

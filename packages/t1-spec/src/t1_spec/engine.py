@@ -17,13 +17,14 @@ class SamplingSpec(Spec):
     """
 
     temperature: float = Field(default=1.0, gt=0)
-    """Softmax temperature."""
+    """Softmax temperature (dimensionless); 1.0 samples the policy's own distribution."""
 
     top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling mass; 1.0 = off."""
+    """Nucleus sampling: keep the smallest set of tokens holding this probability mass (fraction); 1.0 = off.
+    """
 
     top_k: int = Field(default=0, ge=0)
-    """Keep only the k most likely tokens; 0 = off."""
+    """Keep only the k most likely tokens (tokens); 0 = off."""
 
 
 class EmbeddedEngine(Spec):
@@ -51,7 +52,8 @@ class SGLangEngine(Spec):
     plan's inference devices."""
 
     replicas: int = Field(default=1, gt=0)
-    """Inference replicas; throughput adds roughly linearly (4.35 groups/min per replica, T1 §7)."""
+    """Inference replicas (replicas); throughput adds roughly linearly (4.35 groups/min per replica, T1 §7).
+    """
 
     tp: int = Field(default=1, gt=0)
     """Tensor-parallel size of one replica (devices per replica)."""

@@ -17,10 +17,10 @@ class EvaluationSpec(Spec):
     """Benchmarks to evaluate, e.g. ``["terminal-bench@2.1"]`` (T1 §6: TB 2.1, Long-Horizon TB, TB Hard)."""
 
     every_steps: int = Field(default=10, gt=0)
-    """Evaluate every this many rollout steps. 10 (T1 §6.3, Fig. 12)."""
+    """Evaluate every this many rollout steps (steps). 10 (T1 §6.3, Fig. 12)."""
 
     max_turns: int = Field(default=60, gt=0)
-    """Most agent turns per evaluation trial. 60 (T1 §6)."""
+    """Most agent turns per evaluation trial (turns). 60 (T1 §6)."""
 
     agent_wall_s: float = Field(default=3600.0, gt=0)
     """Agent wall per evaluation trial (seconds). 3600 s (T1 §6)."""
@@ -32,16 +32,16 @@ class EvaluationSpec(Spec):
     """Context window during evaluation (tokens). 96,000 (T1 §6)."""
 
     temperature: float = Field(default=0.1, gt=0)
-    """Decoding temperature. 0.1 (T1 §6)."""
+    """Decoding temperature (dimensionless). 0.1 (T1 §6)."""
 
     top_p: float = Field(default=0.95, gt=0, le=1)
-    """Nucleus mass. 0.95 (T1 §6)."""
+    """Nucleus sampling probability mass (fraction). 0.95 (T1 §6)."""
 
     top_k: int = Field(default=20, ge=0)
-    """Top-k cut (0 = off). 20 (T1 §6)."""
+    """Top-k cut (tokens); 0 = off. 20 (T1 §6)."""
 
     attempts: int = Field(default=3, gt=0)
-    """Attempts per task; the resolved rate averages them. 3 (T1 §6)."""
+    """Attempts per task (trials); the resolved rate averages them. 3 (T1 §6)."""
 
     total_timeout_s: float = Field(default=18_000.0, gt=0)
     """Timeout of a whole evaluation pass (seconds). 18,000 s (T1 §6)."""

@@ -12,8 +12,8 @@ class LoggingSpec(Spec):
     """Directory under which each run gets its own folder (named by recipe name and a config hash)."""
 
     print_table: bool = True
-    """Print a per-step metrics table (reward, explained variance, clip fraction, step time) to the
-    console."""
+    """Print a per-step metrics table (reward, explained variance, clip fraction, step time) to the console.
+    """
 
     tensorboard: bool = False
     """Also write TensorBoard event files into the run folder."""

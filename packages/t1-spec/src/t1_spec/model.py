@@ -60,14 +60,14 @@ class ModelSpec(Spec):
     """Residual stream width h (elements). 3072 in Qwen3.5-122B-A10B."""
 
     num_layers: int = Field(gt=0)
-    """Number of decoder layers L. 48 in the paper's model (T1 §4.3, (L, k, E) = (48, 8, 256))."""
+    """Number of decoder layers, L (layers). 48 in the paper's model (T1 §4.3, (L, k, E) = (48, 8, 256))."""
 
     num_experts: int = Field(gt=0)
-    """Routed experts per MoE layer E. 256 (T1 §4.3)."""
+    """Routed experts per MoE layer, E (experts). 256 (T1 §4.3)."""
 
     top_k: int = Field(gt=0)
-    """Experts selected per token per layer k (router top-k). 8 (T1 §4.3); R3 records these k ids per
-    layer."""
+    """Experts selected per token per layer, k (experts): the router's top-k. 8 (T1 §4.3); R3 records these k
+    ids per layer."""
 
     moe_intermediate_size: int = Field(gt=0)
     """Hidden width of one routed expert's SwiGLU FFN (elements). 1024 in Qwen3.5-122B-A10B."""
@@ -76,19 +76,19 @@ class ModelSpec(Spec):
     """Hidden width of the always-on shared expert's SwiGLU FFN (elements); 0 = no shared expert. 1024."""
 
     num_attention_heads: int = Field(gt=0)
-    """Query heads of each full-attention layer. 32 in Qwen3.5-122B-A10B."""
+    """Query heads of each full-attention layer (heads). 32 in Qwen3.5-122B-A10B."""
 
     num_key_value_heads: int = Field(gt=0)
-    """Key/value heads (query groups, GQA) of each full-attention layer. 2 in Qwen3.5-122B-A10B."""
+    """Key/value heads of each full-attention layer (heads): the GQA query groups. 2 in Qwen3.5-122B-A10B."""
 
     head_dim: int = Field(gt=0)
     """Per-head width of full attention (elements). 256 in Qwen3.5-122B-A10B."""
 
     linear_num_key_heads: int = Field(gt=0)
-    """Key (and query) heads of each Gated DeltaNet (linear attention) layer. 16 in Qwen3.5-122B-A10B."""
+    """Key (and query) heads of each Gated DeltaNet layer (heads). 16 in Qwen3.5-122B-A10B."""
 
     linear_num_value_heads: int = Field(gt=0)
-    """Value heads of each Gated DeltaNet layer. 64 in Qwen3.5-122B-A10B."""
+    """Value heads of each Gated DeltaNet layer (heads). 64 in Qwen3.5-122B-A10B."""
 
     linear_key_head_dim: int = Field(gt=0)
     """Per-head key width of Gated DeltaNet (elements). 128 in Qwen3.5-122B-A10B."""
@@ -100,8 +100,8 @@ class ModelSpec(Spec):
     """Width of the depthwise causal short convolution over q, k, v in Gated DeltaNet (tokens). 4."""
 
     full_attention_interval: int = Field(gt=0)
-    """Every N-th layer (1-based: layers N, 2N, ...) is gated full attention, the others Gated DeltaNet. 4 in
-    Qwen3.5, giving 12 full-attention and 36 linear layers at L = 48."""
+    """Every N-th layer (layers; 1-based: layers N, 2N, ...) is gated full attention, the others Gated
+    DeltaNet. 4 in Qwen3.5, giving 12 full-attention and 36 linear layers at L = 48."""
 
     max_position_embeddings: int = Field(gt=0)
     """Longest position the rotary embedding is configured for (tokens); bounds ``rollout.context_tokens``."""

@@ -26,34 +26,37 @@ class PlanSpec(Spec):
     """How the devices are split between inference and training, and how training is parallelised."""
 
     devices: int = Field(gt=0)
-    """G: every accelerator the run holds, inference and training together (T1 §7)."""
+    """G: every accelerator the run holds (devices), inference and training together (T1 §7)."""
 
     inference_devices: int = Field(ge=0)
-    """n: devices serving the behaviour policy (SGLang replicas); the paper spends about half of G on
-    inference
-    (T1 §7). 0 = co-located: the engine time-shares the training devices (embedded runs)."""
+    """n: devices serving the behaviour policy (devices), i.e. the SGLang replicas; the paper spends about
+    half of G on inference (T1 §7). 0 = co-located: the engine time-shares the training devices (embedded
+    runs)."""
 
     tp: int = Field(default=1, gt=0)
-    """tau, tensor-parallel degree. Above 2 it is inert for Qwen3.5 (recurrent blocks are not tensor-sharded,
-    T1 §7.1); must divide the KV heads."""
+    """tau, tensor-parallel degree (devices). Above 2 it is inert for Qwen3.5 (recurrent blocks are not
+    tensor-sharded, T1 §7.1); must divide the KV heads."""
 
     pp: int = Field(default=1, gt=0)
-    """rho, pipeline-parallel degree (stages); with ``cp`` the only real memory lever (T1 §7.1)."""
+    """rho, pipeline-parallel degree (devices), one stage each; with ``cp`` the only real memory lever
+    (T1 §7.1)."""
 
     cp: int = Field(default=1, gt=0)
-    """kappa, context-parallel degree: each sequence is split over ``cp`` ranks, recurrent scan included
-    (T1 §7). At an 84k token wall kappa = 2 exceeds M, kappa = 4 admits (T1 §7.1)."""
+    """kappa, context-parallel degree (devices): each sequence is split over ``cp`` ranks, recurrent scan
+    included (T1 §7). At an 84k token wall kappa = 2 exceeds M, kappa = 4 admits (T1 §7.1)."""
 
     dp: int = Field(default=1, gt=0)
-    """delta, data-parallel degree of the training partition. 2 in the paper's production plan (T1 §7)."""
+    """delta, data-parallel degree of the training partition (devices). 2 in the paper's production plan
+    (T1 §7)."""
 
     ep: int = Field(default=1, gt=0)
-    """eta, expert-parallel degree, carved out of the ``tp * cp * dp`` region; pinned maximal because expert
-    optimizer state per device is invariant to it (T1 §7.1, Prop. 7.1). Must divide ``num_experts``."""
+    """eta, expert-parallel degree (devices), carved out of the ``tp * cp * dp`` region; pinned maximal
+    because expert optimizer state per device is invariant to it (T1 §7.1, Prop. 7.1). Must divide
+    ``num_experts``."""
 
     etp: int = Field(default=1, gt=0)
-    """Expert tensor-parallel degree (Megatron ``expert_tensor_parallel_size``); ``etp * ep`` must divide
-    ``tp * cp * dp``. 1 unless experts are also tensor-sharded."""
+    """Expert tensor-parallel degree (devices), Megatron's ``expert_tensor_parallel_size``; ``etp * ep`` must
+    divide ``tp * cp * dp``. 1 unless experts are also tensor-sharded."""
 
     token_wall: int = Field(gt=0)
     """T: the longest sequence one micro-batch holds (tokens), the wall every trajectory chunk must fit under.
@@ -68,12 +71,11 @@ class PlanSpec(Spec):
 
     alpha: float = Field(default=DEFAULT_ALPHA, gt=0)
     """alpha: activation bytes per token per layer in Eq. 21 (bytes); the paper measured it without stating
-    the
-    value. Default 34 * 3072 = 104,448 B (Korthikanti et al. 2022 coefficient for h = 3072), chosen."""
+    the value. Default 34 * 3072 = 104,448 B (Korthikanti et al. 2022 coefficient for h = 3072), chosen."""
 
     b0_gib: float = Field(default=3.0, ge=0)
-    """b0: constant allocator residue per device (GiB), "a few percent of M" (T1 §7.1); default 3 GiB,
-    chosen."""
+    """b0: constant allocator residue per device (GiB), "a few percent of M" (T1 §7.1); default 3 GiB, chosen.
+    """
 
     @property
     def training_devices(self) -> int:

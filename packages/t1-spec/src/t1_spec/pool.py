@@ -15,30 +15,29 @@ class PoolSpec(Spec):
 
     source: str
     """Where the tasks live: ``"builtin:mini"`` (the small pool bundled with ``t1_tasks``), a directory of
-    task
-    bundles in Harbor layout, or a named pool such as ``"T1-15k"`` or ``"TMax-15k"`` (T1 §3.1) that
+    task bundles in Harbor layout, or a named pool such as ``"T1-15k"`` or ``"TMax-15k"`` (T1 §3.1) that
     ``t1_tasks`` resolves to a local directory. Nothing is downloaded at run time."""
 
     order: Literal["as_listed", "quality_rank"] = "as_listed"
     """How the pool is materialised on disk: ``as_listed`` (no meaningful order) or ``quality_rank`` (best
-    audit
-    score first, as T1-15k is, T1 §3.1). A ``quality_rank`` pool must be shuffled per epoch (T1 §5.4)."""
+    audit score first, as T1-15k is, T1 §3.1). A ``quality_rank`` pool must be shuffled per epoch
+    (T1 §5.4)."""
 
     shuffle: Literal["per_epoch", "none"] = "per_epoch"
     """``per_epoch``: a fresh seeded permutation of the pool at every epoch, so per-batch reward statistics
-    stay
-    stationary instead of drifting with task quality (T1 §3, §5.4). ``none``: the listed order (tests
+    stay stationary instead of drifting with task quality (T1 §3, §5.4). ``none``: the listed order (tests
     only)."""
 
     shuffle_seed: int = 0
     """Seed of the per-epoch permutation (epoch e uses a permutation derived from ``(shuffle_seed, e)``)."""
 
     category_mix: dict[str, float] | None = None
-    """Optional target share of each task category (fractions in [0, 1] summing to 1), e.g.
-    ``{"scripting": 0.179, ...}`` (T1 §3.1, Fig. 3). ``None`` keeps the pool's own composition."""
+    """Optional target share of each task category (fractions in [0, 1] summing to 1), e.g. ``{"scripting":
+    0.179, ...}`` (T1 §3.1, Fig. 3). ``None`` keeps the pool's own composition."""
 
     limit: int | None = Field(default=None, gt=0)
-    """Use only the first ``limit`` tasks (after ordering, before shuffling); ``None`` uses the whole pool."""
+    """Use only the first ``limit`` tasks (tasks), after ordering, before shuffling); ``None`` uses the whole
+    pool."""
 
     @model_validator(mode="after")
     def _check(self) -> PoolSpec:

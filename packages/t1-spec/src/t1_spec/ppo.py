@@ -16,10 +16,11 @@ class GAEAdvantage(Spec):
     """Discriminator: GAE with a learned critic, the paper's estimator."""
 
     gamma: float = Field(default=1.0, ge=0, le=1)
-    """gamma: discount per token. 1.0: the terminal reward reaches every token undiscounted (T1 §4.5)."""
+    """gamma: discount per token (fraction). 1.0: the terminal reward reaches every token undiscounted
+    (T1 §4.5)."""
 
     lam: float = Field(default=1.0, ge=0, le=1)
-    """lambda: GAE trace parameter. 1.0 (T1 §4.5)."""
+    """lambda: GAE trace parameter (fraction). 1.0 (T1 §4.5)."""
 
 
 class GRPOAdvantage(Spec):
@@ -29,7 +30,8 @@ class GRPOAdvantage(Spec):
     """Discriminator: group-relative policy optimisation."""
 
     group_size: int = Field(gt=1)
-    """Samples per task whose rewards form one group baseline; must equal ``ppo.samples_per_task``."""
+    """Samples per task whose rewards form one group baseline (samples); must equal ``ppo.samples_per_task``.
+    """
 
 
 AdvantageSpec = Annotated[GAEAdvantage | GRPOAdvantage, Field(discriminator="estimator")]
@@ -43,7 +45,8 @@ class PPOSpec(Spec):
     """Advantage estimator: ``gae`` (paper) or ``grpo`` (ablation, T1 §9)."""
 
     clip_eps: float = Field(default=0.2, gt=0, lt=1)
-    """epsilon: PPO ratio clip of the actor loss (T1 §4.5)."""
+    """epsilon: PPO clip of the actor's importance ratio (ratio), clipping to [1 - eps, 1 + eps], (T1 §4.5).
+    """
 
     value_clip: float = Field(default=0.2, gt=0)
     """Value clip around the pre-update critic's prediction (return units) (T1 §4.5)."""
@@ -75,25 +78,25 @@ class PPOSpec(Spec):
     """R3: replay the sampler's recorded top-k experts in the actor's training forward (T1 §4.3)."""
 
     batch_size: int = Field(gt=0)
-    """Tasks admitted per PPO step. 512 in the production run (T1 §4.5, §7.4)."""
+    """Tasks admitted per PPO step (tasks). 512 in the production run (T1 §4.5, §7.4)."""
 
     samples_per_task: int = Field(default=1, gt=0)
-    """Trajectories sampled per task per step. 1 in the paper (no group baseline, T1 §5); GRPO needs > 1."""
+    """Trajectories sampled per task per step (samples). 1 in the paper (no group baseline, T1 §5); GRPO needs
+    > 1."""
 
     steps: int | None = Field(default=None, gt=0)
-    """PPO steps to run; ``None`` = until ``epochs`` passes over the pool. When both bound the run,
-    whichever is
-    reached first ends it."""
+    """PPO steps to run (steps); ``None`` = until ``epochs`` passes over the pool. When both bound the run,
+    whichever is reached first ends it."""
 
     epochs: int = Field(default=3, gt=0)
-    """Passes over the task pool, each with a fresh seeded permutation. 3 in the paper (T1 §1)."""
+    """Passes over the task pool (epochs), each with a fresh seeded permutation. 3 in the paper (T1 §1)."""
 
     ppo_epochs: int = Field(default=1, gt=0)
-    """Optimizer passes over each step's batch (one update per batch in the paper)."""
+    """Optimizer passes over each step's batch (epochs); one update per batch in the paper)."""
 
     micro_batch_size: int = Field(default=1, gt=0)
-    """Sequences per micro-batch per data-parallel rank; gradients accumulate over micro-batches. 1 in the
-    paper: batch 512 at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
+    """Sequences per micro-batch per data-parallel rank (samples); gradients accumulate over micro-batches. 1
+    in the paper: batch 512 at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
 
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Global gradient-norm clip for actor and critic. 1.0, chosen (the paper is silent)."""

@@ -16,10 +16,9 @@ class DenseReward(Spec):
     """Discriminator: the dense per-assertion reward, the paper's default."""
 
     scale: float = Field(default=20.0, gt=0)
-    """S: fixed global scale (assertions). 20, near the 90th percentile of assertion counts in T1-15k
-    (median 4,
-    max about 35), never changed during a run so the critic's target stays comparable across steps (T1
-    §5.2)."""
+    """S: fixed global scale (assertions). 20, near the 90th percentile of assertion counts in T1-15k (median
+    4, max about 35), never changed during a run so the critic's target stays comparable across steps
+    (T1 §5.2)."""
 
     fallback: Literal["binary"] = "binary"
     """What a trial scores when its per-assertion report is missing or unparsable: the binary task outcome,
@@ -33,7 +32,8 @@ class RatioReward(Spec):
     """Discriminator: the pass-ratio variant."""
 
     coefficient: float = Field(default=0.4, gt=0, le=1)
-    """c: weight of the passing ratio P / T against the binary outcome b. 0.4 in the paper (T1 §5)."""
+    """c: weight of the passing ratio P / T against the binary outcome b (fraction). 0.4 in the paper (T1 §5).
+    """
 
 
 class BinaryReward(Spec):

@@ -11,18 +11,19 @@ class RolloutSpec(Spec):
     """How trials are launched, paced, bounded and admitted into a batch."""
 
     max_turns: int = Field(gt=0)
-    """Most agent turns (assistant message + tool result) per trial. The paper trains up to 300+ turns and
-    states no cap (T1 §1); evaluation uses 60 (``evaluation.max_turns``)."""
+    """Most agent turns per trial (turns); a turn is one assistant message and its tool result. The paper
+    trains up to 300+ turns and states no cap (T1 §1); evaluation uses 60 (``evaluation.max_turns``)."""
 
     launched: int = Field(gt=0)
-    """Trials launched per step (oversampling). 560 for a batch of 512 (T1 §7.4)."""
+    """Trials launched per step (trials), oversampling. 560 for a batch of 512 (T1 §7.4)."""
 
     admitted: int = Field(gt=0)
-    """The first ``admitted`` trials to complete are kept; the tail is cancelled. 512 (T1 §7.4). Must equal
-    ``ppo.batch_size * ppo.samples_per_task``."""
+    """The first ``admitted`` trials to complete are kept (trials); the tail is cancelled. 512 (T1 §7.4). Must
+    equal ``ppo.batch_size * ppo.samples_per_task``."""
 
     per_node_cap: int = Field(default=70, gt=0)
-    """Concurrent sandboxes per auxiliary worker node. 35 at batch 256, 70-94 at batch 512 (T1 §7)."""
+    """Concurrent sandboxes per auxiliary worker node (trials). 35 at batch 256, 70-94 at batch 512 (T1 §7).
+    """
 
     creation_rate_per_s: float = Field(default=6.0, gt=0)
     """Sandbox creation token bucket refill rate (creations per second). 6 /s (T1 §7)."""
@@ -55,7 +56,7 @@ class RolloutSpec(Spec):
     Terminus-2 keeps 10,000 bytes (``shared/reference/harbor_tb.md``)."""
 
     concurrency: int = Field(gt=0)
-    """Trials in flight at once on this rollout worker (local runs); at scale bounded by ``per_node_cap``."""
+    """Trials in flight at once on this rollout worker (trials); at scale bounded by ``per_node_cap``."""
 
     @model_validator(mode="after")
     def _check(self) -> RolloutSpec:

@@ -24,7 +24,7 @@ class LocalSandbox(Spec):
     """Address-space limit per command (MiB, ``RLIMIT_AS``)."""
 
     max_processes: int = Field(default=128, gt=0)
-    """Process/thread limit inside the sandbox (``RLIMIT_NPROC``)."""
+    """Process and thread limit inside the sandbox (processes), ``RLIMIT_NPROC``."""
 
     disk_mb: int = Field(default=512, gt=0)
     """Largest file the sandbox may write (MiB, ``RLIMIT_FSIZE``) and the scratch-directory budget."""
@@ -40,13 +40,13 @@ class DockerSandbox(Spec):
     """Discriminator: Docker container."""
 
     cpus: float = Field(default=1.0, gt=0)
-    """CPU cores per container (``--cpus``)."""
+    """CPU cores per container (cores), Docker ``--cpus``."""
 
     memory_mb: int = Field(default=2048, gt=0)
     """Memory limit per container (MiB, ``--memory``)."""
 
     pids_limit: int = Field(default=512, gt=0)
-    """Process limit per container (``--pids-limit``)."""
+    """Process limit per container (processes), Docker ``--pids-limit``."""
 
     network: bool = False
     """Attach a network to the container; off by default."""
@@ -62,7 +62,7 @@ class DaytonaSandbox(Spec):
     """Discriminator: Daytona cloud sandbox."""
 
     cpus: int = Field(default=1, gt=0)
-    """vCPUs per sandbox. 1: "a single core" (T1 §7)."""
+    """CPUs per sandbox (vCPUs). 1: "a single core" (T1 §7)."""
 
     memory_gib: int = Field(default=2, gt=0)
     """Memory per sandbox (GiB). "A small memory allotment" (T1 §7); 2 GiB chosen."""
@@ -71,8 +71,8 @@ class DaytonaSandbox(Spec):
     """Disk per sandbox (GiB). 10 GiB as in evaluation (T1 §6)."""
 
     auto_stop_min: int = Field(default=90, ge=0)
-    """Daytona auto-stop interval (minutes of inactivity; 0 = never). 90 = the 5400 s remote deadline,
-    chosen."""
+    """Daytona auto-stop interval (minutes of inactivity; 0 = never). 90 = the 5400 s remote deadline, chosen.
+    """
 
     auto_delete_min: int = Field(default=0, ge=-1)
     """Daytona auto-delete interval after stop (minutes; 0 = delete at once on stop, -1 = never). 0: deferred

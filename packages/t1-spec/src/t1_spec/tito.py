@@ -19,13 +19,13 @@ class TitoSpec(Spec):
 
     repair: Literal["strict", "normalized", "retokenized"] = "retokenized"
     """Most permissive boundary repair tried before a split. ``strict``: only a bit-exact prefix T_i of
-    p_(i+1) extends the chunk; ``normalized``: also drop up to (s, u) tokens of p_i and a_i, minimising s + u;
-    ``retokenized``: also accept a re-encoded copy of a_i located by offset mapping. The paper uses all three
-    (T1 §4.1)."""
+    p_(i+1) extends the chunk; ``normalized``: also drop up to (s, u) tokens of p_i and a_i, minimising s +
+    u; ``retokenized``: also accept a re-encoded copy of a_i located by offset mapping. The paper uses all
+    three (T1 §4.1)."""
 
     normalize_max_s: int = Field(default=96, ge=0)
     """s bound of the normalized case: most tokens dropped from the prompt side p_i (tokens). 96 (T1 §4.1)."""
 
     normalize_max_u: int = Field(default=16, ge=0)
-    """u bound of the normalized case: most tokens dropped from the sampled side a_i (tokens). 16
-    (T1 §4.1)."""
+    """u bound of the normalized case: most tokens dropped from the sampled side a_i (tokens). 16 (T1 §4.1).
+    """
