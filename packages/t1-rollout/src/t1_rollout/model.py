@@ -18,6 +18,7 @@ __all__ = [
     "ModelSpecLike",
     "build_model",
     "hf_config_from_spec",
+    "logprob_vector",
     "num_real_tokens",
     "silence_kernel_fallback_warnings",
     "token_logprobs",
@@ -155,6 +156,30 @@ def build_model(
     return model.to(dtype=dtype).eval()
 
 
+def logprob_vector(
+    logits: torch.Tensor, temperature: float = 1.0, *, vocab_limit: int | None = None
+) -> torch.Tensor:
+    """``log_softmax(logits / temperature)`` over the real ids: the distribution `token_logprobs` reads.
+
+    Args:
+        logits: float ``[..., vocab]``.
+        temperature: >= 0; 0 (greedy) is scored at temperature 1, as SGLang does.
+        vocab_limit: keep ids ``< vocab_limit`` only; None = all.
+
+    Returns:
+        float32 ``[..., vocab_limit]`` log-probabilities.
+
+    Raises:
+        ValueError: negative temperature.
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature={temperature} must be >= 0")
+    if vocab_limit is not None:
+        logits = logits[..., :vocab_limit]
+    scale = 1.0 if temperature == 0 else temperature
+    return torch.log_softmax(logits.float() / scale, dim=-1)
+
+
 def token_logprobs(
     logits: torch.Tensor, ids: torch.Tensor, temperature: float = 1.0, *, vocab_limit: int | None = None
 ) -> torch.Tensor:
@@ -177,14 +202,9 @@ def token_logprobs(
     Raises:
         ValueError: negative temperature, or an id outside ``[0, vocab_limit)``.
     """
-    if temperature < 0:
-        raise ValueError(f"temperature={temperature} must be >= 0")
-    if vocab_limit is not None:
-        logits = logits[..., :vocab_limit]
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= logits.shape[-1]):
+    logp = logprob_vector(logits, temperature, vocab_limit=vocab_limit)
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= logp.shape[-1]):
         raise ValueError(
-            f"token ids must lie in [0, {logits.shape[-1]}); got [{int(ids.min())}, {int(ids.max())}]"
+            f"token ids must lie in [0, {logp.shape[-1]}); got [{int(ids.min())}, {int(ids.max())}]"
         )
-    scale = 1.0 if temperature == 0 else temperature
-    logp = torch.log_softmax(logits.float() / scale, dim=-1)
     return logp.gather(-1, ids.long().unsqueeze(-1)).squeeze(-1)

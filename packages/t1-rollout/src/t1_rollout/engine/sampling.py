@@ -5,9 +5,20 @@ from __future__ import annotations
 import torch
 
 from t1_rollout.engine.base import SamplingParams
-from t1_rollout.model import token_logprobs
+from t1_rollout.model import logprob_vector
 
-__all__ = ["sample_token"]
+__all__ = ["draw", "sample_token"]
+
+
+def draw(weights_v: torch.Tensor, generator: torch.Generator) -> int:
+    """Draws an index with probability proportional to ``weights_v`` (>= 0, not necessarily normalised).
+
+    Inverse CDF in float64 with one uniform from ``generator``; zero-weight ids are never drawn. About 2.5x
+    faster than `torch.multinomial` over Qwen3.5's 248k ids on one CPU thread.
+    """
+    cdf = torch.cumsum(weights_v.double(), dim=0)
+    u = torch.rand(1, generator=generator, dtype=torch.float64) * cdf[-1]
+    return int(torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1))
 
 
 def sample_token(
@@ -17,8 +28,8 @@ def sample_token(
 
     Ids ``>= vocab_limit`` (Qwen3.5's padded embedding rows) are never sampled. Top-k then top-p truncate the
     temperature-scaled distribution and the draw is renormalised over what is left; the REPORTED log-prob is
-    `token_logprobs` (temperature-scaled, untruncated, over the real ids), as SGLang reports it and as the
-    trainer recomputes it.
+    read from `t1_rollout.model.logprob_vector` (temperature-scaled, untruncated, over the real ids), which is
+    exactly what `token_logprobs` computes for the trainer, as SGLang reports it.
 
     Args:
         logits_v: float ``[vocab]`` logits of the last position.
@@ -29,20 +40,19 @@ def sample_token(
     Returns:
         ``(token_id, logprob)``.
     """
-    logits_v = logits_v[:vocab_limit].float()
+    logp = logprob_vector(logits_v, params.temperature, vocab_limit=vocab_limit)
     if params.temperature == 0:
-        token = int(torch.argmax(logits_v))
+        token = int(torch.argmax(logp))
     else:
-        scaled = logits_v / params.temperature
-        if params.top_k > 0 and params.top_k < scaled.shape[0]:
-            kth = torch.topk(scaled, params.top_k).values[-1]
-            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-        probs = torch.softmax(scaled, dim=-1)
+        weights = logp.exp()
+        if 0 < params.top_k < weights.shape[0]:
+            kth = torch.topk(logp, params.top_k).values[-1]
+            weights = weights.masked_fill(logp < kth, 0.0)
         if params.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
-            # Keep the smallest prefix whose mass reaches top_p (the first id is always kept).
-            drop_sorted = torch.cumsum(sorted_p, dim=-1) - sorted_p >= params.top_p
-            probs = probs.scatter(0, order, sorted_p.masked_fill(drop_sorted, 0.0))
-        token = int(torch.multinomial(probs.cpu(), 1, generator=generator))
-    logprob = float(token_logprobs(logits_v, torch.tensor(token), params.temperature))
-    return token, logprob
+            weights = weights / weights.sum()
+            sorted_w, order = torch.sort(weights, descending=True)
+            # Keep the smallest prefix whose mass reaches top_p (the most likely id is always kept).
+            drop = torch.cumsum(sorted_w, dim=-1) - sorted_w >= params.top_p
+            weights = weights.scatter(0, order, sorted_w.masked_fill(drop, 0.0))
+        token = draw(weights.cpu(), generator)
+    return token, float(logp[token])
