@@ -78,7 +78,7 @@ def count_assertions(tests_dir: Path) -> int:
 def _number(table: dict[str, Any], key: str, default: float, where: str) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise TaskError(f"{where}: field {key!r} must be a positive number of seconds, got {value!r}")
+        raise TaskError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
     return float(value)
 
 
@@ -90,6 +90,9 @@ def load_task(path: str | Path) -> Task:
 
     Returns:
         The ``Task``.
+
+    Fields are named by their dotted TOML path (``metadata.category``), without brackets, so that messages
+    survive rich markup on the command line.
 
     Raises:
         TaskError: a missing file or directory, unparsable TOML, or a field of the wrong type; the message
@@ -114,18 +117,18 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
     for section in ("metadata", "agent", "verifier", "environment"):
         if not isinstance(config.get(section, {}), dict):
-            raise TaskError(f"{toml_path}: [{section}] must be a table")
+            raise TaskError(f"{toml_path}: field {section} must be a table")
     meta = config.get("metadata", {})
     for key in ("category", "difficulty"):
         if not isinstance(meta.get(key), str) or not meta[key]:
-            raise TaskError(f"{toml_path}: field [metadata].{key} is missing or not a string")
+            raise TaskError(f"{toml_path}: field metadata.{key} is missing or not a string")
     if not isinstance(meta.get("tags", []), list):
-        raise TaskError(f"{toml_path}: field [metadata].tags must be a list of strings")
+        raise TaskError(f"{toml_path}: field metadata.tags must be a list of strings")
     agent_timeout = _number(
-        config.get("agent", {}), "timeout_sec", DEFAULT_AGENT_TIMEOUT_S, f"{toml_path} [agent]"
+        config.get("agent", {}), "timeout_sec", DEFAULT_AGENT_TIMEOUT_S, f"{toml_path}: field agent"
     )
     verifier_timeout = _number(
-        config.get("verifier", {}), "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, f"{toml_path} [verifier]"
+        config.get("verifier", {}), "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, f"{toml_path}: field verifier"
     )
     instruction = (root / "instruction.md").read_text(encoding="utf-8").strip()
     if not instruction:

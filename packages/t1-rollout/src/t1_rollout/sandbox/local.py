@@ -426,6 +426,8 @@ class LocalSandbox(Sandbox):
             SandboxTimeout: past ``timeout_s``.
             SandboxError: missing ``local``, a path that would shadow a system directory, or a failed unpack.
         """
+        if self._root is None or self._closed:
+            raise SandboxError("upload to a sandbox that is not started (call start) or already closed")
         local = Path(local)
         if not local.exists():
             raise SandboxError(f"upload: {local} does not exist")
