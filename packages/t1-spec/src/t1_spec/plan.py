@@ -16,10 +16,13 @@ from pydantic import Field, model_validator
 
 from t1_spec._base import Spec, Violation, raise_if
 
-DEFAULT_ALPHA = 34.0 * 3072
-"""Default activation bytes per token per layer: 34 * h with h = 3072 (Korthikanti et al. 2022, selective
-recompute with sequence parallelism, before the division by ``tp``). The paper measured its own alpha but
-does not state the value (T1 §7.1); t1-capacity calibrates it."""
+DEFAULT_ALPHA = 22.0 * 3072
+"""Default activation bytes per token per layer: 22 * h with h = 3072, i.e. Korthikanti et al. (2022)
+``sbh(10 + 24/t)`` at t = 2 (selective recompute). The paper measured its own alpha without stating the value
+(T1 §7.1); with the recurrent blocks not tensor-sharded, Eq. 21 reproduces both of the paper's findings at an
+84k wall (cp = 2 exceeds M with the logit buffer binding, cp = 4 fits) only for alpha between about 54.6k and
+82.2k bytes (at b0 = 3 GiB), and 22 * h = 67,584 sits near the middle. ``t1 plan calibrate`` fits it from
+measured peaks."""
 
 
 class PlanSpec(Spec):
@@ -71,7 +74,8 @@ class PlanSpec(Spec):
 
     alpha: float = Field(default=DEFAULT_ALPHA, gt=0)
     """alpha: activation bytes per token per layer in Eq. 21 (bytes); the paper measured it without stating
-    the value. Default 34 * 3072 = 104,448 B (Korthikanti et al. 2022 coefficient for h = 3072), chosen."""
+    the value. Default 22 * 3072 = 67,584 B (Korthikanti et al. 2022, selective recompute at t = 2), chosen so
+    that Eq. 21 reproduces the paper's binding logit buffer at kappa = 2."""
 
     b0_gib: float = Field(default=3.0, ge=0)
     """b0: constant allocator residue per device (GiB), "a few percent of M" (T1 §7.1); default 3 GiB, chosen.
