@@ -144,10 +144,12 @@ async def collect_batch(
             return await run_one(task, record)
 
     pending = {asyncio.create_task(guarded(t, r)): r for t, r in zip(tasks, records, strict=True)}
+    launch_order = {fut: i for i, fut in enumerate(pending)}
     try:
         while pending and len(result.admitted) < config.admitted:
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
+            # Trials that complete in the same wake-up are taken in launch order, so admission is deterministic.
+            for fut in sorted(done, key=launch_order.__getitem__):
                 record = pending.pop(fut)
                 exc = fut.exception()
                 if exc is not None:
