@@ -189,3 +189,9 @@ async def test_bad_requests_are_refused_before_any_work(engine):
         await engine.generate(PROMPT, SamplingParams(), routed_experts_start_len=len(PROMPT) + 1)
     with pytest.raises(ValueError, match="max_new_tokens"):
         SamplingParams(max_new_tokens=0)
+
+
+def test_model_without_full_attention_layer_is_refused_clearly():
+    spec = SimpleNamespace(**{**vars(SPEC), "num_layers": 2, "vocab_size": 512})  # 2 < interval 4
+    with pytest.raises(ValueError, match="at least one full-attention layer"):
+        EmbeddedEngine.from_spec(spec, seed=0)

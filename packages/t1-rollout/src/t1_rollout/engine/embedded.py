@@ -81,6 +81,12 @@ class EmbeddedEngine:
         self.device = torch.device(device)
         self.weight_version = weight_version
         config = model.config
+        if "full_attention" not in getattr(config, "layer_types", ["full_attention"]):
+            raise ValueError(
+                "the embedded engine needs at least one full-attention layer (num_layers >= "
+                "full_attention_interval): transformers' cache of linear-attention layers alone cannot "
+                "report its length, so cached decoding fails"
+            )
         self.vocab_size: int = config.vocab_size
         self.vocab_limit = num_real_tokens(config.vocab_size)
         self.max_positions: int = config.max_position_embeddings
