@@ -324,3 +324,52 @@ async def test_ctrl_c_interrupts_and_exit_makes_the_shell_dead(tmp_path):
         assert not shell.alive
         with pytest.raises(SandboxError, match="dead"):
             await shell.send("echo\n", duration_s=1, max_wait_s=1)
+
+
+# ---------------------------------------------------------------- Ctrl-C, spec
+
+
+CTRL_C_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from t1_rollout.sandbox.local import LocalSandbox
+
+async def main():
+    env = Path(sys.argv[1])
+    async with LocalSandbox() as sb:
+        await sb.start(env, timeout_s=30)
+        shell = await sb.open_shell()
+        await shell.send("sleep 600 &\\n", duration_s=0.3, max_wait_s=2)
+        print(sb.uid, sb.host_root, flush=True)
+        await sb.exec("sleep 600", timeout_s=900)
+
+asyncio.run(main())
+"""
+
+
+def test_sandbox_is_reclaimed_on_ctrl_c(tmp_path):
+    import signal
+    import subprocess
+
+    script = tmp_path / "trial.py"
+    script.write_text(CTRL_C_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(_env(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    uid_text, root = proc.stdout.readline().split()
+    uid = int(uid_text)
+    time.sleep(0.3)
+    assert pids_of_uid(uid), "the sandbox should be running"
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    assert pids_of_uid(uid) == [] and not Path(root).exists()
+
+
+def test_from_spec_reads_the_t1_spec_fields():
+    t1_spec = pytest.importorskip("t1_spec")
+    spec = t1_spec.sandbox.LocalSandbox(cpu_time_s=7, memory_mb=300, max_processes=9, disk_mb=5)
+    sb = LocalSandbox.from_spec(spec)
+    assert (sb.cpu_time_s, sb.memory_mb, sb.max_processes, sb.disk_mb, sb.network) == (7, 300, 9, 5, False)

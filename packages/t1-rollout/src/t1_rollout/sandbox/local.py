@@ -39,7 +39,6 @@ import tarfile
 import tempfile
 import termios
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from io import BytesIO
 from pathlib import Path, PurePosixPath
@@ -69,7 +68,7 @@ DEFAULT_ENV = {
 }
 # Paths the sandbox never lets a mount, upload or WORKDIR shadow.
 _SYSTEM = ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/proc", "/dev", "/opt/t1-verifier")
-_LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+_LIVE: set[LocalSandbox] = set()  # strong references: an unclosed sandbox is still reclaimed at exit
 
 
 @atexit.register
@@ -97,6 +96,8 @@ class LocalSandbox(Sandbox):
         memory_mb: ``RLIMIT_AS`` per process, MiB of address space.
         max_processes: ``RLIMIT_NPROC``: processes and threads of the whole sandbox (one host uid).
         disk_mb: ``RLIMIT_FSIZE``: the largest file a process may write, MiB (not a quota on the total).
+        network: share the host's network namespace (off: only a down loopback, the default and the
+            isolation this sandbox promises).
         work_dir: host directory under which the sandbox's directories are created (default: the temp dir).
         extra_env: variables added to every exec and the shell.
 
@@ -111,6 +112,7 @@ class LocalSandbox(Sandbox):
         memory_mb: int = 2048,
         max_processes: int = 256,
         disk_mb: int = 1024,
+        network: bool = False,
         work_dir: Path | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
@@ -120,6 +122,7 @@ class LocalSandbox(Sandbox):
         self.memory_mb = int(memory_mb)
         self.max_processes = int(max_processes)
         self.disk_mb = int(disk_mb)
+        self.network = bool(network)
         self._work_dir = work_dir
         self._extra_env = dict(extra_env or {})
         self._slot: UidSlot | None = None
@@ -134,12 +137,9 @@ class LocalSandbox(Sandbox):
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> LocalSandbox:
-        """Build from a ``t1_spec`` LocalSandbox spec (``cpu_time_s, memory_mb, max_processes, disk_mb``)."""
-        kwargs = {
-            k: getattr(spec, k)
-            for k in ("cpu_time_s", "memory_mb", "max_processes", "disk_mb")
-            if hasattr(spec, k)
-        }
+        """Build from a ``t1_spec.LocalSandbox`` (cpu_time_s, memory_mb, max_processes, disk_mb, network)."""
+        names = ("cpu_time_s", "memory_mb", "max_processes", "disk_mb", "network")
+        kwargs = {k: getattr(spec, k) for k in names if hasattr(spec, k)}
         return cls(**(kwargs | overrides))
 
     # ------------------------------------------------------------------ properties
@@ -170,7 +170,10 @@ class LocalSandbox(Sandbox):
         bwrap_path()
         self._slot = acquire_uid_slot()
         _LIVE.add(self)
-        self._root = Path(tempfile.mkdtemp(prefix=f"t1-sbx-{self._slot.uid}-", dir=self._work_dir))
+        parent = Path(self._work_dir or tempfile.gettempdir())
+        for stale in parent.glob(f"t1-sbx-{self._slot.uid}-*"):  # left by a process killed with SIGKILL
+            shutil.rmtree(stale, ignore_errors=True)
+        self._root = Path(tempfile.mkdtemp(prefix=f"t1-sbx-{self._slot.uid}-", dir=parent))
         os.chown(self._root, self._slot.uid, self._slot.uid)
         os.chmod(self._root, 0o700)
         for inner in ("/tmp", "/logs", "/home/agent"):
@@ -242,6 +245,8 @@ class LocalSandbox(Sandbox):
                 argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
             elif os.path.isdir(f"/{link}"):
                 argv += ["--ro-bind", f"/{link}", f"/{link}"]
+        if self.network:
+            argv.append("--share-net")
         if new_session:
             argv.append("--new-session")  # no controlling terminal to inject keystrokes into (TIOCSTI)
         for host, inner in tc.binds:
