@@ -5,7 +5,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from t1_trainer import torch_backend
+from t1_trainer import logprobs
 from t1_trainer.config import PpoHyperparams
 from t1_trainer.step import critic_warmup, ppo_step
 from t1_trainer.torch_backend import TorchBackend
@@ -98,7 +98,7 @@ def test_chunked_logprobs_equal_one_shot(tiny_spec, batch, monkeypatch):
 
     be = _backend(tiny_spec, PpoHyperparams(routing_replay=False))
     s = batch[0]
-    monkeypatch.setattr(torch_backend, "LOGIT_CHUNK", 5)
+    monkeypatch.setattr(logprobs, "LOGIT_CHUNK", 5)
     chunked = be.actor_logprobs(s)
     ids = torch.as_tensor(s.token_ids, dtype=torch.long)
     pos = torch.nonzero(torch.as_tensor(s.loss_mask)).flatten()

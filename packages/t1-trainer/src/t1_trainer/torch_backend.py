@@ -7,7 +7,7 @@ recorded experts (T1 §4.3, R3); the critic never replays routing (T1 appendix: 
 
 Memory: the vocabulary is 248,320, so fp32 logits cost about 1 MB per token. Log-probs are computed only at
 loss positions, in chunks of `LOGIT_CHUNK` rows whose logits are recomputed in the backward pass
-(activation checkpointing of the LM head), so a sample's logit memory is one chunk (~250 MB), not T MB.
+(`t1_trainer.logprobs`), so a sample's logit memory is one chunk (~250 MB), not T MB.
 """
 
 from __future__ import annotations
@@ -21,18 +21,15 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from t1_trainer.algorithms import ppo_policy_loss, value_loss
 from t1_trainer.config import PpoHyperparams
 from t1_trainer.errors import TrainerConfigError
+from t1_trainer.logprobs import LOGIT_CHUNK, lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 from t1_trainer.weights import save_weights
 
 __all__ = ["LOGIT_CHUNK", "Critic", "TorchBackend", "TrainerBackend", "save_weights"]
-
-LOGIT_CHUNK = 256
-"""Loss positions whose logits are materialised at once: 256 x 248,320 x 4 B = 254 MB in fp32."""
 
 
 @runtime_checkable
@@ -91,13 +88,6 @@ class Critic(nn.Module):
         hidden = self.body(input_ids=token_ids[None, :-1], use_cache=False).last_hidden_state[0]
         v = self.value_head(hidden).squeeze(-1).float()
         return torch.cat([v.new_zeros(1), v])
-
-
-def _token_logprobs_fn() -> Any:
-    # The exact log-prob the engine reports (same function, same vocabulary limit): T1 §4.4 compares the two.
-    from t1_rollout.model import token_logprobs
-
-    return token_logprobs
 
 
 class TorchBackend:
@@ -262,30 +252,21 @@ class TorchBackend:
         """Log-probs of the sample's loss tokens under the current actor, ``[n_loss]`` float32, with grad.
 
         Scored exactly as the engine scores them (`t1_rollout.model.token_logprobs`, same temperature, same
-        vocabulary limit), in chunks of `LOGIT_CHUNK` rows recomputed in backward. Routing is whatever the
+        vocabulary limit), through `t1_trainer.logprobs.lm_head_logprobs` (chunked, logits recomputed in the
+        backward, so memory does not grow with the vocabulary x length). Routing is whatever the
         caller set: live, or replayed when called inside `t1_r3.replay_routing` (run ``backward`` inside it).
         """
         ids = _ids(sample, self.device)
-        mask = _mask(sample, self.device).bool()
-        pos = torch.nonzero(mask).flatten()  # loss positions j >= 1
+        pos = torch.nonzero(_mask(sample, self.device)).flatten()  # loss positions j >= 1
         hidden = self.actor.model(input_ids=ids[None, :], use_cache=False).last_hidden_state[0]
-        h_sel = hidden[pos - 1]  # the state before token j scores token j
-        targets = ids[pos]
-        token_logprobs = _token_logprobs_fn()
-        lm_head = self.actor.lm_head
-        temperature, vocab_limit = self.temperature, self.vocab_limit
-
-        def score(h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-            return token_logprobs(lm_head(h), t, temperature, vocab_limit=vocab_limit)
-
-        parts = []
-        for a in range(0, h_sel.shape[0], LOGIT_CHUNK):
-            h, t = h_sel[a : a + LOGIT_CHUNK], targets[a : a + LOGIT_CHUNK]
-            if torch.is_grad_enabled():
-                parts.append(checkpoint(score, h, t, use_reentrant=False))
-            else:
-                parts.append(score(h, t))
-        return torch.cat(parts) if parts else hidden.new_zeros(0)
+        # the state before token j scores token j
+        return lm_head_logprobs(
+            hidden[pos - 1],
+            self.actor.lm_head.weight,
+            ids[pos],
+            temperature=self.temperature,
+            vocab_limit=self.vocab_limit,
+        )
 
     def _replay(self, sample: TrainSample) -> Any:
         if not self.hp.routing_replay:
