@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -31,9 +32,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from t1_rollout.engine.base import SamplingParams
 
 from t1.run_dir import RunDir
+from t1_rollout.engine.base import SamplingParams
 from t1_rollout.harness import HarnessConfig
 from t1_rollout.scheduler import BatchResult, SchedulerConfig, collect_batch
 from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
@@ -181,7 +182,18 @@ class Trainer:
     def __init__(self, recipe: Recipe, resolved: dict[str, Any], console: Console | None = None) -> None:
         self.recipe = recipe
         self.resolved = resolved
-        self.console = console or Console()
+        # Logs piped to a file keep a wide table instead of rich's 80-column fallback.
+        self.console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+        if recipe.tito.repair != "strict":
+            raise NotImplementedError(
+                f"tito.repair '{recipe.tito.repair}' is not built yet: t1_tito stitches the strict case and "
+                "splits every other boundary into a new chunk; set tito.repair: strict"
+            )
+        if recipe.ppo.samples_per_task != 1:
+            raise NotImplementedError(
+                f"ppo.samples_per_task={recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not "
+                "built into the embedded loop yet; the paper's PPO uses one sample per task (T1 §5.2)"
+            )
         for section, kind, supported in (
             ("engine", recipe.engine.kind, "embedded"),
             ("sandbox", recipe.sandbox.kind, "local"),
@@ -197,18 +209,17 @@ class Trainer:
         """Create the run directory, tokenizer, engine, trainer backend, pool and sandbox factory."""
         # Heavy imports stay here so `t1 --help` and recipe verbs start fast.
         from t1_rollout.engine.embedded import EmbeddedEngine
-        from t1_rollout.sandbox.local import LocalSandbox
-        from t1_trainer.torch_backend import TorchBackend
-
         from t1_rollout.model import build_model
+        from t1_rollout.sandbox.local import LocalSandbox
         from t1_tasks import load_pool
         from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+        from t1_trainer.torch_backend import TorchBackend
 
         r = self.recipe
         self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
         self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
         model = build_model(r.model, seed=r.seed)
-        self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device)
+        self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device, seed=r.seed)
         self.backend = TorchBackend(
             model_spec=r.model,
             ppo_spec=r.ppo,
@@ -218,13 +229,10 @@ class Trainer:
             temperature=r.engine.sampling.temperature,
         )
         self.pool = load_pool(r.pool.source, limit=r.pool.limit)
-        sandbox_spec = r.sandbox
-        self.sandbox_factory: Callable[[], Any] = lambda: LocalSandbox(
-            cpu_time_s=sandbox_spec.cpu_time_s,
-            memory_mb=sandbox_spec.memory_mb,
-            max_processes=sandbox_spec.max_processes,
-            disk_mb=sandbox_spec.disk_mb,
-        )
+        warm = r.critic_warmup.pool or r.pool
+        self.warmup_pool = self.pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
+        self.warmup_seed = warm.shuffle_seed
+        self.sandbox_factory: Callable[[], Any] = lambda: LocalSandbox.from_spec(r.sandbox)
         ro = r.rollout
         s = r.engine.sampling
         self.sampling = SamplingParams(
@@ -253,6 +261,13 @@ class Trainer:
             creation_quota_per_min=ro.creation_quota_per_min,
         )
 
+    def planned_steps(self) -> int:
+        """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer."""
+        r = self.recipe
+        per_epoch = -(-len(self.pool) * r.ppo.samples_per_task // r.rollout.admitted)
+        by_epochs = per_epoch * r.ppo.epochs
+        return by_epochs if r.ppo.steps is None else min(r.ppo.steps, by_epochs)
+
     async def _rollout(self, tasks: list[Task], label: str) -> BatchResult:
         """Collect one oversampled batch and write every trial's record."""
 
@@ -272,9 +287,10 @@ class Trainer:
             reward = "-" if rec.reward is None or rec.reward.value is None else f"{rec.reward.value:.3f}"
             turns = len(rec.episode.turns) if rec.episode else 0
             self.console.print(
-                f"  [dim]{label}[/] {rec.trial_id:<40} {rec.status:<9} reward {reward:>6}  turns {turns}"
+                f"  [dim]{label}[/] {rec.trial_id:<36} {rec.status:<9} reward {reward:>6} turns {turns}"
                 + (f"  [red]{rec.cause}[/]" if rec.status == "failed" else ""),
                 highlight=False,
+                soft_wrap=True,
             )
             return rec
 
@@ -290,7 +306,7 @@ class Trainer:
             The :class:`RunSummary`.
         """
         from t1_trainer.step import critic_warmup_step, ppo_step
-        from t1_trainer.torch_backend import save_weights
+        from t1_trainer.weights import save_weights
 
         t_total = time.monotonic()
         t0 = time.monotonic()
@@ -298,8 +314,9 @@ class Trainer:
         summary = RunSummary(run_dir=self.run.root)
         summary.wall_s["setup"] = time.monotonic() - t0
         r = self.recipe
+        steps = self.planned_steps()
         self.console.print(
-            f"[bold]t1 train[/] {r.name}: {len(self.pool)} tasks, {r.ppo.steps} steps, "
+            f"[bold]t1 train[/] {r.name}: {len(self.pool)} tasks, {steps} steps, "
             f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.run.root}"
         )
         stream = task_stream(self.pool, r.pool.shuffle_seed)
@@ -308,10 +325,12 @@ class Trainer:
             summary.wall_s[key] = 0.0
 
         if r.critic_warmup.enabled:
-            warm_steps = -(-len(self.pool) * r.critic_warmup.epochs // r.rollout.admitted)
+            # One epoch = enough admitted trials to cover the warm-up pool once (T1 §4.5).
+            warm_steps = -(-len(self.warmup_pool) * r.critic_warmup.epochs // r.rollout.admitted)
+            warm_stream = task_stream(self.warmup_pool, self.warmup_seed)
             for w in range(warm_steps):
                 t0 = time.monotonic()
-                tasks = [next(stream)[1] for _ in range(r.rollout.launched)]
+                tasks = [next(warm_stream)[1] for _ in range(r.rollout.launched)]
                 batch = asyncio.run(self._rollout(tasks, f"warmup-{w:04d}"))
                 samples = [s for rec in batch.admitted for s in rec.samples]
                 train_metrics = critic_warmup_step(self.backend, samples, r.ppo) if samples else {}
