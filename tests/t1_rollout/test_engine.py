@@ -195,3 +195,22 @@ def test_model_without_full_attention_layer_is_refused_clearly():
     spec = SimpleNamespace(**{**vars(SPEC), "num_layers": 2, "vocab_size": 512})  # 2 < interval 4
     with pytest.raises(ValueError, match="at least one full-attention layer"):
         EmbeddedEngine.from_spec(spec, seed=0)
+
+
+async def test_two_turn_trajectory_replays_to_the_sampler_logprobs():
+    # The stitched stream (turn-1 rows + turn-2 patch) replayed over prompt2 + output2 gives back both turns'
+    # rollout log-probs: the trainer's view equals the sampler's (T1 §4.2, §4.4).
+    eng = fresh()
+    p = SamplingParams(temperature=1.0, max_new_tokens=6, seed=4)
+    t1 = await eng.generate(PROMPT, p)
+    prompt2 = PROMPT + t1.output_ids + [198, 248045, 872, 198, 13]
+    t2 = await eng.generate(prompt2, p, routed_experts_start_len=len(PROMPT) + len(t1.output_ids) - 1)
+    tokens = prompt2 + t2.output_ids
+    routing = np.concatenate([t1.routed_experts, t2.routed_experts])
+    with torch.no_grad(), replay_routing(eng.model, routing):
+        logits = eng.model(torch.tensor([tokens])).logits[0]
+    logp = token_logprobs(logits[:-1], torch.tensor(tokens[1:]), 1.0, vocab_limit=eng.vocab_limit)
+    turn1 = logp[len(PROMPT) - 1 : len(PROMPT) - 1 + len(t1.output_ids)]
+    turn2 = logp[len(prompt2) - 1 :]
+    np.testing.assert_allclose(turn1.numpy(), t1.output_logprobs, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(turn2.numpy(), t2.output_logprobs, atol=1e-5, rtol=0)
