@@ -373,3 +373,28 @@ def test_from_spec_reads_the_t1_spec_fields():
     spec = t1_spec.sandbox.LocalSandbox(cpu_time_s=7, memory_mb=300, max_processes=9, disk_mb=5)
     sb = LocalSandbox.from_spec(spec)
     assert (sb.cpu_time_s, sb.memory_mb, sb.max_processes, sb.disk_mb, sb.network) == (7, 300, 9, 5, False)
+
+
+def _commands(uid: int) -> list[str]:
+    return [Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids_of_uid(uid)]
+
+
+async def test_tmux_key_name_c_c_interrupts(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        await shell.send("sleep 100\n", duration_s=0.3, max_wait_s=2)
+        assert "sleep" in _commands(sb.uid)
+        out = await shell.send("C-c", duration_s=5, max_wait_s=5)
+        assert "^C" in out and shell.alive
+        assert "sleep" not in _commands(sb.uid)
+
+
+async def test_output_floods_are_bounded(tmp_path):
+    async with await _started(tmp_path) as sb:
+        r = await sb.exec("head -c 20000000 /dev/zero | tr '\\0' x", timeout_s=30)
+        assert r.ok and len(r.stdout) < 9 * 1024 * 1024 and "bytes omitted" in r.stdout
+        shell = await sb.open_shell()
+        out = await shell.send(
+            "head -c 6000000 /dev/zero | tr '\\0' y; echo; echo END\n", duration_s=10, max_wait_s=10
+        )
+        assert len(out) <= shell.MAX_UNREAD + 200 and "bytes omitted" in out and out.rstrip().endswith("$")

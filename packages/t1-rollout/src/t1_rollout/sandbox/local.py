@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import codecs
 import contextlib
 import fcntl
 import os
@@ -55,7 +56,7 @@ from t1_rollout.sandbox.base import (
 )
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
 
-__all__ = ["LocalSandbox", "LocalShell"]
+__all__ = ["LocalSandbox", "LocalShell", "translate_keys"]
 
 INNER_UID = 1000
 DEFAULT_TASK_ROOT = "/app"
@@ -368,6 +369,8 @@ class LocalSandbox(Sandbox):
     ) -> ExecResult:
         """Run ``bash -c command`` in a fresh pid namespace over the sandbox's files.
 
+        Each of stdout and stderr keeps its first 8 MiB; the rest is drained and counted in a marker line.
+
         Args:
             command: a bash command line.
             timeout_s: wall-clock deadline in seconds; on expiry the process group is SIGKILLed.
@@ -396,18 +399,20 @@ class LocalSandbox(Sandbox):
         )
         self._procs.add(proc)
         try:
-            comm = asyncio.ensure_future(proc.communicate(stdin))
+            comm = asyncio.ensure_future(
+                asyncio.gather(_feed(proc, stdin), _drain(proc.stdout), _drain(proc.stderr), proc.wait())
+            )
             done, _ = await asyncio.wait({comm}, timeout=timeout_s)
             timed_out = not done
             if timed_out:
                 _killpg(proc.pid)
                 try:
-                    out, err = await asyncio.wait_for(comm, timeout=5)
+                    _, out, err, _ = await asyncio.wait_for(comm, timeout=5)
                 except TimeoutError:
                     comm.cancel()
                     out, err = b"", b""
             else:
-                out, err = comm.result()
+                _, out, err, _ = comm.result()
             return ExecResult(
                 stdout=out.decode("utf-8", "replace"),
                 stderr=err.decode("utf-8", "replace"),
@@ -569,6 +574,33 @@ class LocalSandbox(Sandbox):
         _LIVE.discard(self)
 
 
+MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    if proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            proc.stdin.write(data)
+            await proc.stdin.drain()
+        proc.stdin.close()
+
+
+async def _drain(stream: asyncio.StreamReader | None, cap: int = MAX_EXEC_OUTPUT) -> bytes:
+    kept = bytearray()
+    omitted = 0
+    if stream is None:
+        return b""
+    while chunk := await stream.read(65536):
+        room = cap - len(kept)
+        kept += chunk[: max(room, 0)]
+        omitted += max(len(chunk) - max(room, 0), 0)
+    if omitted:
+        kept += f"\n[... {omitted} bytes omitted: output over {cap} bytes ...]\n".encode()
+    return bytes(kept)
+
+
 def _regular_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     # Links are dropped (a link made in the sandbox must not make the host read or write elsewhere); the rest
     # goes through tarfile's "data" filter (no absolute paths, no device files, no setuid bits).
@@ -592,6 +624,22 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+# tmux key names that Terminus-style agents send as whole keystrokes (harbor_tb.md §3)
+_KEY_NAMES = {"Enter": "\n", "Escape": "\x1b", "Tab": "\t", "BSpace": "\x7f", "Space": " "}
+
+
+def translate_keys(keystrokes: str) -> str:
+    """Map a whole-keystroke tmux key name (``C-c``, ``Enter``, ``Escape``) to its bytes; else verbatim."""
+    if (
+        len(keystrokes) == 3
+        and keystrokes.startswith("C-")
+        and keystrokes[2].isascii()
+        and keystrokes[2].isalpha()
+    ):
+        return chr(ord(keystrokes[2].lower()) - ord("a") + 1)
+    return _KEY_NAMES.get(keystrokes, keystrokes)
+
+
 class LocalShell(Shell):
     r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
 
@@ -601,16 +649,18 @@ class LocalShell(Shell):
     """
 
     _POLL_S = 0.03
+    MAX_UNREAD = 2 * 1024 * 1024  # bytes of unread output kept between two sends
 
     def __init__(self, proc: asyncio.subprocess.Process, master: int, slave: int) -> None:
         self._proc = proc
         self._master = master
         self._slave = slave
         self._buf = bytearray()
-        self._sent_upto = 0
+        self._omitted = 0
+        self._cut_at = 0
         self._bash_pid: int | None = None
         self._closed = False
-        self._decoder_tail = b""
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # keeps a split character
         asyncio.get_running_loop().add_reader(master, self._on_readable)
 
     @classmethod
@@ -637,12 +687,20 @@ class LocalShell(Shell):
         return shell
 
     def _on_readable(self) -> None:
+        # Bounded per call so that a flood (`yes`) cannot starve the event loop; unread output keeps its first
+        # and last MAX_UNREAD / 2 bytes.
         try:
-            while True:
+            for _ in range(16):
                 data = os.read(self._master, 65536)
                 if not data:
                     break
                 self._buf += data
+                if len(self._buf) > self.MAX_UNREAD:
+                    half = self.MAX_UNREAD // 2
+                    cut = len(self._buf) - self.MAX_UNREAD
+                    self._omitted += cut
+                    del self._buf[half : half + cut]
+                    self._cut_at = half
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:  # EIO: the other side is gone
@@ -701,7 +759,7 @@ class LocalShell(Shell):
         started = time.monotonic()
         end = started + max(0.0, min(duration_s, max_wait_s))
         if keystrokes:
-            data = keystrokes.encode()
+            data = translate_keys(keystrokes).encode()
             while data:
                 try:
                     n = os.write(self._master, data)
@@ -717,9 +775,13 @@ class LocalShell(Shell):
             await asyncio.sleep(self._POLL_S)
         await asyncio.sleep(0)  # let the reader drain what is pending
         self._on_readable()
-        new = bytes(self._buf[self._sent_upto :])
-        self._sent_upto = len(self._buf)
-        return new.replace(b"\r\n", b"\n").decode("utf-8", "replace")
+        new = bytes(self._buf)
+        if self._omitted:
+            marker = f"\n[... {self._omitted} bytes omitted ...]\n".encode()
+            new = new[: self._cut_at] + marker + new[self._cut_at :]
+        self._buf.clear()
+        self._omitted = 0
+        return self._decoder.decode(new).replace("\r\n", "\n")
 
     def _kill(self) -> None:
         if self._closed:
