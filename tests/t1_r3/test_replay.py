@@ -161,3 +161,28 @@ def test_batched_replay_is_not_built(model, ids):
     routing = np.tile(np.array([0, 1], dtype=np.int32), (ids.shape[1] - 1, 4, 1))
     with replay_routing(model, routing), pytest.raises(NotImplementedError, match="batched"):
         model(ids.repeat(2, 1))
+
+
+def test_activation_recomputation_replays_the_same_routing(make_model, ids):
+    # With gradient checkpointing, routers run again in backward; inside the context they replay the record,
+    # so the gradient equals the one without recomputation.
+    grads = []
+    for checkpointing in (False, True):
+        model = make_model(seed=5)
+        with capture_routing(model) as rec, torch.no_grad():
+            model(ids)
+        routing = rec.rows()[: ids.shape[1] - 1]
+        with torch.no_grad():  # move the router so live routing would differ from the record
+            for r in moe_routers(model):
+                r.weight.mul_(-1.0)
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        calls: list[int] = []
+        hd = moe_routers(model)[0].register_forward_hook(lambda m, a, out, calls=calls: calls.append(1))
+        with replay_routing(model, routing):
+            model(ids, use_cache=False).logits[:, :-1].logsumexp(-1).sum().backward()
+        hd.remove()
+        assert len(calls) == (2 if checkpointing else 1)  # the router really ran again in backward
+        grads.append(moe_routers(model)[0].weight.grad.clone())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6)
