@@ -399,7 +399,7 @@ class Trainer:
                 f"[bold]step {step + 1}/{r.ppo.steps}[/] done in {row['wall_s']['step']:.1f} s"
             )
 
-        save_weights(self.backend, self.run.weights_dir)
+        save_weights(self.backend, self.run.root)
         summary.wall_s["total"] = time.monotonic() - t_total
         self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.run.root}")
         return summary
