@@ -37,8 +37,30 @@ async def test_tests_are_absent_until_the_verifier_runs(csv_task, tmp_path):
         assert (await sb.exec("test -e /tests", timeout_s=10)).exit_code == 1
         await run_verifier(sb, csv_task, timeout_s=60, out_dir=tmp_path / "v")
         assert (await sb.exec("test -f /tests/test_outputs.py", timeout_s=10)).exit_code == 0
-        out = await shell.send("ls /tests/\n", duration_s=2, max_wait_s=5)
-        assert "No such file or directory" in out
+        assert not shell.alive, "the agent's shell outlived the start of the verifier"
+
+
+async def test_a_report_forged_by_the_agent_is_not_read(csv_task, tmp_path):
+    forged_ctrf = {
+        "results": {
+            "tool": {"name": "pytest"},
+            "summary": {},
+            "tests": [{"name": f"t{i}", "status": "passed", "duration": 1} for i in range(4)],
+        }
+    }
+    async with LocalSandbox() as sb:
+        await sb.start(csv_task.environment_dir, timeout_s=60)
+        shell = await sb.open_shell()
+        forge = (
+            f"mkdir -p /logs/verifier; echo '{json.dumps(forged_ctrf)}' > /tmp/c.json; "
+            "(while :; do cp /tmp/c.json /logs/verifier/ctrf.json; echo '{\"reward\": 1.0}' "
+            "> /logs/verifier/reward.json; sleep 0.05; done) &\n"
+        )
+        await shell.send(forge, duration_s=0.5, max_wait_s=2)
+        run = await run_verifier(sb, csv_task, timeout_s=60, out_dir=tmp_path / "v")
+    report = read_report(run.out_dir)
+    assert report.total == csv_task.n_assertions and report.passed < report.total
+    assert json.loads((run.out_dir / "reward.json").read_text()) == {"reward": 0.0}
 
 
 async def test_oracle_passes_every_assertion_and_do_nothing_does_not(csv_task, tmp_path):

@@ -60,7 +60,9 @@ class VerifierRun:
 async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, out_dir: Path) -> VerifierRun:
     """Upload ``task.tests_dir`` to ``/tests``, run ``bash /tests/test.sh``, download ``/logs/verifier/``.
 
-    Call it only after the agent has finished: the tests are not in the sandbox before this call. The verifier
+    Call it only after the agent has finished: the tests are not in the sandbox before this call, and the call
+    first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running are
+    killed) and empties ``/logs/verifier`` so that no agent-written report is read. The verifier
     toolchain (``sandbox.verifier_env()``: python3 with pytest and pytest-json-ctrf) is put on PATH for this
     exec only. ``test.sh``'s stdout and stderr are also saved as ``test-stdout.txt`` in ``out_dir``.
 
@@ -81,9 +83,11 @@ async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, o
     tail = ""
     error: str | None = None
     try:
+        await sandbox.stop_agent()
         await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=max(1.0, min(60.0, timeout_s)))
+        # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
         result = await sandbox.exec(
-            f"mkdir -p {VERIFIER_LOG_DIR} && bash {TESTS_DIR}/test.sh",
+            f"rm -rf {VERIFIER_LOG_DIR} && mkdir -p {VERIFIER_LOG_DIR} && bash {TESTS_DIR}/test.sh",
             timeout_s=timeout_s,
             cwd=TESTS_DIR,
             env=sandbox.verifier_env(),

@@ -136,6 +136,13 @@ class Sandbox(abc.ABC):
     async def close(self) -> None:
         """Kill every process of the sandbox and delete its files; idempotent."""
 
+    async def stop_agent(self) -> None:  # noqa: B027 - an optional hook, not abstract
+        """End the agent phase: kill the persistent shell and everything the agent left running.
+
+        Called by the verifier run before the tests are uploaded, so nothing of the agent can touch the tests
+        or the verifier's output. The default does nothing (for backends without a persistent shell).
+        """
+
     def verifier_env(self) -> dict[str, str]:
         """Environment variables that put the verifier toolchain (python3 with pytest) on PATH for ``exec``.
 

@@ -278,6 +278,8 @@ class LocalSandbox(Sandbox):
             SandboxError: a COPY source is missing or a RUN step exited non-zero (its output is in the
                 message).
         """
+        if self._root is not None or self._closed:
+            raise SandboxError("start was already called on this sandbox; use one sandbox per trial")
         environment_dir = Path(environment_dir)
         dockerfile = environment_dir / "Dockerfile"
         if not dockerfile.is_file():
@@ -542,6 +544,16 @@ class LocalSandbox(Sandbox):
         )
         self._shell = await LocalShell.spawn(argv, self._preexec(controlling_tty=True), timeout_s=timeout_s)
         return self._shell
+
+    async def stop_agent(self) -> None:
+        """Kill the persistent shell and every process of this sandbox (all of them are the agent's here)."""
+        shell = self._shell
+        if shell is not None:
+            await shell.close()
+        for proc in list(self._procs):
+            _killpg(proc.pid)
+        if self._slot is not None:
+            await asyncio.to_thread(kill_uid, self._slot.uid)
 
     async def close(self) -> None:
         """Kill every process of this sandbox (shell, execs, their children) and delete its directories.
