@@ -214,3 +214,17 @@ async def test_two_turn_trajectory_replays_to_the_sampler_logprobs():
     turn2 = logp[len(prompt2) - 1 :]
     np.testing.assert_allclose(turn1.numpy(), t1.output_logprobs, atol=1e-5, rtol=0)
     np.testing.assert_allclose(turn2.numpy(), t2.output_logprobs, atol=1e-5, rtol=0)
+
+
+async def test_request_cancelled_during_pause_never_runs():
+    eng = fresh()
+    eng.pause()
+    task = asyncio.create_task(eng.generate(PROMPT, SamplingParams(max_new_tokens=3, seed=0)))
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    eng.resume()
+    await asyncio.sleep(0.2)
+    assert not eng._prefixes  # nothing was prefilled for the cancelled request
+    assert (await eng.generate(PROMPT, SamplingParams(max_new_tokens=2, seed=0))).completion_tokens == 2

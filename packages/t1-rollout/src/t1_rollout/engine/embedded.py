@@ -187,6 +187,8 @@ class EmbeddedEngine:
         with self._cond:
             while self._paused:
                 self._cond.wait()
+            if cancel.is_set():  # cancelled while held by a pause: skip the prefill entirely
+                raise asyncio.CancelledError()
             self._busy = True
         try:
             return self._generate_locked(
