@@ -136,7 +136,7 @@ async def _check(
                     error = f"solution/solve.sh {why}: {(solved.stdout + solved.stderr)[-800:].strip()}"
             if error is None:
                 run = await run_verifier(sandbox, task, timeout_s=task.verifier_timeout_s, out_dir=out_dir)
-    except SandboxError as exc:
+    except (SandboxError, OSError) as exc:  # infrastructure: recorded for this task, the pool goes on
         error = f"{type(exc).__name__}: {exc}"
     if error is None and run is not None:
         report: Report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
