@@ -108,6 +108,8 @@ async def test_next_turn_reuses_prefix_and_matches_fresh_prefill():
     start = len(PROMPT) + len(t1c.output_ids) - 1
     assert len(cached._prefixes) == 1
     t2c = await cached.generate(prompt2, p, routed_experts_start_len=start)
+    assert cached.stats()["cached_tokens"] == start  # turn 2 prefilled only what turn 1 had not forwarded
+    assert uncached.stats()["cached_tokens"] == 0
     t2u = await uncached.generate(prompt2, p)
     assert t2c.output_ids == t2u.output_ids
     np.testing.assert_allclose(t2c.output_logprobs, t2u.output_logprobs, atol=1e-5)

@@ -99,6 +99,9 @@ class EmbeddedEngine:
         self._paused = False
         self._busy = False
         self._seeds = itertools.count(seed * 1_000_003 + 1)
+        self._stats = dict.fromkeys(
+            ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "busy_s"), 0.0
+        )
 
     @classmethod
     def from_spec(cls, model_spec: ModelSpecLike, *, seed: int, **kwargs: Any) -> EmbeddedEngine:
@@ -231,6 +234,7 @@ class EmbeddedEngine:
         t0: float,
     ) -> Generation:
         generator = torch.Generator().manual_seed(seed)
+        busy_from = time.monotonic()
         prefix = self._take_prefix(input_ids)
         cache = prefix.cache if prefix is not None else None
         done = len(prefix.tokens) if prefix is not None else 0
@@ -260,6 +264,14 @@ class EmbeddedEngine:
                 step = torch.tensor([[token]], device=self.device)
             new_rows = recorder.rows()
         rows = new_rows if prefix is None else np.concatenate([prefix.rows, new_rows], axis=0)
+        for key, value in (
+            ("requests", 1),
+            ("prompt_tokens", len(input_ids)),
+            ("cached_tokens", len(prefix.tokens) if prefix is not None else 0),
+            ("completion_tokens", len(output_ids)),
+            ("busy_s", time.monotonic() - busy_from),
+        ):
+            self._stats[key] += value
         forwarded = input_ids + output_ids[:-1] if finish != "abort" else input_ids + output_ids
         if rows.shape[0] != len(forwarded):  # one row per forwarded token, or capture is broken
             raise RuntimeError(f"captured {rows.shape[0]} routing rows for {len(forwarded)} forwarded tokens")
@@ -333,6 +345,15 @@ class EmbeddedEngine:
                     own[name].copy_(tensor.detach().to(device=own[name].device, dtype=own[name].dtype))
             self._prefixes.clear()
             self.weight_version = weight_version
+
+    def stats(self) -> dict[str, float]:
+        """Totals since start (for the run's metrics).
+
+        Returns:
+            requests, prompt_tokens, cached_tokens (reused from the prefix cache, not recomputed),
+            completion_tokens, and busy_s (seconds of torch work, queueing excluded).
+        """
+        return dict(self._stats)
 
     def close(self) -> None:
         """Stops the worker thread after the queued requests."""
