@@ -160,13 +160,23 @@ TOOLCHAIN_MOUNT = "/opt/t1-verifier"
 _TOOLCHAIN: VerifierToolchain | None = None
 
 
-def _mirror(src: Path, cache_root: Path) -> Path:
+def _world_reachable(path: Path) -> bool:
+    """Whether any uid may traverse to ``path`` and read it (every ancestor has o+x, the path o+rx)."""
+    try:
+        if path.stat().st_mode & 0o005 != 0o005:
+            return False
+        return all(p.stat().st_mode & 0o001 for p in path.parents)
+    except OSError:
+        return False
+
+
+def _mirror(src: Path, cache_root: Path, skip: tuple[str, ...] = ("site-packages", "__pycache__")) -> Path:
     """A world-readable hard-link mirror of ``src`` (the base interpreter may live under a 0700 home).
 
     Hard links share the inodes (no copy, milliseconds); falls back to copying across file systems. The
     mirror is built in a temporary directory and renamed into place, so concurrent builders are safe.
     """
-    key = hashlib.sha256(f"{src}:{src.stat().st_mtime_ns}:{sys.version}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{src}:{src.stat().st_mtime_ns}:{sys.version}:{skip}".encode()).hexdigest()[:16]
     dest = cache_root / key
     if dest.is_dir():
         return dest
@@ -214,10 +224,13 @@ def toolchain() -> VerifierToolchain:
 
     base = Path(sys.base_prefix).resolve()
     site = Path(pytest.__file__).resolve().parent.parent
+    cache = Path("/var/tmp/t1-toolchain")
     binds: list[tuple[str, str]] = []
-    if not str(base).startswith("/usr"):
-        binds.append((str(_mirror(base, Path("/var/tmp/t1-toolchain"))), str(base)))
-    binds.append((str(site), f"{TOOLCHAIN_MOUNT}/site-packages"))
+    if str(base) != "/usr" and not str(base).startswith("/usr/"):  # /usr is bound anyway
+        # mounted at its own path; mirrored when the sandbox uid cannot reach it (e.g. under a 0700 /root)
+        binds.append((str(base if _world_reachable(base) else _mirror(base, cache)), str(base)))
+    site_src = site if _world_reachable(site) else _mirror(site, cache, skip=("__pycache__",))
+    binds.append((str(site_src), f"{TOOLCHAIN_MOUNT}/site-packages"))
     exe = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if not exe.exists():
         raise SandboxError(f"verifier toolchain: interpreter {exe} not found")

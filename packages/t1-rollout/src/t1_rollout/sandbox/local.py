@@ -185,8 +185,9 @@ class LocalSandbox(Sandbox):
 
     def _add_mount(self, inner: str) -> Path:
         assert self._root is not None and self._slot is not None
-        if any(_under(inner, s) or _under(s, inner) for s in _SYSTEM) or inner == "/":
-            raise SandboxError(f"sandbox path {inner} would shadow a system directory")
+        reserved = _SYSTEM + tuple(dest for _, dest in toolchain().binds)
+        if any(_under(inner, s) or _under(s, inner) for s in reserved) or inner == "/":
+            raise SandboxError(f"sandbox path {inner} would shadow a system or toolchain directory")
         host = self._root / ("m" + inner.replace("/", "_"))
         host.mkdir(exist_ok=True)
         os.chown(host, self._slot.uid, self._slot.uid)
