@@ -136,9 +136,9 @@ def test_cli_reference_lists_every_verb_and_every_option(root: Path) -> None:
 
 
 def _doc_commands(root: Path) -> list[tuple[str, str]]:
-    """Every `uv run t1 ...` line inside a fenced code block of the docs (file, command)."""
+    """Every `uv run t1 ...` line inside a fenced code block of the docs and the README (file, command)."""
     found = []
-    for page in sorted((root / "docs").rglob("*.md")):
+    for page in [*sorted((root / "docs").rglob("*.md")), root / "README.md"]:
         text = page.read_text(encoding="utf-8")
         for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
             for line in block.splitlines():
