@@ -753,7 +753,9 @@ class LocalShell(Shell):
             foreground = os.tcgetpgrp(self._master)
         except OSError:
             return False
-        return pending == 0 and foreground == pgid and wchan in ("wait_woken", "n_tty_read")
+        # wchan reads "0" where kernel symbols are hidden; then the other two signs decide alone
+        blocked_on_tty = wchan in ("wait_woken", "n_tty_read", "", "0")
+        return pending == 0 and foreground == pgid and blocked_on_tty
 
     async def _idle_now(self) -> bool:
         if not self._idle_once():
