@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -34,5 +35,5 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
         if debug:
             raise
         code = EXIT_INVALID_INPUT if isinstance(exc, invalid + (FileNotFoundError, ValueError)) else 1
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(code)

@@ -1,0 +1,21 @@
+import pytest
+
+from t1._errors import EXIT_CHECK_FAILED, EXIT_INVALID_INPUT, reported
+
+
+def test_messages_keep_bracketed_text(capsys):
+    with pytest.raises(SystemExit) as info:
+        with reported(False):
+            raise ValueError("task.toml: field [metadata] difficulty is missing")
+    assert info.value.code == EXIT_INVALID_INPUT
+    assert "[metadata]" in capsys.readouterr().err
+
+
+def test_other_failures_exit_1_and_debug_reraises():
+    with pytest.raises(SystemExit) as info:
+        with reported(False):
+            raise RuntimeError("boom")
+    assert info.value.code == EXIT_CHECK_FAILED
+    with pytest.raises(RuntimeError):
+        with reported(True):
+            raise RuntimeError("boom")
