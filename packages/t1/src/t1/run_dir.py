@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,9 @@ class RunDir:
         return self.root / "weights"
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one step's metrics as a JSON line."""
+        """Append one step's metrics as a strict JSON line (NaN and infinities become ``null``)."""
         with self.metrics_path.open("a") as fh:
-            fh.write(json.dumps(row, sort_keys=False, default=_jsonable) + "\n")
+            fh.write(json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False) + "\n")
 
     def write_trajectory(self, step_label: str, trial_id: str, payload: dict[str, Any]) -> Path:
         """Write one trial's record under ``trajectories/<step_label>/<trial_id>.json``."""
@@ -85,6 +86,19 @@ class RunDir:
         path = folder / f"{trial_id}.json"
         path.write_text(json.dumps(payload, indent=1, default=_jsonable))
         return path
+
+
+def _finite(value: Any) -> Any:
+    """Replace non-finite floats by ``None`` throughout nested dicts and lists (e.g. EV of constant returns)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _jsonable(value: Any) -> Any:

@@ -208,6 +208,8 @@ class Trainer:
     def _build(self) -> None:
         """Create the run directory, tokenizer, engine, trainer backend, pool and sandbox factory."""
         # Heavy imports stay here so `t1 --help` and recipe verbs start fast.
+        import torch
+
         from t1_rollout.engine.embedded import EmbeddedEngine
         from t1_rollout.model import build_model
         from t1_rollout.sandbox.local import LocalSandbox
@@ -218,7 +220,7 @@ class Trainer:
         r = self.recipe
         self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
         self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
-        model = build_model(r.model, seed=r.seed)
+        model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
         self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device, seed=r.seed)
         self.backend = TorchBackend(
             model_spec=r.model,
@@ -227,6 +229,8 @@ class Trainer:
             device=r.trainer.device,
             actor=copy.deepcopy(model),
             temperature=r.engine.sampling.temperature,
+            # also score with live routing, so each step shows what R3 removes (T1 §4.4: 0.021 -> 0.013)
+            gap_without_replay=True,
         )
         self.pool = load_pool(r.pool.source, limit=r.pool.limit)
         warm = r.critic_warmup.pool or r.pool
