@@ -89,7 +89,7 @@ class RunDir:
 
 
 def _finite(value: Any) -> Any:
-    """Replace non-finite floats by ``None`` throughout nested dicts and lists (e.g. EV of constant returns)."""
+    """Replace non-finite floats by ``None`` in nested dicts and lists (e.g. EV of constant returns)."""
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
