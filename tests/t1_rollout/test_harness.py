@@ -13,7 +13,7 @@ L, K = 4, 2
 
 
 class ScriptedEngine:
-    """Answers with scripted texts; routing rows follow SGLang's [start_len, len(prompt)+len(out)-1) contract."""
+    """Answers with scripted texts; routing rows follow SGLang: [start_len, len(prompt)+len(out)-1)."""
 
     def __init__(self, tokenizer, answers):
         self.tokenizer = tokenizer
@@ -94,12 +94,12 @@ async def test_prompts_are_strict_prefix_extensions_and_stitch_without_drift(tit
     assert ep.finish == "task_complete"
     assert len(ep.turns) == 4
     assert ep.parse_failures == 1
-    for prev, nxt in zip(ep.turns, ep.turns[1:]):
+    for prev, nxt in zip(ep.turns, ep.turns[1:], strict=False):
         full = prev.prompt_ids + prev.output_ids
         assert nxt.prompt_ids[: len(full)] == full  # TITO strict case (T1 §4.1)
     # the harness asks the engine only for rows it has not seen yet
     starts = [s for _, s in engine.calls]
-    assert starts[0] == 0 and all(b > a for a, b in zip(starts, starts[1:]))
+    assert starts[0] == 0 and all(b > a for a, b in zip(starts, starts[1:], strict=False))
     result = stitch(ep.turns, reward=0.25, task_id="t", family="f", trial_id="t__1")
     assert result.chunks_split == 0 and len(result.samples) == 1
     assert result.audit.drifted_loss_tokens == 0

@@ -148,7 +148,7 @@ async def collect_batch(
     try:
         while pending and len(result.admitted) < config.admitted:
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            # Trials that complete in the same wake-up are taken in launch order, so admission is deterministic.
+            # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
             for fut in sorted(done, key=launch_order.__getitem__):
                 record = pending.pop(fut)
                 exc = fut.exception()
