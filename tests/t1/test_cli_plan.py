@@ -103,3 +103,15 @@ def test_tools_check_plan_exit_codes():
         [str(ROOT / "tools" / "check_plan"), "nope.yaml"], capture_output=True, text=True
     )
     assert invalid.returncode == 2
+
+
+def test_the_refused_cp2_variant_names_the_logit_buffer():
+    # recipes/t1-122b-cp2.yaml: the paper's production run at the 84k wall with kappa = 2 (T1 §7.1)
+    bad = subprocess.run(
+        [str(ROOT / "tools" / "check_plan"), str(ROOT / "recipes" / "t1-122b-cp2.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1
+    refusal = [line for line in bad.stdout.splitlines() if line.startswith("REFUSE")]
+    assert refusal and "binding term logit_buffer" in refusal[0]
