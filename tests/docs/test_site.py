@@ -82,6 +82,14 @@ def test_recipe_guide_carries_the_policy_and_the_rules_verbatim(root: Path) -> N
         assert body.strip() == expected.strip(), f"docs/recipes.md {name} block: run tools/gen_spec_docs.py"
 
 
+def test_recipe_guide_lists_every_recipe(root: Path) -> None:
+    text = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
+    table = text.split("## Recipes in `recipes/`", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([^`]+\.yaml)` \|", table, flags=re.M))
+    present = {p.name for p in (root / "recipes").glob("*.yaml")}
+    assert listed == present, f"docs/recipes.md lists {sorted(listed)}, recipes/ holds {sorted(present)}"
+
+
 def _click_app():
     import typer.main
 
