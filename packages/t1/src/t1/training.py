@@ -424,6 +424,10 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _sci(value: Any) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
 def _metrics_table() -> Table:
     table = Table(title=None, show_edge=False, pad_edge=False)
     for col in (
@@ -434,7 +438,7 @@ def _metrics_table() -> Table:
         "tokens",
         "parse fail",
         "EV",
-        "|dlogp|",
+        "|dlogp| R3",
         "drift",
         "trials l/f/x/c",
     ):
@@ -451,7 +455,7 @@ def _add_row(table: Table, row: dict[str, Any]) -> None:
         _fmt(row.get("tokens_mean")),
         _fmt(row.get("parse_failure_rate")),
         _fmt(row.get("critic/explained_variance")),
-        _fmt(row.get("actor/logprob_gap_replay")),
+        _sci(row.get("actor/logprob_gap_replay")),
         _fmt(row.get("tito_drift_loss_region")),
         f"{row['trials_launched']}/{row['trials_finished']}/{row['trials_failed']}/{row['trials_cancelled']}",
     )
