@@ -1,3 +1,5 @@
+"""Not `tiny_model_spec`: t1_r3 sits below t1_rollout, so it builds from transformers (512 vocab: fast)."""
+
 import logging
 
 import pytest

@@ -1,6 +1,5 @@
 import asyncio
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,36 +11,22 @@ from t1_rollout.engine.embedded import EmbeddedEngine
 from t1_rollout.model import build_model, token_logprobs
 
 IM_END, ENDOFTEXT = 248046, 248044
-SPEC = SimpleNamespace(
-    vocab_size=248320,
-    hidden_size=64,
-    num_layers=4,
-    num_experts=8,
-    top_k=2,
-    moe_intermediate_size=32,
-    shared_expert_intermediate_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=16,
-    linear_value_head_dim=16,
-    linear_conv_kernel_dim=4,
-    full_attention_interval=4,
-    max_position_embeddings=8192,
-    tie_word_embeddings=False,
-)
 PROMPT = [151, 9707, 11, 1879, 0, 42, 248045, 77091, 198]
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return EmbeddedEngine.from_spec(SPEC, seed=0)
+def engine(tiny_model_spec):
+    return EmbeddedEngine.from_spec(tiny_model_spec, seed=0)
 
 
-def fresh(**kw):
-    return EmbeddedEngine(build_model(SPEC, seed=0), **kw)
+@pytest.fixture
+def fresh(tiny_model_spec):
+    """A new engine on the seed-0 tiny model, with `EmbeddedEngine` keyword arguments."""
+
+    def make(**kw):
+        return EmbeddedEngine(build_model(tiny_model_spec, seed=0), **kw)
+
+    return make
 
 
 async def test_rows_cover_prompt_and_every_sampled_token_but_the_last(engine):
@@ -73,7 +58,7 @@ async def test_logprobs_match_teacher_forced_forward_with_replayed_routing(engin
     np.testing.assert_allclose(trainer.numpy(), np.array(gen.output_logprobs), atol=1e-5, rtol=0)
 
 
-async def test_stops_on_im_end_and_keeps_it():
+async def test_stops_on_im_end_and_keeps_it(fresh):
     eng = fresh()
     first = (await eng.generate(PROMPT, SamplingParams(temperature=0, max_new_tokens=1))).output_ids[0]
     with torch.no_grad():  # make <|im_end|> the greedy choice: twice the winning row's logit
@@ -85,7 +70,7 @@ async def test_stops_on_im_end_and_keeps_it():
     assert gen.routed_experts.shape[0] == len(PROMPT)  # the stop token itself was never forwarded
 
 
-async def test_padded_vocabulary_ids_are_never_sampled():
+async def test_padded_vocabulary_ids_are_never_sampled(fresh):
     eng = fresh()
     with torch.no_grad():  # give every padded row (>= 248077) a far larger logit than any real token
         eng.model.lm_head.weight[248077:] = 50 * eng.model.lm_head.weight[:243].repeat(1, 1)
@@ -99,7 +84,7 @@ async def test_top_k_one_is_greedy(engine):
     assert topk1.output_ids == greedy.output_ids
 
 
-async def test_next_turn_reuses_prefix_and_matches_fresh_prefill():
+async def test_next_turn_reuses_prefix_and_matches_fresh_prefill(fresh):
     cached, uncached = fresh(), fresh(prefix_cache_size=0)
     p = SamplingParams(max_new_tokens=5, seed=2)
     t1c, t1u = await cached.generate(PROMPT, p), await uncached.generate(PROMPT, p)
@@ -121,9 +106,9 @@ async def test_next_turn_reuses_prefix_and_matches_fresh_prefill():
     )
 
 
-async def test_update_weights_advances_version_and_needs_pause():
+async def test_update_weights_advances_version_and_needs_pause(fresh, tiny_model_spec):
     eng = fresh()
-    donor = build_model(SPEC, seed=1).state_dict()
+    donor = build_model(tiny_model_spec, seed=1).state_dict()
     with pytest.raises(EngineStateError, match="paused"):
         eng.update_weights(donor, weight_version=1)
     before = await eng.generate(PROMPT, SamplingParams(max_new_tokens=4, seed=0))
@@ -140,7 +125,7 @@ async def test_update_weights_advances_version_and_needs_pause():
     assert eng._prefixes.keys() == {tuple(PROMPT + after.output_ids[:-1])}  # old-version states flushed
 
 
-async def test_update_weights_refuses_unknown_names_and_shapes():
+async def test_update_weights_refuses_unknown_names_and_shapes(fresh):
     eng = fresh()
     eng.pause()
     with pytest.raises(ValueError, match="unknown tensor names"):
@@ -193,13 +178,13 @@ async def test_bad_requests_are_refused_before_any_work(engine):
         SamplingParams(max_new_tokens=0)
 
 
-def test_model_without_full_attention_layer_is_refused_clearly():
-    spec = SimpleNamespace(**{**vars(SPEC), "num_layers": 2, "vocab_size": 512})  # 2 < interval 4
+def test_model_without_full_attention_layer_is_refused_clearly(tiny_model_spec):
+    spec = tiny_model_spec.model_copy(update={"num_layers": 2, "vocab_size": 512})  # 2 < interval 4
     with pytest.raises(ValueError, match="at least one full-attention layer"):
         EmbeddedEngine.from_spec(spec, seed=0)
 
 
-async def test_two_turn_trajectory_replays_to_the_sampler_logprobs():
+async def test_two_turn_trajectory_replays_to_the_sampler_logprobs(fresh):
     # The stitched stream (turn-1 rows + turn-2 patch) replayed over prompt2 + output2 gives back both turns'
     # rollout log-probs: the trainer's view equals the sampler's (T1 §4.2, §4.4).
     eng = fresh()
@@ -218,7 +203,7 @@ async def test_two_turn_trajectory_replays_to_the_sampler_logprobs():
     np.testing.assert_allclose(turn2.numpy(), t2.output_logprobs, atol=1e-5, rtol=0)
 
 
-async def test_request_cancelled_during_pause_never_runs():
+async def test_request_cancelled_during_pause_never_runs(fresh):
     eng = fresh()
     eng.pause()
     task = asyncio.create_task(eng.generate(PROMPT, SamplingParams(max_new_tokens=3, seed=0)))

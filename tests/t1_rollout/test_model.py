@@ -1,5 +1,4 @@
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,61 +13,37 @@ from t1_rollout.model import (
     token_logprobs,
 )
 
-TINY = dict(
-    vocab_size=248320,
-    hidden_size=64,
-    num_layers=4,
-    num_experts=8,
-    top_k=2,
-    moe_intermediate_size=32,
-    shared_expert_intermediate_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=16,
-    linear_value_head_dim=16,
-    linear_conv_kernel_dim=4,
-    full_attention_interval=4,
-    max_position_embeddings=8192,
-    tie_word_embeddings=False,
-)
 
-
-def spec(**over):
-    return SimpleNamespace(**{**TINY, **over})
-
-
-def test_same_seed_gives_bit_identical_weights_and_other_seed_does_not():
-    a, b, c = build_model(spec(), seed=7), build_model(spec(), seed=7), build_model(spec(), seed=8)
+def test_same_seed_gives_bit_identical_weights_and_other_seed_does_not(tiny_model_spec):
+    spec = tiny_model_spec
+    a, b, c = build_model(spec, seed=7), build_model(spec, seed=7), build_model(spec, seed=8)
     sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
     assert all(torch.equal(sa[n], sb[n]) for n in sa)
     assert not torch.equal(sa["model.layers.0.mlp.gate.weight"], sc["model.layers.0.mlp.gate.weight"])
 
 
-def test_build_model_leaves_global_rng_alone():
+def test_build_model_leaves_global_rng_alone(tiny_model_spec):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    build_model(spec(num_layers=1, full_attention_interval=1), seed=0)
+    build_model(tiny_model_spec.model_copy(update={"num_layers": 1, "full_attention_interval": 1}), seed=0)
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_qwen35_hybrid_layout_every_fourth_layer_full_attention():
-    cfg = hf_config_from_spec(spec(num_layers=8))
+def test_qwen35_hybrid_layout_every_fourth_layer_full_attention(tiny_model_spec):
+    cfg = hf_config_from_spec(tiny_model_spec.model_copy(update={"num_layers": 8}))
     assert cfg.layer_types == ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + [
         "full_attention"
     ]
 
 
-def test_router_load_balancing_loss_is_off():
+def test_router_load_balancing_loss_is_off(tiny_model_spec):
     # T1 §4.3: MoE load-balancing coefficient 0.
-    assert hf_config_from_spec(spec()).router_aux_loss_coef == 0.0
+    assert hf_config_from_spec(tiny_model_spec).router_aux_loss_coef == 0.0
 
 
-def test_every_layer_is_moe_with_spec_experts():
-    model = build_model(spec(), seed=0)
+def test_every_layer_is_moe_with_spec_experts(tiny_model_spec):
+    model = build_model(tiny_model_spec, seed=0)
     for layer in model.model.layers:
         assert layer.mlp.gate.num_experts == 8 and layer.mlp.gate.top_k == 2
 
@@ -81,9 +56,9 @@ def test_builds_from_tiny_recipe_model_section():
     assert model.config.num_hidden_layers == recipe["model"]["num_layers"]
 
 
-def test_top_k_above_experts_is_refused():
+def test_top_k_above_experts_is_refused(tiny_model_spec):
     with pytest.raises(ValueError, match="top_k=9 exceeds num_experts=8"):
-        hf_config_from_spec(spec(top_k=9))
+        hf_config_from_spec(tiny_model_spec.model_copy(update={"top_k": 9}))
 
 
 def test_token_logprobs_is_temperature_scaled_log_softmax():

@@ -1,12 +1,12 @@
-"""Fixtures: the issue-2 tiny model and a stand-in sampler that records what the engine records.
+"""Fixtures: a stand-in sampler that records what the engine records.
 
-Samples are real `t1_tito.Sample` objects (validated), built from a prefill + cached-decode trajectory.
+Samples are real `t1_tito.Sample` objects (validated), built from a prefill + cached-decode trajectory. The
+tiny model itself is `tiny_model_spec` from the root `tests/conftest.py` (`recipes/tiny-cpu.yaml`).
 """
 
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,28 +15,6 @@ import torch
 from t1_tito import Sample as TitoSample
 
 logging.getLogger("transformers.integrations.hub_kernels").setLevel(logging.ERROR)
-
-TINY = SimpleNamespace(
-    vocab_size=248320,
-    hidden_size=64,
-    num_layers=4,
-    num_experts=8,
-    top_k=2,
-    moe_intermediate_size=32,
-    shared_expert_intermediate_size=32,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    linear_num_key_heads=2,
-    linear_num_value_heads=4,
-    linear_key_head_dim=16,
-    linear_value_head_dim=16,
-    linear_conv_kernel_dim=4,
-    full_attention_interval=4,
-    max_position_embeddings=8192,
-    tie_word_embeddings=False,
-)
-"""Issue 2's tiny model: hidden 64, 4 layers, 8 experts top 2, the real 248,320-id vocabulary."""
 
 
 def sample_from(
@@ -99,11 +77,6 @@ def sample_from(
     )
     sample.validate()
     return sample
-
-
-@pytest.fixture(scope="session")
-def tiny_spec() -> SimpleNamespace:
-    return TINY
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Torch backend on issue 2's tiny model (hidden 64, 4 layers, 8 experts top 2, vocab 248,320)."""
+"""Torch backend on the tiny model of `recipes/tiny-cpu.yaml` (the root conftest's `tiny_model_spec`)."""
 
 import numpy as np
 import pytest
@@ -15,10 +15,10 @@ FAST = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3)  # larger steps than the pa
 
 
 @pytest.fixture(scope="module")
-def sampler(tiny_spec):
+def sampler(tiny_model_spec):
     from t1_rollout.model import build_model
 
-    return build_model(tiny_spec, seed=0)
+    return build_model(tiny_model_spec, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,8 @@ def _backend(spec, hp=FAST, **kw):
     return TorchBackend(model_spec=spec, ppo_spec=hp, seed=0, **kw)
 
 
-def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_spec, batch):
-    be = _backend(tiny_spec, gap_without_replay=True)
+def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_model_spec, batch):
+    be = _backend(tiny_model_spec, gap_without_replay=True)
     m = ppo_step(be, batch, FAST)
     assert m["samples_aborted_routing"] == 0
     # same weights, same routing, same log-prob definition: only kernel numerics remain (prefill vs decode)
@@ -44,8 +44,8 @@ def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_spec, ba
     assert m["actor/loss_tokens"] == sum(int(s.loss_mask.sum()) for s in batch)
 
 
-def test_step_changes_weights_and_value_loss_falls(tiny_spec, batch):
-    be = _backend(tiny_spec)
+def test_step_changes_weights_and_value_loss_falls(tiny_model_spec, batch):
+    be = _backend(tiny_model_spec)
     actor0 = {k: v.clone() for k, v in be.export_weights().items()}
     critic0 = be.critic.value_head.weight.detach().clone()
     losses = [ppo_step(be, batch, FAST)["critic/value_loss"] for _ in range(3)]
@@ -58,14 +58,14 @@ def test_step_changes_weights_and_value_loss_falls(tiny_spec, batch):
     assert ppo_step(be, batch, FAST)["actor/logprob_gap_replay"] > 1e-4
 
 
-def test_missing_or_misaligned_routing_aborts_the_sample(tiny_spec, batch, Sample):  # noqa: N803
+def test_missing_or_misaligned_routing_aborts_the_sample(tiny_model_spec, batch, Sample):  # noqa: N803
     good = batch[0]
     missing = Sample(**{**vars(batch[1]), "routing": None, "trial_id": "no-record"})
     short = Sample(**{**vars(batch[1]), "routing": batch[1].routing[:-3], "trial_id": "short"})
     wrong_ids = batch[1].routing.copy()
     wrong_ids[5, 1, 0] = 99  # the model has 8 experts
     bad_ids = Sample(**{**vars(batch[1]), "routing": wrong_ids, "trial_id": "bad-ids"})
-    be = _backend(tiny_spec)
+    be = _backend(tiny_model_spec)
     m = ppo_step(be, [good, missing, short, bad_ids], FAST)
     assert m["samples_aborted_routing"] == 3
     text = " | ".join(m["routing_errors"])
@@ -76,27 +76,27 @@ def test_missing_or_misaligned_routing_aborts_the_sample(tiny_spec, batch, Sampl
     assert m["actor/loss_tokens"] == int(good.loss_mask.sum())
 
 
-def test_actor_update_aborts_directly_too(tiny_spec, batch, Sample):  # noqa: N803
-    be = _backend(tiny_spec)
+def test_actor_update_aborts_directly_too(tiny_model_spec, batch, Sample):  # noqa: N803
+    be = _backend(tiny_model_spec)
     missing = Sample(**{**vars(batch[1]), "routing": None})
     adv = [np.asarray(s.loss_mask, dtype=np.float32) for s in (batch[0], missing)]
     m = be.update_actor([batch[0], missing], adv)
     assert m["samples_aborted_routing"] == 1 and "missing" in m["routing_errors"][0]
 
 
-def test_no_routing_needed_when_replay_off(tiny_spec, batch, Sample):  # noqa: N803
+def test_no_routing_needed_when_replay_off(tiny_model_spec, batch, Sample):  # noqa: N803
     hp = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3, routing_replay=False)
-    be = _backend(tiny_spec, hp)
+    be = _backend(tiny_model_spec, hp)
     no_rec = [Sample(**{**vars(s), "routing": None}) for s in batch]
     m = ppo_step(be, no_rec, hp)
     assert m["samples_aborted_routing"] == 0 and m["actor/logprob_gap_no_replay"] < 1e-4
     assert "actor/logprob_gap_replay" not in m
 
 
-def test_chunked_logprobs_equal_one_shot(tiny_spec, batch, monkeypatch):
+def test_chunked_logprobs_equal_one_shot(tiny_model_spec, batch, monkeypatch):
     from t1_rollout.model import token_logprobs
 
-    be = _backend(tiny_spec, PpoHyperparams(routing_replay=False))
+    be = _backend(tiny_model_spec, PpoHyperparams(routing_replay=False))
     s = batch[0]
     monkeypatch.setattr(logprobs, "LOGIT_CHUNK", 5)
     chunked = be.actor_logprobs(s)
@@ -110,27 +110,27 @@ def test_chunked_logprobs_equal_one_shot(tiny_spec, batch, monkeypatch):
     assert be.actor.lm_head.weight.grad is not None and be.actor.lm_head.weight.grad.abs().sum() > 0
 
 
-def test_critic_warmup_leaves_actor_untouched(tiny_spec, batch):
-    be = _backend(tiny_spec)
+def test_critic_warmup_leaves_actor_untouched(tiny_model_spec, batch):
+    be = _backend(tiny_model_spec)
     actor0 = {k: v.clone() for k, v in be.export_weights().items()}
     out = critic_warmup(be, [batch, batch], FAST)
     assert len(out) == 2 and out[1]["critic/value_loss"] < out[0]["critic/value_loss"]
     assert all(torch.equal(v, actor0[k]) for k, v in be.export_weights().items())
 
 
-def test_critic_is_a_full_copy_with_value_head(tiny_spec):
-    be = _backend(tiny_spec)
+def test_critic_is_a_full_copy_with_value_head(tiny_model_spec):
+    be = _backend(tiny_model_spec)
     actor_body = be.actor.model.state_dict()
     critic_body = be.critic.body.state_dict()
     assert set(actor_body) == set(critic_body)
     assert all(torch.equal(actor_body[k], critic_body[k]) for k in actor_body)
     assert be.critic.body is not be.actor.model
-    assert tuple(be.critic.value_head.weight.shape) == (1, tiny_spec.hidden_size)
+    assert tuple(be.critic.value_head.weight.shape) == (1, tiny_model_spec.hidden_size)
     assert not hasattr(be.critic, "lm_head")
 
 
-def test_save_weights_writes_actor_and_critic(tiny_spec, tmp_path):
-    be = _backend(tiny_spec)
+def test_save_weights_writes_actor_and_critic(tiny_model_spec, tmp_path):
+    be = _backend(tiny_model_spec)
     paths = save_weights(be, tmp_path)
     actor = load_file(paths["actor"])
     critic = load_file(paths["critic"])
@@ -140,8 +140,8 @@ def test_save_weights_writes_actor_and_critic(tiny_spec, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_step_on_gpu_matches_the_sampler(tiny_spec, batch):
-    be = _backend(tiny_spec, device="cuda")
+def test_step_on_gpu_matches_the_sampler(tiny_model_spec, batch):
+    be = _backend(tiny_model_spec, device="cuda")
     m = ppo_step(be, batch, FAST)
     assert m["samples_aborted_routing"] == 0
     # CPU sampler vs GPU trainer: kernels differ, routing is replayed, so only numerics remain
