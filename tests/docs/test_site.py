@@ -90,6 +90,17 @@ def test_recipe_guide_lists_every_recipe(root: Path) -> None:
     assert listed == present, f"docs/recipes.md lists {sorted(listed)}, recipes/ holds {sorted(present)}"
 
 
+def test_getting_started_explains_every_column_of_the_step_table(root: Path) -> None:
+    from t1.training import _metrics_table
+
+    text = (root / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    table = text.split("| Column | Meaning |", 1)[1].split("\n\n", 1)[0]
+    first_cells = [line[2:].split(" | ", 1)[0] for line in table.splitlines() if line.startswith("| `")]
+    documented = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+    columns = {str(c.header) for c in _metrics_table().columns}
+    assert columns == documented, f"step table columns {sorted(columns)}, documented {sorted(documented)}"
+
+
 def _click_app():
     import typer.main
 
