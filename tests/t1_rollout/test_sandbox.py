@@ -3,6 +3,7 @@
 import asyncio
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -183,6 +184,7 @@ async def test_sandbox_is_gone_after_the_trial_also_when_it_raises(tmp_path):
             raise RuntimeError("trial failed")
     assert pids_of_uid(uid) == [] and not root.exists()
     exec_task.cancel()
+    await asyncio.gather(exec_task, return_exceptions=True)
 
 
 async def test_sandbox_is_reclaimed_on_cancellation(tmp_path):
@@ -191,15 +193,107 @@ async def test_sandbox_is_reclaimed_on_cancellation(tmp_path):
     async def trial():
         async with await _started(tmp_path) as sb:
             holder["uid"], holder["root"] = sb.uid, sb.host_root
-            await sb.exec("sleep 500", timeout_s=600)
+            await sb.exec("sleep 30", timeout_s=60)
 
     task = asyncio.ensure_future(trial())
-    while "uid" not in holder or not pids_of_uid(holder["uid"]):
-        await asyncio.sleep(0.05)
+    give_up = time.monotonic() + 20
+    while "uid" not in holder or "sleep" not in _commands(holder["uid"]):  # the exec's command really runs
+        assert time.monotonic() < give_up, "the exec never started"
+        await asyncio.sleep(0.02)
+    cancelled_at = time.monotonic()
     task.cancel()  # what Ctrl-C does to asyncio.run's main task
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await asyncio.wait({task}, timeout=10)
+    assert task.cancelled(), "cancellation waited for the command instead of killing it"
+    assert time.monotonic() - cancelled_at < 3
     assert pids_of_uid(holder["uid"]) == [] and not holder["root"].exists()
+
+
+# A cancellation can land anywhere in a launch: before the fork, while asyncio connects the pipes (where
+# asyncio itself kills only the launcher and then waits for the pipes to close), during bwrap's set-up (its
+# pid 1 arms --die-with-parent only at the end of it) or while the command runs. Iterations of the event
+# loop and short delays sweep these points.
+CANCEL_POINTS = [("iterations", k) for k in range(8)]
+CANCEL_POINTS += [("seconds", ms / 1000) for ms in (1, 2, 4, 7, 12, 20, 40)]
+
+
+async def _cancel_at(point: tuple[str, float], awaitable) -> float:
+    task = asyncio.ensure_future(awaitable)
+    kind, amount = point
+    if kind == "iterations":
+        for _ in range(int(amount)):
+            await asyncio.sleep(0)
+    else:
+        await asyncio.sleep(amount)
+    cancelled_at = time.monotonic()
+    task.cancel()
+    await asyncio.wait({task}, timeout=10)
+    assert task.done(), f"cancelled at {point}: still waiting after 10 s (waits for the command)"
+    if not task.cancelled():
+        task.result()  # finished before the cancel landed; it must not have failed
+    return time.monotonic() - cancelled_at
+
+
+def _settled(uid: int, expected: set[int]) -> set[int]:
+    """The live pids of ``uid`` once those already dying are gone (at most 1 s)."""
+    give_up = time.monotonic() + 1
+    while (pids := set(pids_of_uid(uid))) != expected and time.monotonic() < give_up:
+        time.sleep(0.005)
+    return pids
+
+
+async def test_a_cancelled_exec_kills_its_processes_at_any_point_and_never_waits_for_the_command(tmp_path):
+    async with await _started(tmp_path) as sb:
+        shell = await sb.open_shell()
+        bash = set(pids_of_uid(sb.uid))
+        for point in CANCEL_POINTS:
+            took = await _cancel_at(point, sb.exec("sleep 30", timeout_s=60))
+            assert took < 3, f"cancelled at {point}: took {took:.1f} s"
+            assert _settled(sb.uid, bash) == bash, f"cancelled at {point}: {_describe(sb.uid)} left"
+        assert shell.alive  # only the cancelled exec's processes were killed
+        assert (await sb.exec("echo ok", timeout_s=10)).stdout == "ok\n"
+
+
+async def test_cancelled_upload_download_and_open_shell_leave_no_process(tmp_path):
+    payload = tmp_path / "payload.txt"
+    payload.write_text("x" * 100_000)
+    async with await _started(tmp_path) as sb:
+        for point in CANCEL_POINTS[::2]:
+            for make in (
+                lambda: sb.upload(payload, "/app/payload.txt", timeout_s=30),
+                lambda: sb.download("/etc/hostname", tmp_path / "out" / "hostname", timeout_s=30),
+                lambda: sb.open_shell(timeout_s=30),
+            ):
+                took = await _cancel_at(point, make())
+                assert took < 3 and _settled(sb.uid, set()) == set(), (point, _describe(sb.uid))
+                if sb._shell is not None:
+                    await sb._shell.close()
+
+
+def test_a_uid_slot_is_never_handed_out_while_a_process_of_it_is_alive(monkeypatch):
+    from t1_rollout.sandbox import _host
+
+    slot = (_host._NEXT_SLOT + 17) % _host.UID_SLOTS
+    uid = _host.UID_BASE + slot
+    stale = subprocess.Popen(["sleep", "30"], user=uid, group=uid)  # left by a process killed with SIGKILL
+    try:
+        monkeypatch.setattr(_host, "_NEXT_SLOT", slot)
+        got = _host.acquire_uid_slot()
+        try:
+            assert got.uid == uid and stale.wait(timeout=5) == -9 and pids_of_uid(uid) == []
+        finally:
+            got.release()
+        # a process that survives SIGKILL (uninterruptible sleep) keeps its slot out of use
+        real_kill_uid = _host.kill_uid
+        monkeypatch.setattr(_host, "kill_uid", lambda u: [4242] if u == uid else real_kill_uid(u))
+        monkeypatch.setattr(_host, "_NEXT_SLOT", slot)
+        got = _host.acquire_uid_slot()
+        try:
+            assert got.uid != uid
+        finally:
+            got.release()
+    finally:
+        stale.kill()
+        stale.wait()
 
 
 async def test_close_is_idempotent_and_a_closed_sandbox_refuses_work(tmp_path):
@@ -373,6 +467,18 @@ def test_from_spec_reads_the_t1_spec_fields():
     spec = t1_spec.sandbox.LocalSandbox(cpu_time_s=7, memory_mb=300, max_processes=9, disk_mb=5)
     sb = LocalSandbox.from_spec(spec)
     assert (sb.cpu_time_s, sb.memory_mb, sb.max_processes, sb.disk_mb, sb.network) == (7, 300, 9, 5, False)
+
+
+def _describe(uid: int) -> list[str]:
+    """``pid name state ppid nspid`` of every live process of ``uid`` (for assertion messages)."""
+    out = []
+    for pid in pids_of_uid(uid):
+        try:
+            fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        except OSError:
+            continue
+        out.append(" ".join([str(pid)] + [fields[k].strip() for k in ("Name", "State", "PPid", "NSpid")]))
+    return out
 
 
 def _commands(uid: int) -> list[str]:

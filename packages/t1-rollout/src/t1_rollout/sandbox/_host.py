@@ -23,6 +23,8 @@ __all__ = [
     "acquire_uid_slot",
     "pids_of_uid",
     "kill_uid",
+    "pids_tagged",
+    "kill_tagged",
     "VerifierToolchain",
     "toolchain",
 ]
@@ -90,8 +92,13 @@ def acquire_uid_slot() -> UidSlot:
             os.close(fd)
             continue
         uid = UID_BASE + slot
+        # Leftovers of a process that died without reclaiming. A uid is never handed out while a process of it
+        # is alive: a survivor would count against the new sandbox's RLIMIT_NPROC, be killed by its close and
+        # could be mistaken for one of its processes.
+        if kill_uid(uid):  # pragma: no cover - a process that ignores SIGKILL (D state)
+            os.close(fd)
+            continue
         _NEXT_SLOT = (slot + 1) % UID_SLOTS
-        kill_uid(uid)  # leftovers of a process that died without reclaiming
         return UidSlot(uid=uid, fd=fd)
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
 
@@ -131,6 +138,72 @@ def kill_uid(uid: int, *, deadline_s: float = 5.0) -> list[int]:
             except ProcessLookupError:
                 pass
         time.sleep(0.02)
+
+
+def _argv0(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0", 1)[0]
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return b""
+
+
+def pids_tagged(uid: int, tag: str) -> list[int]:
+    """Live host pids of ``uid`` whose ``argv[0]`` is ``tag`` (zombies excluded).
+
+    Every ``bwrap`` the local sandbox starts gets a unique ``argv[0]``; the sandbox's pid 1 is a fork of the
+    launcher without an exec, so both carry it, and killing that pid 1 kills its whole pid namespace.
+    """
+    want = tag.encode()
+    return [pid for pid in pids_of_uid(uid) if _argv0(pid) == want]
+
+
+def kill_tagged(uid: int, tag: str, *, also: tuple[int, ...] = (), deadline_s: float = 5.0) -> list[int]:
+    """SIGKILL the processes of ``uid`` tagged ``tag`` (one ``bwrap`` launch) until none remains.
+
+    This reaches the sandbox's pid 1 even when it is orphaned: bwrap arms ``--die-with-parent`` in pid 1 only
+    after its set-up, so a launcher killed during the set-up leaves pid 1 behind (blocked on its launcher or
+    running the command) in a session of its own, out of reach of the launcher's process group.
+
+    Args:
+        uid: the sandbox's host uid.
+        tag: the launch's ``argv[0]``.
+        also: pids to kill and follow as well (the launcher, which may already be exiting, its command line
+            gone, when the sweep starts).
+        deadline_s: seconds to keep killing; 0 sweeps once.
+
+    Returns:
+        The pids still alive at the deadline (zombies count as gone).
+    """
+    end = time.monotonic() + deadline_s
+    killed: set[int] = set(also)
+    while True:
+        # An exiting process loses its command line before it becomes a zombie, so the pids killed so far are
+        # followed by pid (and uid) until they are zombies or gone, not found again by their tag.
+        alive = set(pids_tagged(uid, tag)) | {pid for pid in killed if _alive_as(pid, uid)}
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed |= alive
+        if not alive:
+            return []
+        if time.monotonic() > end:
+            return sorted(pid for pid in killed if _alive_as(pid, uid))
+        time.sleep(0.005)
+
+
+def _alive_as(pid: int, uid: int) -> bool:
+    """Whether ``pid`` exists, is not a zombie and runs as ``uid`` (guards against pid reuse)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1]) == uid and not _is_zombie(pid)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return False
 
 
 def _is_zombie(pid: int) -> bool:

@@ -14,7 +14,9 @@ Isolation (issue 2 part 4; T1 §6):
 - every exec has a wall-clock deadline; at the deadline its whole process group is killed with SIGKILL and,
   since each exec is its own pid namespace, everything it started dies with it;
 - ``close`` kills every process of the sandbox's uid and deletes its directories; it runs on ``async with``
-  exit (normal, exception, cancellation / Ctrl-C) and, as a last resort, at interpreter exit.
+  exit (normal, exception, cancellation / Ctrl-C) and, as a last resort, at interpreter exit;
+- a cancelled ``exec``/``upload``/``download``/``open_shell`` kills the processes it started before the
+  cancellation propagates, at any point (even mid-launch), and never waits for the command.
 
 Each ``exec`` is a fresh ``bwrap`` over the same directories, so files persist across execs but processes do
 not (a background job started by an exec dies when the exec returns). The persistent shell is one long-lived
@@ -33,6 +35,7 @@ import fcntl
 import os
 import pty
 import resource
+import secrets
 import shutil
 import signal
 import struct
@@ -45,7 +48,14 @@ from io import BytesIO
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from t1_rollout.sandbox._host import UidSlot, acquire_uid_slot, bwrap_path, kill_uid, toolchain
+from t1_rollout.sandbox._host import (
+    UidSlot,
+    acquire_uid_slot,
+    bwrap_path,
+    kill_tagged,
+    kill_uid,
+    toolchain,
+)
 from t1_rollout.sandbox.base import (
     ExecResult,
     Sandbox,
@@ -59,6 +69,7 @@ from t1_rollout.sandbox.dockerfile import parse_dockerfile
 __all__ = ["LocalSandbox", "LocalShell", "translate_keys"]
 
 INNER_UID = 1000
+MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
 DEFAULT_TASK_ROOT = "/app"
 DEFAULT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -392,40 +403,94 @@ class LocalSandbox(Sandbox):
         argv = self._argv(
             ["bash", "-c", command], cwd=_inner(cwd or self._workdir, "exec"), env=self._merged_env(env)
         )
+        stdout, stderr, code, timed_out, duration = await self._run(argv, stdin=stdin, timeout_s=timeout_s)
+        return ExecResult(
+            stdout=stdout.decode("utf-8", "replace"),
+            stderr=stderr.decode("utf-8", "replace"),
+            exit_code=None if timed_out else code,
+            timed_out=timed_out,
+            duration_s=duration,
+        )
+
+    async def _spawn(
+        self, argv: list[str], *, controlling_tty: bool = False, **streams: Any
+    ) -> tuple[asyncio.subprocess.Process, str]:
+        """Launch ``argv`` (a bwrap command line) under a unique ``argv[0]`` tag; safe to cancel at any point.
+
+        ``asyncio.create_subprocess_exec``, cancelled while it connects the pipes, SIGKILLs the launcher only
+        and then waits until the pipes close; bwrap arms ``--die-with-parent`` in the sandbox's pid 1 only
+        after its set-up, so a launcher killed during the set-up leaves pid 1 (and the command) running and
+        that wait lasts as long as the command (or forever). Here the launch runs shielded and, on
+        cancellation or error, every process of this launch is killed (``kill_tagged``) before the exception
+        propagates.
+
+        Returns:
+            The process (the launcher) and its tag.
+
+        Raises:
+            SandboxError: the sandbox was closed before the launch.
+        """
+        assert self._slot is not None
+        uid = self._slot.uid
+        tag = f"bwrap-t1-{secrets.token_hex(8)}"
+        preexec = self._preexec(controlling_tty=controlling_tty)
+
+        async def launch() -> asyncio.subprocess.Process:
+            # checked here, right before the fork (no await in between): a close that ran after the caller's
+            # check must not be followed by a launch under a uid that is being given back
+            if self._closed:
+                raise SandboxError("the sandbox was closed while a process was being started")
+            return await asyncio.create_subprocess_exec(
+                tag, *argv[1:], executable=argv[0], preexec_fn=preexec, **streams
+            )
+
+        spawn = asyncio.ensure_future(launch())
+        try:
+            return await asyncio.shield(spawn), tag
+        except BaseException:
+            await _abort_spawn(spawn, uid, tag)
+            raise
+
+    async def _run(
+        self, argv: list[str], *, stdin: bytes | None, timeout_s: float, cap: int | None = MAX_EXEC_OUTPUT
+    ) -> tuple[bytes, bytes, int | None, bool, float]:
+        """Run one bwrap launch to completion: ``(stdout, stderr, exit code, timed out, seconds)``.
+
+        At the deadline, on cancellation or on any error, the launch's processes are killed (synchronously,
+        so a second cancellation cannot interrupt it) and the command is never waited for.
+        """
+        assert self._slot is not None
+        uid = self._slot.uid
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        proc, tag = await self._spawn(
+            argv,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            preexec_fn=self._preexec(),
         )
         self._procs.add(proc)
+        streams = (_feed(proc, stdin), _drain(proc.stdout, cap), _drain(proc.stderr, cap))
+        comm = asyncio.ensure_future(asyncio.gather(*streams, proc.wait()))
+        finished = False
         try:
-            comm = asyncio.ensure_future(
-                asyncio.gather(_feed(proc, stdin), _drain(proc.stdout), _drain(proc.stderr), proc.wait())
-            )
             done, _ = await asyncio.wait({comm}, timeout=timeout_s)
             timed_out = not done
             if timed_out:
-                _killpg(proc.pid)
+                _kill_launch(proc, uid, tag)
                 try:
                     _, out, err, _ = await asyncio.wait_for(comm, timeout=5)
                 except TimeoutError:
-                    comm.cancel()
                     out, err = b"", b""
             else:
                 _, out, err, _ = comm.result()
-            return ExecResult(
-                stdout=out.decode("utf-8", "replace"),
-                stderr=err.decode("utf-8", "replace"),
-                exit_code=None if timed_out else proc.returncode,
-                timed_out=timed_out,
-                duration_s=time.monotonic() - started,
-            )
+            finished = True
+            return out, err, proc.returncode, timed_out, time.monotonic() - started
         finally:
-            if proc.returncode is None:  # cancelled (Ctrl-C) or failed: never leave it running
-                _killpg(proc.pid)
+            if not finished:  # cancelled (Ctrl-C) or failed: never leave it running, never wait for it
+                _kill_launch(proc, uid, tag)
+            if not comm.done():
+                comm.cancel()
+            comm.add_done_callback(_consume)
             self._procs.discard(proc)
 
     async def upload(self, local: Path, remote: str, *, timeout_s: float = 60) -> None:
@@ -505,23 +570,10 @@ class LocalSandbox(Sandbox):
         if self._root is None or self._closed:
             raise SandboxError(f"{what}: sandbox is not started or already closed")
         argv = self._argv(["bash", "-c", command], cwd="/", env=self._merged_env(None))
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            preexec_fn=self._preexec(),
-        )
-        self._procs.add(proc)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
-        except TimeoutError as exc:
-            raise SandboxTimeout(f"{what}: ran past {timeout_s} s") from exc
-        finally:
-            if proc.returncode is None:
-                _killpg(proc.pid)
-            self._procs.discard(proc)
-        if proc.returncode != 0:
+        out, err, code, timed_out, _ = await self._run(argv, stdin=None, timeout_s=timeout_s, cap=None)
+        if timed_out:
+            raise SandboxTimeout(f"{what}: ran past {timeout_s} s")
+        if code != 0:
             raise SandboxError(f"{what} failed: {err.decode('utf-8', 'replace').strip()[-1000:]}")
         return out
 
@@ -543,8 +595,23 @@ class LocalSandbox(Sandbox):
             env=env,
             new_session=False,
         )
-        self._shell = await LocalShell.spawn(argv, self._preexec(controlling_tty=True), timeout_s=timeout_s)
-        return self._shell
+        assert self._slot is not None
+        uid = self._slot.uid
+        master, slave = _open_pty()
+        try:
+            proc, tag = await self._spawn(argv, controlling_tty=True, stdin=slave, stdout=slave, stderr=slave)
+        except BaseException:
+            for fd in (master, slave):
+                os.close(fd)
+            raise
+        shell = LocalShell(proc, master, slave, kill=lambda: _kill_launch(proc, uid, tag))
+        try:
+            await shell._wait_first_prompt(timeout_s)
+        except BaseException:  # cancelled or no prompt: the half-started shell must not outlive the call
+            shell._kill()
+            raise
+        self._shell = shell
+        return shell
 
     async def stop_agent(self) -> None:
         """Kill the persistent shell and every process of this sandbox (all of them are the agent's here)."""
@@ -587,7 +654,41 @@ class LocalSandbox(Sandbox):
         _LIVE.discard(self)
 
 
-MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
+async def _abort_spawn(spawn: asyncio.Future[asyncio.subprocess.Process], uid: int, tag: str) -> None:
+    """Clean up a launch whose caller was cancelled (or failed): let it finish, killing what it started."""
+    while not spawn.done():
+        kill_tagged(uid, tag, deadline_s=0)  # its pipes close only once every process of the launch is dead
+        try:
+            await asyncio.wait({spawn}, timeout=0.01)
+        except asyncio.CancelledError:  # a second cancellation: finish the clean-up first, then propagate
+            continue
+    if spawn.cancelled() or spawn.exception() is not None:
+        kill_tagged(uid, tag)
+        return
+    _kill_launch(spawn.result(), uid, tag)
+
+
+def _kill_launch(proc: asyncio.subprocess.Process, uid: int, tag: str) -> None:
+    """SIGKILL one bwrap launch: the launcher's group and every process tagged with its ``argv[0]``."""
+    _killpg(proc.pid)
+    left = kill_tagged(uid, tag, also=(proc.pid,))
+    if left:  # pragma: no cover - a process that ignores SIGKILL (D state)
+        raise SandboxError(f"sandbox uid {uid}: processes {left} survived SIGKILL")
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # retrieved: no "exception was never retrieved" noise for an abandoned exec
+
+
+def _open_pty() -> tuple[int, int]:
+    master, slave = pty.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # Terminus: 160 x 40
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # no \r\n translation on output
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    os.set_blocking(master, False)
+    return master, slave
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
@@ -600,15 +701,16 @@ async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
         proc.stdin.close()
 
 
-async def _drain(stream: asyncio.StreamReader | None, cap: int = MAX_EXEC_OUTPUT) -> bytes:
+async def _drain(stream: asyncio.StreamReader | None, cap: int | None = MAX_EXEC_OUTPUT) -> bytes:
+    """Read ``stream`` to EOF; keep its first ``cap`` bytes (all if ``cap`` is None) and a marker line."""
     kept = bytearray()
     omitted = 0
     if stream is None:
         return b""
     while chunk := await stream.read(65536):
-        room = cap - len(kept)
-        kept += chunk[: max(room, 0)]
-        omitted += max(len(chunk) - max(room, 0), 0)
+        room = len(chunk) if cap is None else max(cap - len(kept), 0)
+        kept += chunk[:room]
+        omitted += len(chunk) - len(chunk[:room])
     if omitted:
         kept += f"\n[... {omitted} bytes omitted: output over {cap} bytes ...]\n".encode()
     return bytes(kept)
@@ -664,8 +766,16 @@ class LocalShell(Shell):
     _POLL_S = 0.03
     MAX_UNREAD = 2 * 1024 * 1024  # bytes of unread output kept between two sends
 
-    def __init__(self, proc: asyncio.subprocess.Process, master: int, slave: int) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        master: int,
+        slave: int,
+        *,
+        kill: Callable[[], None] | None = None,
+    ) -> None:
         self._proc = proc
+        self._kill_fn = kill
         self._master = master
         self._slave = slave
         self._buf = bytearray()
@@ -676,28 +786,15 @@ class LocalShell(Shell):
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # keeps a split character
         asyncio.get_running_loop().add_reader(master, self._on_readable)
 
-    @classmethod
-    async def spawn(cls, argv: list[str], preexec: Callable[[], None], *, timeout_s: float) -> LocalShell:
-        """Start bash under ``argv`` on a new pty; waits for its first prompt."""
-        master, slave = pty.openpty()
-        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # Terminus: 160 x 40
-        attrs = termios.tcgetattr(slave)
-        attrs[1] &= ~termios.ONLCR  # no \r\n translation on output
-        termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        os.set_blocking(master, False)
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=slave, stdout=slave, stderr=slave, preexec_fn=preexec
-        )
-        shell = cls(proc, master, slave)
+    async def _wait_first_prompt(self, timeout_s: float) -> None:
         end = time.monotonic() + timeout_s
-        while not await shell._idle_now():
-            if not shell.alive:
-                raise SandboxError(f"shell exited at start: {bytes(shell._buf).decode('utf-8', 'replace')}")
+        while not await self._idle_now():
+            if not self.alive:
+                raise SandboxError(f"shell exited at start: {bytes(self._buf).decode('utf-8', 'replace')}")
             if time.monotonic() > end:
-                shell._kill()
+                self._kill()
                 raise SandboxTimeout(f"shell showed no prompt within {timeout_s} s")
-            await asyncio.sleep(cls._POLL_S)
-        return shell
+            await asyncio.sleep(self._POLL_S)
 
     def _on_readable(self) -> None:
         # Bounded per call so that a flood (`yes`) cannot starve the event loop; unread output keeps its first
@@ -803,6 +900,8 @@ class LocalShell(Shell):
             return
         self._closed = True
         _killpg(self._proc.pid)
+        if self._kill_fn is not None:  # the sandbox's pid 1 is outside the launcher's group (--new-session)
+            self._kill_fn()
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(self._master)
         for fd in (self._master, self._slave):
