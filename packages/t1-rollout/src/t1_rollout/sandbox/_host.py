@@ -163,7 +163,8 @@ def kill_tagged(uid: int, tag: str, *, also: tuple[int, ...] = (), deadline_s: f
 
     This reaches the sandbox's pid 1 even when it is orphaned: bwrap arms ``--die-with-parent`` in pid 1 only
     after its set-up, so a launcher killed during the set-up leaves pid 1 behind (blocked on its launcher or
-    running the command) in a session of its own, out of reach of the launcher's process group.
+    running the command), reparented to init and possibly in a session of its own (``--new-session``), out of
+    reach of the launcher's process group.
 
     Args:
         uid: the sandbox's host uid.

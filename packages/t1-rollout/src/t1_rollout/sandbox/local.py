@@ -11,8 +11,9 @@ Isolation (issue 2 part 4; T1 §6):
   a user namespace as uid 1000 with every capability dropped, so uid 0 is not reachable;
 - per-process limits ``RLIMIT_CPU`` (cpu_time_s), ``RLIMIT_AS`` (memory_mb), ``RLIMIT_FSIZE`` (disk_mb, the
   size of one file) and a per-sandbox ``RLIMIT_NPROC`` (max_processes, counted per host uid);
-- every exec has a wall-clock deadline; at the deadline its whole process group is killed with SIGKILL and,
-  since each exec is its own pid namespace, everything it started dies with it;
+- every exec has a wall-clock deadline; at the deadline its launcher's process group and its pid 1 (found by
+  the launch's unique ``argv[0]``) are killed with SIGKILL and, since each exec is its own pid namespace,
+  everything it started dies with it;
 - ``close`` kills every process of the sandbox's uid and deletes its directories; it runs on ``async with``
   exit (normal, exception, cancellation / Ctrl-C) and, as a last resort, at interpreter exit;
 - a cancelled ``exec``/``upload``/``download``/``open_shell`` kills the processes it started before the
@@ -900,8 +901,9 @@ class LocalShell(Shell):
             return
         self._closed = True
         _killpg(self._proc.pid)
-        if self._kill_fn is not None:  # the sandbox's pid 1 is outside the launcher's group (--new-session)
-            self._kill_fn()
+        if self._kill_fn is not None:  # bwrap's pid 1 can outlive a launcher killed during its set-up
+            with contextlib.suppress(SandboxError):  # a survivor of SIGKILL is reported by close
+                self._kill_fn()
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(self._master)
         for fd in (self._master, self._slave):
