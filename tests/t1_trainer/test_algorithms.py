@@ -158,6 +158,17 @@ def test_explained_variance_perfect_mean_and_worse():
     assert math.isnan(explained_variance(torch.zeros(3), torch.zeros(3), torch.ones(3)))
 
 
+def test_explained_variance_is_undefined_for_one_constant_float32_reward():
+    # all admitted trials scored 0.05: float32 returns differ only by rounding, EV must not explode
+    ret = torch.full((400,), 0.05, dtype=torch.float32)
+    ret[::7] = torch.nextafter(torch.tensor(0.05), torch.tensor(1.0))
+    values = torch.linspace(-0.1, 0.1, 400)
+    assert math.isnan(explained_variance(values, ret, torch.ones(400)))
+    # a real (small) spread of returns is still measured
+    ret[::2] = 0.10
+    assert not math.isnan(explained_variance(values, ret, torch.ones(400)))
+
+
 def test_grpo_group_of_one_has_no_signal():
     a = grpo_advantages([[1.0, 0.0, 0.0, 1.0], [0.7]])
     assert a[0] == pytest.approx(np.array([1.0, -1.0, -1.0, 1.0]), abs=1e-5)

@@ -100,8 +100,7 @@ def parse_action(text: str) -> Action:
 
     Raises:
         ActionParseError: the answer holds no JSON object, the JSON is invalid, or a field has the wrong
-        type. The
-            message names the field so the model can correct itself.
+            type. The message names the field so the model can correct itself.
     """
     blob = _extract_json_object(text)
     try:

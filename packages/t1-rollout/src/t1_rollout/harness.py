@@ -38,7 +38,9 @@ COMPLETE_CONFIRM = (
     "otherwise continue working."
 )
 
-Finish = Literal["task_complete", "max_turns", "agent_deadline", "context_exhausted", "shell_died"]
+Finish = Literal[
+    "incomplete", "task_complete", "max_turns", "agent_deadline", "context_exhausted", "shell_died"
+]
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,12 @@ class Episode:
     """What one agent episode produced.
 
     Attributes:
-        turns: one :class:`t1_tito.Turn` per model call, with the token ids, log-probs and routing the engine
-        returned.
+        turns: one :class:`t1_tito.Turn` per model call, with the token ids, log-probs and routing the
+            engine returned.
         messages: the conversation as text, for the trajectory log (never used to rebuild token ids).
         parse_failures: turns whose answer was not a valid action.
-        finish: why the episode ended.
+        finish: why the episode ended (``incomplete`` while it runs, or when it was cut short by a failure or
+            a cancellation).
         agent_time_s: wall time of the episode, seconds.
         generate_time_s: wall time spent waiting for the engine, seconds.
     """
@@ -79,7 +82,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     parse_failures: int = 0
-    finish: Finish = "max_turns"
+    finish: Finish = "incomplete"
     agent_time_s: float = 0.0
     generate_time_s: float = 0.0
 
@@ -109,15 +112,14 @@ async def run_episode(
 
     Args:
         instruction: the task's ``instruction.md``.
-        shell: the trial's persistent shell (``await shell.send(keystrokes, duration_s=..., max_wait_s=...)
-        -> str``).
+        shell: the trial's persistent shell
+            (``await shell.send(keystrokes, duration_s=..., max_wait_s=...) -> str``).
         engine: the inference engine; every call returns ids, log-probs and routed experts (SGLang's shapes).
         tito: the token-in-token-out session that builds each prompt from the previous one.
         sampling: sampling parameters; ``max_new_tokens`` is lowered per turn to respect ``context_tokens``.
         config: the episode's limits.
-        episode: filled in place when given, so a caller that cancels the loop (a hard deadline) keeps the
-        turns
-            sampled so far.
+        episode: filled in place when given, so a caller that cancels the loop (a hard deadline) keeps
+            the turns sampled so far.
 
     Returns:
         The :class:`Episode`. Engine and shell errors propagate (they are infrastructure failures, recorded
@@ -195,7 +197,7 @@ async def _act(
     except ActionParseError as exc:
         episode.parse_failures += 1
         return (
-            f"Previous response had parsing errors: {exc}. Answer with exactly one JSON object as asked.",
+            f"Previous response had parsing errors: {exc}.",
             "continue",
         )
     outputs: list[str] = []

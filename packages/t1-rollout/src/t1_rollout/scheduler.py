@@ -135,7 +135,10 @@ async def collect_batch(
     rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s))
     quota = TokenBucket(config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min)
     result = BatchResult(launched=len(tasks))
-    records = [TrialRecord(trial_id=new_trial_id(t.id), task_id=t.id, family=t.category) for t in tasks]
+    records = [
+        TrialRecord(trial_id=new_trial_id(t.id), task_id=t.id, family=t.category, launch_index=i)
+        for i, t in enumerate(tasks)
+    ]
 
     async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
         async with gate:

@@ -57,8 +57,7 @@ class TrialRecord:
         task_id: the task's id.
         family: the task's category (used for retention statistics).
         status: ``finished`` (a reward exists), ``failed`` (infrastructure or harness failure, with
-        ``cause``) or
-            ``cancelled`` (the scheduler cancelled the straggler tail).
+            ``cause``) or ``cancelled`` (the scheduler cancelled the straggler tail).
         cause: ``<stage>: <message>`` for failed and cancelled trials.
         episode: the agent episode (may be partial).
         verifier: the verifier run, when it ran.
@@ -66,6 +65,7 @@ class TrialRecord:
         reward: the scalar reward and its provenance; ``reward.value`` is never invented for a failed trial.
         stitch: the stitched samples and the TITO drift audit (finished trials only).
         timings: seconds per stage: ``sandbox_start``, ``agent``, ``generate``, ``verifier``, ``total``.
+        launch_index: position of the trial in its batch's launch order (seeds its sampling).
     """
 
     trial_id: str
@@ -79,6 +79,7 @@ class TrialRecord:
     reward: RewardResult | None = None
     stitch: StitchResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    launch_index: int = 0
 
     @property
     def samples(self) -> list[Sample]:

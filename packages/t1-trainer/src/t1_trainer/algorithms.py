@@ -215,6 +215,10 @@ def value_loss(
     return loss, metrics
 
 
+_EV_RELATIVE_FLOOR = 1e-10
+"""Var(R) below this fraction of mean(R^2) counts as constant returns (float32 rounding, not signal)."""
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
     """Critic explained variance ``1 - Var(R - V) / Var(R)`` over loss tokens (T1 §4.5, paper Eq. 19).
 
@@ -229,8 +233,9 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
         mask: same shape, 0/1 loss mask.
 
     Returns:
-        EV as a float; ``nan`` when the returns have zero variance over the loss tokens (for example every
-        reward in the batch is 0), where EV is undefined.
+        EV as a float; ``nan`` when the returns have no variance over the loss tokens (for example every
+        reward in the batch is equal), where EV is undefined. "No variance" is relative to the returns' scale:
+        float32 returns of one constant reward carry rounding noise of ~1e-18, which must not be divided by.
     """
     m = mask.reshape(-1).to(torch.bool)
     v = values.reshape(-1)[m].to(torch.float64)
@@ -238,7 +243,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     if r.numel() == 0:
         return float("nan")
     var_r = torch.mean((r - r.mean()) ** 2)
-    if float(var_r) == 0.0:
+    if float(var_r) <= _EV_RELATIVE_FLOOR * float(torch.mean(r**2)) or float(var_r) == 0.0:
         return float("nan")
     resid = r - v
     var_resid = torch.mean((resid - resid.mean()) ** 2)

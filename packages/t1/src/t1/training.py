@@ -51,7 +51,7 @@ class RunSummary:
         steps: PPO steps completed.
         warmup_steps: critic warm-up steps completed.
         wall_s: wall time per stage, seconds (``setup``, ``warmup``, ``rollout``, ``train``, ``publish``,
-        ``total``).
+            ``total``).
         last_metrics: the last step's metrics row.
     """
 
@@ -175,8 +175,7 @@ class Trainer:
 
     Raises:
         NotImplementedError: for an engine, sandbox or backend kind the embedded loop does not run (SGLang,
-        Daytona,
-            Docker, Harbor, Megatron are cluster backends, not built into this loop yet).
+            Daytona, Docker, Harbor, Megatron are cluster backends, not built into this loop yet).
     """
 
     def __init__(self, recipe: Recipe, resolved: dict[str, Any], console: Console | None = None) -> None:
