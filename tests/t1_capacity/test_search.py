@@ -19,14 +19,18 @@ BASE = Plan(token_wall=WALL_84K, memory_budget_gib=95.0)
 
 
 def brute_force(g: int, wall: int) -> set[tuple[int, int, int, int, int]]:
-    """Independent enumeration: all 5-tuples with tp*pp*cp*dp = g under the layout rules."""
+    """Independent enumeration: all 5-tuples with tp*pp*cp*dp = g under the layout rules.
+
+    Qwen3.5-122B-A10B: 32 query heads, 2 KV heads, 16 GDN key heads, 64 GDN value heads, shared expert
+    width 1024, 48 layers, 256 experts; the token wall is a multiple of tp and of 2*cp (t1_spec's rules).
+    """
     out = set()
-    rng = range(1, g + 1)
+    rng = [d for d in range(1, g + 1) if g % d == 0]
     for tp, pp, cp in product(rng, rng, rng):
         if g % (tp * pp * cp):
             continue
         dp = g // (tp * pp * cp)
-        if 32 % tp or 1024 % tp or 48 % pp or wall % tp or (cp > 1 and wall % (2 * cp)):
+        if any(h % tp for h in (32, 2, 16, 64, 1024)) or 48 % pp or wall % tp or wall % (2 * cp):
             continue
         for ep in range(1, 257):
             if 256 % ep == 0 and (tp * cp * dp) % ep == 0:
@@ -80,7 +84,8 @@ def test_refusals_are_explained_with_a_term():
 
 def test_1024_devices_search_runs():
     result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=1024)
-    assert result.n_plans > 1000
+    assert result.n_plans == len(brute_force(1024, WALL_84K))
+    assert {c.plan.tp for c in result.fitting + result.refused} == {1, 2}  # 2 KV heads: tp <= 2
     assert result.fitting[0].plan.training_devices == 1024
 
 
@@ -93,3 +98,25 @@ def test_ep_maximal_only_keeps_one_ep_per_layout():
 def test_unknown_ranking_is_refused():
     with pytest.raises(ValueError, match="rank must be"):
         search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64, rank="speed")
+
+
+def test_search_lists_no_plan_the_recipe_validator_rejects():
+    """Every plan the search prices loads as the production recipe's plan (t1_spec's own layout rules)."""
+    from pathlib import Path
+
+    from t1_spec import load_recipe
+
+    prod = Path(__file__).resolve().parents[2] / "recipes" / "t1-122b.yaml"
+    recipe = load_recipe(prod)
+    result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64)
+    for cand in result.fitting + result.refused:
+        p = cand.plan
+        load_recipe(prod, [f"plan.{k}={getattr(p, k)}" for k in ("tp", "pp", "cp", "dp", "ep")])
+    assert recipe.plan.training_devices == 64
+
+
+def test_tp4_is_not_enumerated_for_two_kv_heads():
+    """tp must divide the 2 KV heads (t1_spec rule plan.tp_divides_heads): tp 4 and 8 are never offered."""
+    tps = {p.tp for p in enumerate_plans(PAPER_MODEL, 64, BASE)}
+    assert tps == {1, 2}
+    assert any("num_key_value_heads" in s for s in plan_problems(Plan(tp=4, dp=16), PAPER_MODEL))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from t1_capacity.shapes import ModelShape
+from t1_spec.plan import HEAD_FIELDS, grid_violations, model_layout_violations
 
 
 class PlanError(ValueError):
@@ -69,13 +70,20 @@ class Plan:
         return f"tp{self.tp} pp{self.pp} cp{self.cp} dp{self.dp} ep{self.ep}{etp}"
 
 
+def head_counts(model: ModelShape) -> dict[str, int]:
+    """The head counts tensor parallelism shards, keyed by ``t1_spec.plan.HEAD_FIELDS``."""
+    return {name: getattr(model, name) for name in HEAD_FIELDS}
+
+
 def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
     """List why ``plan`` cannot be laid out for ``model``; empty when it can.
 
-    Rules: every degree >= 1; pp divides the layer count (even stages); ep divides the expert count; ep * etp
-    divides tp * cp * dp (experts are folded out of that region); etp divides the expert FFN width; tp divides
-    the query heads and the shared-expert width; the token wall is a multiple of 2*cp (load-balanced context
-    chunks, when cp > 1) and of tp (sequence parallelism), as ``t1_spec`` requires.
+    The layout rules are ``t1_spec``'s own (``grid_violations``, ``model_layout_violations``), so a plan this
+    accepts is one ``t1 recipe validate`` accepts too: pp divides the layer count; ep divides the expert
+    count; etp * ep divides tp * cp * dp; tp divides the attention, KV and Gated DeltaNet head counts; the
+    token wall is a multiple of 2*cp and of tp. The capacity model adds: every degree >= 1; ep = 1 for a
+    dense model; etp divides the expert FFN width; tp divides the shared-expert width; a known offload mode
+    and a positive budget.
 
     Args:
         plan: the plan to check.
@@ -90,30 +98,16 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
             out.append(f"plan.{name}={getattr(plan, name)} must be >= 1")
     if out:
         return out
-    if model.num_layers % plan.pp:
-        out.append(f"plan.pp={plan.pp} must divide num_layers={model.num_layers} (even pipeline stages)")
+    rules = model_layout_violations(
+        plan.tp, plan.pp, plan.ep, model.num_layers, model.num_experts, head_counts(model)
+    ) + grid_violations(plan.tp, plan.cp, plan.dp, plan.ep, plan.etp, plan.token_wall, prefix="plan.")
+    out += [f"{v.field}={getattr(plan, v.field.removeprefix('plan.'))}: {v.message}" for v in rules]
     if model.num_experts == 0 and plan.ep != 1:
         out.append(f"plan.ep={plan.ep} must be 1 for a dense model (num_experts=0)")
-    elif model.num_experts and model.num_experts % plan.ep:
-        out.append(f"plan.ep={plan.ep} must divide num_experts={model.num_experts}")
-    if (plan.tp * plan.cp * plan.dp) % (plan.ep * plan.etp):
-        out.append(
-            f"plan.ep*etp={plan.ep * plan.etp} must divide tp*cp*dp={plan.tp * plan.cp * plan.dp} "
-            "(experts are folded out of the tp x cp x dp region)"
-        )
     if model.moe_intermediate_size % plan.etp:
         out.append(f"plan.etp={plan.etp} must divide moe_intermediate_size={model.moe_intermediate_size}")
-    if model.num_attention_heads % plan.tp:
-        out.append(f"plan.tp={plan.tp} must divide num_attention_heads={model.num_attention_heads}")
     if model.shared_expert_intermediate_size % plan.tp:
         out.append(f"plan.tp={plan.tp} must divide shared_expert_intermediate_size")
-    if plan.cp > 1 and plan.token_wall % (2 * plan.cp):
-        out.append(
-            f"plan.token_wall={plan.token_wall} must be a multiple of 2*cp={2 * plan.cp} "
-            "(load-balanced context parallelism splits each sequence into 2*cp chunks)"
-        )
-    if plan.token_wall % plan.tp:
-        out.append(f"plan.token_wall={plan.token_wall} must be a multiple of tp={plan.tp} (SP)")
     if plan.offload not in ("forced", "none"):
         out.append(f"plan.offload={plan.offload!r} must be 'forced' or 'none'")
     if plan.memory_budget_gib <= 0:

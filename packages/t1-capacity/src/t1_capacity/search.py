@@ -13,8 +13,16 @@ from dataclasses import dataclass, replace
 
 from t1_capacity.check import fits_fast
 from t1_capacity.footprint import ACTOR, CRITIC, PAPER_CONSTANTS, CapacityConstants, Footprint, footprint
-from t1_capacity.plan import Plan
+from t1_capacity.plan import Plan, head_counts
 from t1_capacity.shapes import ModelShape
+from t1_spec.plan import (
+    ep_divides_experts_ok,
+    expert_region_ok,
+    pp_divides_layers_ok,
+    token_wall_cp_ok,
+    token_wall_tp_ok,
+    tp_undivided_heads,
+)
 
 
 def _divisors(n: int) -> list[int]:
@@ -24,9 +32,11 @@ def _divisors(n: int) -> list[int]:
 def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Iterator[Plan]:
     """Yield every structurally valid plan with tp * pp * cp * dp = ``training_devices``.
 
-    tp divides the query heads, the shared-expert width and the token wall; pp divides the layer count; 2*cp
-    divides the token wall (cp > 1); ep divides E and tp*cp*dp/etp. ``etp``, token wall, budget, offload and
-    batch size come from ``base``.
+    Applies ``t1_spec``'s layout rules through its own predicates, so every plan yielded is one the recipe
+    validator accepts: tp divides the attention, KV and Gated DeltaNet head counts and the token wall; pp
+    divides the layer count; the token wall is a multiple of 2*cp; ep divides E; etp*ep divides tp*cp*dp.
+    The capacity model adds: tp divides the shared-expert width and etp the expert FFN width. ``etp``, token
+    wall, budget, offload and batch size come from ``base``.
 
     Args:
         model: the model shape.
@@ -42,24 +52,25 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
     if training_devices < 1:
         raise ValueError(f"training_devices must be >= 1, got {training_devices}")
     g = training_devices
-    experts = _divisors(model.num_experts) if model.num_experts else [1]
+    wall, etp = base.token_wall, base.etp
+    heads = head_counts(model)
+    experts = [e for e in _divisors(model.num_experts) if ep_divides_experts_ok(e, model.num_experts)] or [1]
+    if model.moe_intermediate_size % etp:
+        return
     for tp in _divisors(g):
-        if model.num_attention_heads % tp or model.shared_expert_intermediate_size % tp:
+        if tp_undivided_heads(tp, heads) is not None or model.shared_expert_intermediate_size % tp:
             continue
-        if base.token_wall % tp:
+        if not token_wall_tp_ok(wall, tp):
             continue
         for pp in _divisors(g // tp):
-            if model.num_layers % pp:
+            if not pp_divides_layers_ok(pp, model.num_layers):
                 continue
             for cp in _divisors(g // (tp * pp)):
-                if cp > 1 and base.token_wall % (2 * cp):
+                if not token_wall_cp_ok(wall, cp):
                     continue
                 dp = g // (tp * pp * cp)
-                region = tp * cp * dp
-                if region % base.etp or model.moe_intermediate_size % base.etp:
-                    continue
                 for ep in experts:
-                    if (region // base.etp) % ep == 0:
+                    if expert_region_ok(tp, cp, dp, ep, etp):
                         yield replace(base, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep)
 
 

@@ -10,6 +10,7 @@ disjoint and pipelined one step deep, as in the paper (T1 §7).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -126,35 +127,7 @@ def plan_violations(p: PlanSpec) -> list[Violation]:
                 f"{p.training_devices}: change dp (or tp/pp/cp/devices) so the product matches",
             )
         )
-    if p.expert_region % (p.etp * p.ep):
-        v.append(
-            Violation(
-                "plan.expert_region",
-                "ep",
-                f"etp*ep = {p.etp}*{p.ep} = {p.etp * p.ep} does not divide the expert region "
-                f"tp*cp*dp = {p.expert_region} (Megatron/torchtitan carve EP out of it): pick ep so "
-                f"that etp*ep divides tp*cp*dp (maximal: ep = {p.expert_region // p.etp})",
-            )
-        )
-    if p.token_wall % (2 * p.cp):
-        v.append(
-            Violation(
-                "plan.token_wall_cp",
-                "token_wall",
-                f"token_wall {p.token_wall} is not divisible by 2*cp = {2 * p.cp} (load-balanced "
-                "context parallelism splits each sequence into 2*cp chunks): round token_wall to a "
-                f"multiple of {2 * p.cp}",
-            )
-        )
-    if p.token_wall % p.tp:
-        v.append(
-            Violation(
-                "plan.token_wall_tp",
-                "token_wall",
-                f"token_wall {p.token_wall} is not divisible by tp {p.tp} (sequence parallelism "
-                "splits tokens over tp): round token_wall to a multiple of tp",
-            )
-        )
+    v += grid_violations(p.tp, p.cp, p.dp, p.ep, p.etp, p.token_wall)
     if p.b0_gib >= p.memory_budget_gib:
         v.append(
             Violation(
@@ -162,6 +135,161 @@ def plan_violations(p: PlanSpec) -> list[Violation]:
                 "b0_gib",
                 f"b0_gib {p.b0_gib} is not below memory_budget_gib {p.memory_budget_gib}: the residue "
                 "is a few percent of M",
+            )
+        )
+    return v
+
+
+# --- layout rules on plain integers, shared with t1_capacity's plan search (one copy of each rule) ---
+
+HEAD_FIELDS = ("num_key_value_heads", "num_attention_heads", "linear_num_key_heads", "linear_num_value_heads")
+"""Model fields whose head counts tensor parallelism shards (full-attention KV and query heads, Gated DeltaNet
+key and value heads); ``tp`` must divide each."""
+
+
+def expert_region_ok(tp: int, cp: int, dp: int, ep: int, etp: int) -> bool:
+    """``etp * ep`` divides the expert region ``tp * cp * dp`` (rule ``plan.expert_region``)."""
+    return (tp * cp * dp) % (etp * ep) == 0
+
+
+def token_wall_cp_ok(token_wall: int, cp: int) -> bool:
+    """``token_wall`` is a multiple of ``2 * cp`` (rule ``plan.token_wall_cp``; load-balanced CP chunks)."""
+    return token_wall % (2 * cp) == 0
+
+
+def token_wall_tp_ok(token_wall: int, tp: int) -> bool:
+    """``token_wall`` is a multiple of ``tp`` (rule ``plan.token_wall_tp``; sequence parallelism)."""
+    return token_wall % tp == 0
+
+
+def ep_divides_experts_ok(ep: int, num_experts: int) -> bool:
+    """``ep`` divides ``num_experts`` (rule ``plan.ep_divides_experts``)."""
+    return num_experts % ep == 0
+
+
+def pp_divides_layers_ok(pp: int, num_layers: int) -> bool:
+    """``pp`` divides ``num_layers`` (rule ``plan.pp_divides_layers``; equal pipeline stages)."""
+    return num_layers % pp == 0
+
+
+def tp_undivided_heads(tp: int, heads: Mapping[str, int]) -> str | None:
+    """The first of ``HEAD_FIELDS`` whose count ``tp`` does not divide, or ``None``.
+
+    Rule ``plan.tp_divides_heads``.
+
+    Args:
+        tp: tensor-parallel degree.
+        heads: head count per field name of ``HEAD_FIELDS`` (a missing field is not checked).
+    """
+    for name in HEAD_FIELDS:
+        if name in heads and heads[name] % tp:
+            return name
+    return None
+
+
+def grid_violations(
+    tp: int, cp: int, dp: int, ep: int, etp: int, token_wall: int, prefix: str = ""
+) -> list[Violation]:
+    """The plan's own layout rules: expert region, token wall against ``2*cp`` and ``tp``.
+
+    Args:
+        tp: tensor-parallel degree (devices).
+        cp: context-parallel degree (devices).
+        dp: data-parallel degree (devices).
+        ep: expert-parallel degree (devices).
+        etp: expert tensor-parallel degree (devices).
+        token_wall: tokens per micro-batch.
+        prefix: prepended to each field path (``""`` inside ``PlanSpec``, ``"plan."`` from the recipe root).
+
+    Returns:
+        one ``Violation`` per broken rule (``plan.expert_region``, ``plan.token_wall_cp``,
+        ``plan.token_wall_tp``).
+    """
+    v: list[Violation] = []
+    region = tp * cp * dp
+    if not expert_region_ok(tp, cp, dp, ep, etp):
+        v.append(
+            Violation(
+                "plan.expert_region",
+                prefix + "ep",
+                f"etp*ep = {etp}*{ep} = {etp * ep} does not divide the expert region "
+                f"tp*cp*dp = {region} (Megatron/torchtitan carve EP out of it): pick ep so "
+                f"that etp*ep divides tp*cp*dp (maximal: ep = {region // etp})",
+            )
+        )
+    if not token_wall_cp_ok(token_wall, cp):
+        v.append(
+            Violation(
+                "plan.token_wall_cp",
+                prefix + "token_wall",
+                f"token_wall {token_wall} is not divisible by 2*cp = {2 * cp} (load-balanced "
+                "context parallelism splits each sequence into 2*cp chunks): round token_wall to a "
+                f"multiple of {2 * cp}",
+            )
+        )
+    if not token_wall_tp_ok(token_wall, tp):
+        v.append(
+            Violation(
+                "plan.token_wall_tp",
+                prefix + "token_wall",
+                f"token_wall {token_wall} is not divisible by tp {tp} (sequence parallelism "
+                "splits tokens over tp): round token_wall to a multiple of tp",
+            )
+        )
+    return v
+
+
+def model_layout_violations(
+    tp: int,
+    pp: int,
+    ep: int,
+    num_layers: int,
+    num_experts: int,
+    heads: Mapping[str, int],
+    prefix: str = "plan.",
+) -> list[Violation]:
+    """Rules tying the parallel degrees to the architecture: ep | experts, tp | every head count, pp | layers.
+
+    Args:
+        tp: tensor-parallel degree (devices).
+        pp: pipeline-parallel degree (devices).
+        ep: expert-parallel degree (devices).
+        num_layers: decoder layers L.
+        num_experts: routed experts E.
+        heads: head count per field of ``HEAD_FIELDS``.
+        prefix: prepended to each field path (``"plan."`` from the recipe root).
+
+    Returns:
+        one ``Violation`` per broken rule (``plan.ep_divides_experts``, ``plan.tp_divides_heads``,
+        ``plan.pp_divides_layers``).
+    """
+    v: list[Violation] = []
+    if not ep_divides_experts_ok(ep, num_experts):
+        v.append(
+            Violation(
+                "plan.ep_divides_experts",
+                prefix + "ep",
+                f"ep {ep} does not divide model.num_experts {num_experts}: every EP rank must hold "
+                "the same number of experts; pick ep from the divisors of num_experts",
+            )
+        )
+    bad = tp_undivided_heads(tp, heads)
+    if bad is not None:
+        v.append(
+            Violation(
+                "plan.tp_divides_heads",
+                prefix + "tp",
+                f"tp {tp} does not divide model.{bad} {heads[bad]}: tensor parallelism "
+                "shards heads; pick tp from its divisors (the paper's 2 KV heads allow tp <= 2)",
+            )
+        )
+    if not pp_divides_layers_ok(pp, num_layers):
+        v.append(
+            Violation(
+                "plan.pp_divides_layers",
+                prefix + "pp",
+                f"pp {pp} does not divide model.num_layers {num_layers}: stages must hold equal "
+                "layer counts; pick pp from its divisors",
             )
         )
     return v

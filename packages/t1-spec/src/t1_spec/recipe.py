@@ -13,7 +13,7 @@ from t1_spec.evaluation import EvaluationSpec
 from t1_spec.liveness import LivenessSpec
 from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import ModelSpec
-from t1_spec.plan import PlanSpec
+from t1_spec.plan import HEAD_FIELDS, PlanSpec, model_layout_violations
 from t1_spec.pool import PoolSpec
 from t1_spec.ppo import GAEAdvantage, GRPOAdvantage, PPOSpec
 from t1_spec.reward import DenseReward, RewardSpec
@@ -103,42 +103,10 @@ def cross_violations(r: Recipe) -> list[Violation]:
     v: list[Violation] = []
     m, p, ppo, ro = r.model, r.plan, r.ppo, r.rollout
 
-    # Parallelism against the architecture.
-    if m.num_experts % p.ep:
-        v.append(
-            Violation(
-                "plan.ep_divides_experts",
-                "plan.ep",
-                f"ep {p.ep} does not divide model.num_experts {m.num_experts}: every EP rank must hold "
-                "the same number of experts; pick ep from the divisors of num_experts",
-            )
-        )
-    for heads_field in (
-        "num_key_value_heads",
-        "num_attention_heads",
-        "linear_num_key_heads",
-        "linear_num_value_heads",
-    ):
-        heads = getattr(m, heads_field)
-        if heads % p.tp:
-            v.append(
-                Violation(
-                    "plan.tp_divides_heads",
-                    "plan.tp",
-                    f"tp {p.tp} does not divide model.{heads_field} {heads}: tensor parallelism "
-                    "shards heads; pick tp from its divisors (the paper's 2 KV heads allow tp <= 2)",
-                )
-            )
-            break
-    if m.num_layers % p.pp:
-        v.append(
-            Violation(
-                "plan.pp_divides_layers",
-                "plan.pp",
-                f"pp {p.pp} does not divide model.num_layers {m.num_layers}: stages must hold equal "
-                "layer counts; pick pp from its divisors",
-            )
-        )
+    # Parallelism against the architecture (rules shared with t1_capacity's plan search).
+    v += model_layout_violations(
+        p.tp, p.pp, p.ep, m.num_layers, m.num_experts, {h: getattr(m, h) for h in HEAD_FIELDS}
+    )
 
     # Batch geometry.
     samples = ppo.batch_size * ppo.samples_per_task
