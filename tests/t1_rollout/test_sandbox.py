@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -267,6 +268,27 @@ async def test_cancelled_upload_download_and_open_shell_leave_no_process(tmp_pat
                 assert took < 3 and _settled(sb.uid, set()) == set(), (point, _describe(sb.uid))
                 if sb._shell is not None:
                     await sb._shell.close()
+
+
+async def test_a_cancelled_or_failed_build_leaves_nothing_behind(tmp_path):
+    sb = LocalSandbox()
+    env = _env(tmp_path, "FROM debian:bookworm-slim\nRUN sleep 30\n")
+    build = asyncio.ensure_future(sb.start(env, timeout_s=60))
+    give_up = time.monotonic() + 20
+    while sb.uid is None or "sleep" not in _commands(sb.uid):  # the RUN step really runs
+        assert time.monotonic() < give_up and not build.done(), "the RUN step never started"
+        await asyncio.sleep(0.02)
+    uid, root = sb.uid, sb.host_root
+    cancelled_at = time.monotonic()
+    build.cancel()
+    await asyncio.wait({build}, timeout=10)
+    assert build.cancelled() and time.monotonic() - cancelled_at < 3
+    assert pids_of_uid(uid) == [] and not root.exists()  # no `async with` needed
+    (tmp_path / "failing").mkdir()
+    sb = LocalSandbox()
+    with pytest.raises(SandboxError, match="RUN exited 3"):
+        await sb.start(_env(tmp_path / "failing", "FROM debian:bookworm-slim\nRUN exit 3\n"), timeout_s=30)
+    assert sb.host_root is None and not list(Path(tempfile.gettempdir()).glob(f"t1-sbx-{sb.uid}-*"))
 
 
 def test_a_uid_slot_is_never_handed_out_while_a_process_of_it_is_alive(monkeypatch):

@@ -300,7 +300,16 @@ class LocalSandbox(Sandbox):
                 f"{dockerfile}: missing; the local sandbox builds environments from a Dockerfile"
             )
         instructions = parse_dockerfile(dockerfile)
-        self._prepare()
+        try:
+            self._prepare()
+            await self._build(instructions, environment_dir, dockerfile, timeout_s)
+        except BaseException:  # failed or cancelled: nothing is left behind, even outside ``async with``
+            self._reclaim()
+            raise
+
+    async def _build(
+        self, instructions: Sequence[Any], environment_dir: Path, dockerfile: Path, timeout_s: float
+    ) -> None:
         assert self._slot is not None
         deadline = time.monotonic() + timeout_s
         root_set = False
