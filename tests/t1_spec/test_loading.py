@@ -208,3 +208,49 @@ def test_digest_is_stable_and_tracks_every_change_but_the_description(tiny_path)
     assert recipe_digest(a) == recipe_digest(b) and len(recipe_digest(a)) == 12
     assert recipe_digest(load_recipe(tiny_path, ["ppo.steps=3"])) != recipe_digest(a)
     assert recipe_digest(load_recipe(tiny_path, ["description=reworded"])) == recipe_digest(a)
+
+
+def test_non_utf8_recipe_is_a_recipe_error_naming_the_file(tmp_path) -> None:
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("schema: t1/v1\ndescription: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe(bad)
+    assert info.value.path == bad
+    assert str(bad) in str(info.value) and "UTF-8" in str(info.value)
+
+
+def test_non_utf8_base_is_a_recipe_error_naming_the_base(tmp_path) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_bytes("schema: t1/v1\ndescription: caf\u00e9\n".encode("latin-1"))
+    child = write(tmp_path, "child.yaml", "schema: t1/v1\nextends: base.yaml\nname: child\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child)
+    assert info.value.path == base.resolve()
+    assert "UTF-8" in info.value.problems[0].message
+
+
+@pytest.mark.parametrize(
+    "name", ["../../escaped", "/tmp/abs", "a/b", ".hidden", "..", "has space", "x" * 101]
+)
+def test_run_name_must_be_a_safe_slug(tiny_path, problems_of, name) -> None:
+    # The name becomes <run_root>/<name>-<digest>: a separator or '..' would escape logging.run_root.
+    probs = problems_of(tiny_path, f"name='{name}'")
+    assert [p.field for p in probs] == ["name"]
+    assert "safe slug" in probs[0].message and "run_root" in probs[0].message
+
+
+@pytest.mark.parametrize("name", ["tiny-cpu", "T1_122b.v2", "0run", "x" * 100])
+def test_ordinary_run_names_are_accepted(tiny_path, name) -> None:
+    assert load_recipe(tiny_path, [f"name={name}"]).name == name
+
+
+@pytest.mark.parametrize(
+    ("field", "low", "floor"),
+    [("memory_mb", 1, 64), ("max_processes", 1, 8), ("cpu_time_s", 0.5, 1), ("disk_mb", 0, 1)],
+)
+def test_local_sandbox_limits_have_workable_floors(tiny_path, problems_of, field, low, floor) -> None:
+    # e.g. RLIMIT_AS = 1 MiB stops bubblewrap itself from mapping libc: refused at load time, not at run time.
+    probs = problems_of(tiny_path, f"sandbox.{field}={low}")
+    assert [p.field for p in probs] == [f"sandbox.{field}"]
+    assert str(floor) in probs[0].message
+    assert getattr(load_recipe(tiny_path, [f"sandbox.{field}={floor}"]).sandbox, field) == floor

@@ -34,6 +34,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "model.full_attention_interval",
         "not a multiple",
     ),
+    (
+        "model.vocab_covers_tokenizer",
+        "tiny",
+        ("model.vocab_size=1000",),
+        "model.vocab_size",
+        "set model.vocab_size to at least 248077",
+    ),
     ("model.top_k", "tiny", ("model.top_k=9",), "model.top_k", "lower top_k"),
     ("model.gqa", "tiny", ("model.num_key_value_heads=3",), "model.num_key_value_heads", "divides"),
     (
@@ -336,3 +343,18 @@ def test_all_violations_are_reported_at_once(tiny_path, problems_of) -> None:
 def test_sglang_with_external_urls_needs_no_inference_devices(tiny_path) -> None:
     r = load_recipe(tiny_path, ["engine.kind=sglang", "engine.urls=[http://a:30000]"])
     assert r.engine.kind == "sglang" and r.plan.inference_devices == 0
+
+
+def test_vocab_exactly_the_tokenizer_ids_validates(tiny_path, problems_of) -> None:
+    # 248,077 real Qwen3.5 ids (0..248,076): the smallest vocabulary that covers them is accepted.
+    assert load_recipe(tiny_path, ["model.vocab_size=248077"]).model.vocab_size == 248_077
+    probs = problems_of(tiny_path, "model.vocab_size=248076")
+    assert [p.rule for p in probs] == ["model.vocab_covers_tokenizer"]
+
+
+def test_tokenizer_id_count_matches_the_real_tokenizer() -> None:
+    """The constant kept in t1_spec (which may not import the tokenizer) equals the loaded vocabulary."""
+    from t1_spec.model import TOKENIZER_ID_COUNTS
+    from t1_tito import load_tokenizer
+
+    assert load_tokenizer("qwen3.5").vocab_size == TOKENIZER_ID_COUNTS["qwen3.5"] == 248_077

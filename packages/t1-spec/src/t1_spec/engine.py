@@ -41,7 +41,12 @@ class EmbeddedEngine(Spec):
 
 
 class SGLangEngine(Spec):
-    """SGLang servers on the inference partition (SGLang v0.5.12.post1 in the paper, T1 §6)."""
+    """SGLang servers on the inference partition (SGLang v0.5.12.post1 in the paper, T1 §6).
+
+    Not runnable yet: ``t1_rollout`` has an HTTP client for ``/generate``, but launching servers and
+    publishing new weights to them (``update_weights``) are not built, and ``t1 train`` refuses
+    ``kind: sglang``; use ``kind: embedded``.
+    """
 
     kind: Literal["sglang"] = "sglang"
     """Discriminator: SGLang over HTTP (native ``/generate`` with ``return_logprob`` and
@@ -78,4 +83,4 @@ class SGLangEngine(Spec):
 
 
 EngineSpec = Annotated[EmbeddedEngine | SGLangEngine, Field(discriminator="kind")]
-"""The engine section, selected by ``kind: embedded | sglang``."""
+"""The engine section, selected by ``kind: embedded | sglang``; only ``embedded`` trains today."""

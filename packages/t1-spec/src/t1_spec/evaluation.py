@@ -8,7 +8,11 @@ from t1_spec._base import Spec, Violation, raise_if
 
 
 class EvaluationSpec(Spec):
-    """Periodic held-out evaluation: Terminus-2 on Harbor, one configuration for all suites (T1 §6)."""
+    """Periodic held-out evaluation: Terminus-2 on Harbor, one configuration for all suites (T1 §6).
+
+    Not built yet: the section validates, but the training loop runs no evaluation whether ``enabled`` is
+    set or not.
+    """
 
     enabled: bool = False
     """Run evaluation during training."""

@@ -117,6 +117,17 @@ def _read_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RecipeError(path, [Problem("", "file not found; check the path")]) from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(
+            path,
+            [
+                Problem(
+                    "",
+                    f"not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start}): "
+                    "a recipe must be UTF-8 YAML; re-save the file as UTF-8",
+                )
+            ],
+        ) from None
     except OSError as exc:
         raise RecipeError(path, [Problem("", f"cannot read the file: {exc}")]) from None
     try:
@@ -239,6 +250,18 @@ _HINTS = {
     "missing": "required field is missing; add it",
 }
 
+_FIELD_HINTS = {
+    ("name", "string_pattern_mismatch"): "the run name becomes a folder under logging.run_root, so it must "
+    "be a safe slug: start with a letter or digit, then up to 99 letters, digits, '.', '_' or '-' "
+    "(no '/', no '..', no spaces)",
+}
+
+_FLOOR_WHY = {
+    "sandbox.memory_mb": "RLIMIT_AS also binds bubblewrap and the shell, which cannot map libc below this",
+    "sandbox.max_processes": "bubblewrap, the shell and a simple pipeline already need several processes",
+    "sandbox.cpu_time_s": "RLIMIT_CPU counts whole seconds and the launch itself spends CPU",
+}
+
 
 def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
@@ -254,9 +277,12 @@ def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
         kind = err["type"]
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             parts.append(str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'"))
-        msg = _HINTS.get(kind) or err["msg"]
+        msg = _FIELD_HINTS.get((".".join(parts), kind)) or _HINTS.get(kind) or err["msg"]
         if kind not in _HINTS and "input" in err and not isinstance(err["input"], Mapping | list):
             msg = f"{msg}; got {err['input']!r}"
+        why = _FLOOR_WHY.get(".".join(parts)) if kind == "greater_than_equal" else None
+        if why:
+            msg = f"{msg} ({why}); raise it"
         problems.append(Problem(".".join(parts), msg, kind))
     return problems
 

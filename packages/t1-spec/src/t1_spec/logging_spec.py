@@ -16,4 +16,5 @@ class LoggingSpec(Spec):
     """
 
     tensorboard: bool = False
-    """Also write TensorBoard event files into the run folder."""
+    """Also write TensorBoard event files into the run folder. Not built yet: nothing reads it; the run
+    folder's ``metrics.jsonl`` holds every step's metrics."""

