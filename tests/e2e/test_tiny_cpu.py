@@ -1,6 +1,11 @@
 """`t1 train recipes/tiny-cpu.yaml` end to end, shortened to one PPO step (issue 2's main job)."""
 
 import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +64,7 @@ def test_tiny_cpu_one_step_writes_the_run_directory(tmp_path):
     assert any((run / "verifier").iterdir())
     assert (run / "weights" / "actor.safetensors").stat().st_size > 0
     assert (run / "weights" / "critic.safetensors").stat().st_size > 0
+    assert json.loads((run / "status.json").read_text())["status"] == "finished"
 
 
 @pytest.mark.e2e
@@ -69,3 +75,97 @@ def test_invalid_recipe_fails_before_any_work(tmp_path):
     assert result.exit_code == 2
     assert "ppo.clip_eps" in result.output
     assert not any(tmp_path.iterdir())  # no run directory was created
+
+
+def _broken_pool(tmp_path: Path) -> Path:
+    """A one-task pool whose environment build fails: an infrastructure failure, not the agent's."""
+    pool = tmp_path / "pool"
+    src = REPO / "packages/t1-tasks/src/t1_tasks/pools/mini/fix-permissions"
+    shutil.copytree(src, pool / "fix-permissions")
+    (pool / "fix-permissions/environment/Dockerfile").write_text("FROM debian:bookworm-slim\nRUN exit 3\n")
+    return pool
+
+
+@pytest.mark.e2e
+def test_a_step_where_no_trial_finishes_fails_the_run_without_scoring_zero(tmp_path):
+    runs = tmp_path / "runs"
+    args = [
+        "train",
+        str(REPO / "recipes/tiny-cpu.yaml"),
+        f"pool.source={_broken_pool(tmp_path)}",
+        "ppo.batch_size=1",
+        "rollout.admitted=1",
+        "rollout.launched=1",
+        f"logging.run_root={runs}",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "no trial finished" in result.output
+    (run,) = runs.iterdir()
+    status = json.loads((run / "status.json").read_text())
+    assert status["status"] == "failed" and status["steps_completed"] == 0
+    assert not (run / "weights" / "actor.safetensors").exists()
+    (traj,) = (run / "trajectories" / "step-0000").glob("*.json")
+    record = json.loads(traj.read_text())
+    assert record["status"] == "failed" and record["cause"].startswith("sandbox_start")
+    assert record["reward"] is None  # an infrastructure failure is never the agent's 0
+
+
+@pytest.mark.e2e
+def test_an_unusable_pool_exits_2_and_leaves_no_run_directory(tmp_path):
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            str(REPO / "recipes/tiny-cpu.yaml"),
+            f"pool.source={tmp_path / 'nope'}",
+            f"logging.run_root={runs}",
+        ],
+    )
+    assert result.exit_code == 2
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def _bwrap_pids() -> set[str]:
+    """Live (non-zombie) bubblewrap processes; sandbox launchers are named ``bwrap-t1-<hex>``."""
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True).stdout
+    return {
+        pid
+        for pid, stat, comm in (line.split(None, 2) for line in out.splitlines())
+        if comm.startswith("bwrap") and not stat.startswith("Z")
+    }
+
+
+@pytest.mark.e2e
+def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path):
+    runs = tmp_path / "runs"
+    before = _bwrap_pids()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "t1.cli",
+            "train",
+            str(REPO / "recipes/tiny-cpu.yaml"),
+            f"logging.run_root={runs}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list((runs).glob("*/trajectories/step-0000/*.json")):
+        time.sleep(0.2)  # wait until trials are running (the first one has ended)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out
+    (run,) = runs.iterdir()
+    assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
+    # every sandbox this run started is gone (allow a moment for init to reap the killed launchers)
+    deadline = time.monotonic() + 10
+    while not _bwrap_pids() <= before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _bwrap_pids() <= before

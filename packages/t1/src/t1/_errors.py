@@ -6,12 +6,14 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
+import click
 from rich.console import Console
 from rich.markup import escape
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_INVALID_INPUT = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for Ctrl-C
 
 err_console = Console(stderr=True)
 
@@ -29,7 +31,7 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
     """
     try:
         yield
-    except (SystemExit, KeyboardInterrupt):
+    except (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.exceptions.Abort):
         raise
     except BaseException as exc:  # noqa: BLE001 - the CLI boundary reports everything
         if debug:

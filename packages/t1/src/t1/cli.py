@@ -7,6 +7,7 @@ Exit codes (every verb):
     0: success (a plan fits, a recipe validates, a run finished).
     1: the check ran and failed (a plan does not fit, a pool has failing tasks).
     2: invalid input (a recipe that does not validate, a missing file, bad arguments).
+    130: interrupted by Ctrl-C (``t1 train`` keeps the partial run directory, marked in ``status.json``).
 """
 
 from __future__ import annotations

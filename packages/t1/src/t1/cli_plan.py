@@ -6,6 +6,7 @@ The model is ``t1_capacity`` (T1 §7, §7.1, Eq. 21, Prop. 7.1).
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -59,31 +60,71 @@ def check(
     assumptions: Annotated[bool, typer.Option(help="also print what the model assumes")] = False,
     debug: Debug = False,
 ) -> None:
-    """Per-term memory (GiB) of actor and critic, binding term, headroom, step-time split; exit 0/1/2."""
+    """Per-term memory (GiB) of actor and critic, binding term, headroom, step-time split; exit 0/1/2.
+
+    Every option is checked, and the best split searched, before anything is printed, so a bad option exits
+    2 with only its error.
+    """
     with reported(debug, invalid=INVALID):
+        for flag, value in (("--generation-min", generation_min), ("--training-min", training_min)):
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{flag} must be a positive number of minutes per step, got {value:g}")
         inputs = load(recipe, overrides)
         verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
-        typer.echo(format_check(verdict, inputs.constants, title=f"{recipe}", assumptions=assumptions))
         n, g = inputs.plan.inference_devices, inputs.devices
+        split_lines: list[str] = []
         if 0 < n < g:
             r, c = generation_min * n, training_min * (g - n)
-            step = granularity or inputs.replica_devices
+            step = _granularity(granularity, inputs.replica_devices, n, g)
 
             def training_fits(g_train: int) -> bool:
                 return bool(search_plans(inputs.model, inputs.plan, inputs.constants, g_train).fitting)
 
-            best = optimal_split(r, c, g, granularity=step, training_fits=training_fits)
-            typer.echo(format_split(step_time(n, r, c, g), best, balance_point(r, c, g)))
-            typer.echo(
+            here = step_time(n, r, c, g)
+            try:
+                best = optimal_split(r, c, g, granularity=step, training_fits=training_fits)
+                split_text = format_split(here, best, balance_point(r, c, g))
+            except ValueError:
+                # Only reachable when the recipe's own plan does not fit (its n is a multiple of step).
+                split_text = format_split(here, here, balance_point(r, c, g)).splitlines()[0] + (
+                    f"\nbest split: none; no inference partition of {step}, {2 * step}, ... devices leaves "
+                    f"the other devices of G = {g} a training plan that fits in memory"
+                )
+            split_lines = [
+                split_text,
                 f"(R = {r:.0f} and C = {c:.0f} device-minutes from --generation-min/--training-min at this "
                 "split; "
-                f"linear scaling assumed; n in steps of {step}, keeping a training plan that fits)"
-            )
+                f"linear scaling assumed; n in steps of {step}, keeping a training plan that fits)",
+            ]
         else:
-            typer.echo(
+            split_lines = [
                 "step-time split: co-located (inference_devices = 0), generation and training time-share"
-            )
+            ]
+        typer.echo(format_check(verdict, inputs.constants, title=f"{recipe}", assumptions=assumptions))
+        for line in split_lines:
+            typer.echo(line)
     sys.exit(EXIT_OK if verdict.fits else EXIT_CHECK_FAILED)
+
+
+def _granularity(option: int | None, replica_devices: int, inference_devices: int, devices: int) -> int:
+    """The step of the inference partition: ``--granularity`` or the recipe's ``engine.tp``.
+
+    Raises:
+        ValueError: below 1, not below G, or not dividing ``plan.inference_devices`` (the recipe's own
+            partition must be a whole number of replicas), saying what to pass.
+    """
+    step = replica_devices if option is None else option
+    hint = f"pass the devices of one inference replica (this recipe: engine.tp = {replica_devices})"
+    if step < 1 or step >= devices:
+        raise ValueError(f"--granularity {step} must lie in [1, {devices - 1}] (G = {devices}): {hint}")
+    if inference_devices % step:
+        divisors = [d for d in range(1, inference_devices + 1) if inference_devices % d == 0]
+        raise ValueError(
+            f"--granularity {step} does not divide plan.inference_devices {inference_devices}: the inference "
+            f"partition is a whole number of replicas of --granularity devices each; {hint}, or any of "
+            f"{divisors}"
+        )
+    return step
 
 
 @app.command()

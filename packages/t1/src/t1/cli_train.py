@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
-from t1._errors import reported
+from t1._errors import EXIT_INTERRUPTED, err_console, reported
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +22,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train a recipe: critic warm-up if enabled, then PPO steps; writes a run directory.
 
-        Exit codes: 0 the run finished; 2 the recipe is invalid (nothing was started); 1 the run failed.
+        Exit codes: 0 the run finished; 2 the recipe is invalid or a path in it is unusable (no run directory
+        is created); 1 the run failed (e.g. a step where no trial finished, or a part not built yet); 130
+        interrupted by Ctrl-C (the run directory is kept, marked "interrupted" in status.json).
         """
         from t1_spec import RecipeError, load_recipe
 
@@ -28,4 +32,16 @@ def register(app: typer.Typer) -> None:
             spec = load_recipe(recipe, overrides or [])
             from t1.training import Trainer
 
-            Trainer(spec, spec.model_dump(mode="json", by_alias=True)).run()
+            trainer = Trainer(spec, spec.model_dump(mode="json", by_alias=True))
+            try:
+                trainer.run()
+            except KeyboardInterrupt:
+                # A second Ctrl-C during shutdown must not print tracebacks from library atexit hooks.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                where = getattr(getattr(trainer, "run", None), "root", None)
+                err_console.print(
+                    "[bold yellow]interrupted:[/] the trials in flight were cancelled and their sandboxes "
+                    + (f"reclaimed; the partial run is in {where}" if where else "reclaimed"),
+                    highlight=False,
+                )
+                raise SystemExit(EXIT_INTERRUPTED) from None

@@ -5,6 +5,7 @@ Layout::
     runs/<recipe name>-<UTC time>-<hash8>/
         recipe.yaml              the fully resolved recipe (defaults included)
         metrics.jsonl            one JSON object per step (warm-up steps carry "phase": "critic_warmup")
+        status.json              how the run ended: finished | failed (with the error) | interrupted
         trajectories/step-NNNN/<trial_id>.json   every trial: status, cause, messages, token counts, reward
         verifier/<trial_id>/     the verifier's files as read back (ctrf.json, reward.json, test-stdout.txt)
         weights/actor.safetensors, weights/critic.safetensors   the final weights
@@ -79,6 +80,11 @@ class RunDir:
         with self.metrics_path.open("a") as fh:
             fh.write(json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False) + "\n")
 
+    def write_status(self, status: str, steps: int, message: str | None) -> None:
+        """Write ``status.json``: how the run ended (finished, failed, interrupted) and its steps."""
+        payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
+        (self.root / "status.json").write_text(json.dumps(payload, indent=1) + "\n")
+
     def write_trajectory(self, step_label: str, trial_id: str, payload: dict[str, Any]) -> Path:
         """Write one trial's record under ``trajectories/<step_label>/<trial_id>.json``."""
         folder = self.root / "trajectories" / step_label
@@ -86,6 +92,10 @@ class RunDir:
         path = folder / f"{trial_id}.json"
         path.write_text(json.dumps(payload, indent=1, default=_jsonable))
         return path
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _finite(value: Any) -> Any:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import statistics
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from t1.run_dir import RunDir
@@ -94,8 +97,9 @@ def trial_payload(record: TrialRecord) -> dict[str, Any]:
         "policy_versions": sorted({t.policy_version for t in turns}),
         "messages": episode.messages if episode else [],
         "reward": None if record.reward is None else record.reward.value,
-        "assertions_passed": None if record.reward is None else record.reward.passed,
-        "assertions_total": None if record.reward is None else record.reward.total,
+        # no per-assertion report (a fallback): the counts are unknown, not 0
+        "assertions_passed": None if not record.reward or not record.reward.total else record.reward.passed,
+        "assertions_total": None if not record.reward or not record.reward.total else record.reward.total,
         "fallback": None if record.reward is None else record.reward.fallback,
         "outcomes": [
             {"name": o.name, "status": o.status, "message": o.message}
@@ -129,8 +133,8 @@ def rollout_metrics(batch: BatchResult) -> dict[str, Any]:
     """
     admitted = batch.admitted
     rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
-    passed = [r.reward.passed for r in admitted if r.reward]
-    total = [r.reward.total for r in admitted if r.reward]
+    passed = [r.reward.passed for r in admitted if r.reward and r.reward.total]
+    total = [r.reward.total for r in admitted if r.reward and r.reward.total]
     fallbacks = Counter(str(r.reward.fallback) for r in admitted if r.reward and r.reward.fallback)
     episodes = [r.episode for r in admitted if r.episode]
     n_turns = [len(e.turns) for e in episodes]
@@ -145,11 +149,11 @@ def rollout_metrics(batch: BatchResult) -> dict[str, Any]:
         "assertions_passed_mean": statistics.fmean(passed) if passed else None,
         "assertions_total_mean": statistics.fmean(total) if total else None,
         "fallbacks": dict(fallbacks),
-        "parse_failure_rate": parse_fail / max(1, sum(n_turns)),
+        "parse_failure_rate": parse_fail / sum(n_turns) if sum(n_turns) else None,
         "turns_mean": statistics.fmean(n_turns) if n_turns else None,
         "tokens_mean": statistics.fmean(len(s.token_ids) for s in samples) if samples else None,
         "loss_tokens": int(sum(int(s.loss_mask.sum()) for s in samples)),
-        "tito_drift_loss_region": drifted / loss_tokens if loss_tokens else 0.0,
+        "tito_drift_loss_region": drifted / loss_tokens if loss_tokens else None,
         "tito_drifted_tokens": drifted,
         "chunks_split": sum(a.splits for a in audits),
         "samples": len(samples),
@@ -165,6 +169,10 @@ def rollout_metrics(batch: BatchResult) -> dict[str, Any]:
     }
 
 
+class RunFailed(RuntimeError):
+    """A run stopped because a step had nothing to train on; the run directory says why (``status.json``)."""
+
+
 class Trainer:
     """Wires the packages together for one recipe and runs it.
 
@@ -174,8 +182,9 @@ class Trainer:
         console: where progress and the per-step table go.
 
     Raises:
-        NotImplementedError: for an engine, sandbox or backend kind the embedded loop does not run (SGLang,
-            Daytona, Docker, Harbor, Megatron are cluster backends, not built into this loop yet).
+        NotImplementedError: listing every part of the recipe the embedded loop does not run yet (SGLang,
+            Daytona, Docker, Harbor and Megatron backends, TITO repair cases other than strict, group
+            sampling), before anything starts.
     """
 
     def __init__(self, recipe: Recipe, resolved: dict[str, Any], console: Console | None = None) -> None:
@@ -183,29 +192,18 @@ class Trainer:
         self.resolved = resolved
         # Logs piped to a file keep a wide table instead of rich's 80-column fallback.
         self.console = console or (Console() if sys.stdout.isatty() else Console(width=160))
-        if recipe.tito.repair != "strict":
+        missing = unbuilt_parts(recipe)
+        if missing:
             raise NotImplementedError(
-                f"tito.repair '{recipe.tito.repair}' is not built yet: t1_tito stitches the strict case and "
-                "splits every other boundary into a new chunk; set tito.repair: strict"
+                "the embedded training loop cannot run this recipe yet:\n  - " + "\n  - ".join(missing)
             )
-        if recipe.ppo.samples_per_task != 1:
-            raise NotImplementedError(
-                f"ppo.samples_per_task={recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not "
-                "built into the embedded loop yet; the paper's PPO uses one sample per task (T1 §5.2)"
-            )
-        for section, kind, supported in (
-            ("engine", recipe.engine.kind, "embedded"),
-            ("sandbox", recipe.sandbox.kind, "local"),
-            ("trainer", recipe.trainer.backend, "torch"),
-        ):
-            if kind != supported:
-                raise NotImplementedError(
-                    f"{section} '{kind}' is not built into the embedded training loop yet; "
-                    f"use {section} '{supported}' (see docs/recipes.md)"
-                )
 
     def _build(self) -> None:
-        """Create the run directory, tokenizer, engine, trainer backend, pool and sandbox factory."""
+        """Load pools, tokenizer, engine and trainer backend, then create the run directory.
+
+        The run directory is created last, so a recipe that fails here (an empty pool, a bad path) leaves
+        nothing behind.
+        """
         # Heavy imports stay here so `t1 --help` and recipe verbs start fast.
         import torch
 
@@ -217,7 +215,10 @@ class Trainer:
         from t1_trainer.torch_backend import TorchBackend
 
         r = self.recipe
-        self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+        self.pool = load_pool(r.pool.source, limit=r.pool.limit)
+        warm = r.critic_warmup.pool or r.pool
+        self.warmup_pool = self.pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
+        self.warmup_seed = warm.shuffle_seed
         self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
         model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
         self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device, seed=r.seed)
@@ -231,10 +232,6 @@ class Trainer:
             # also score with live routing, so each step shows what R3 removes (T1 §4.4: 0.021 -> 0.013)
             gap_without_replay=True,
         )
-        self.pool = load_pool(r.pool.source, limit=r.pool.limit)
-        warm = r.critic_warmup.pool or r.pool
-        self.warmup_pool = self.pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
-        self.warmup_seed = warm.shuffle_seed
         self.sandbox_factory: Callable[[], Any] = lambda: LocalSandbox.from_spec(r.sandbox)
         ro = r.rollout
         s = r.engine.sampling
@@ -263,6 +260,12 @@ class Trainer:
             creation_rate_per_s=ro.creation_rate_per_s,
             creation_quota_per_min=ro.creation_quota_per_min,
         )
+        try:
+            self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+        except OSError as exc:
+            raise ValueError(
+                f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
+            ) from None
 
     def planned_steps(self) -> int:
         """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer."""
@@ -272,58 +275,105 @@ class Trainer:
         return by_epochs if r.ppo.steps is None else min(r.ppo.steps, by_epochs)
 
     async def _rollout(self, tasks: list[Task], label: str) -> BatchResult:
-        """Collect one oversampled batch and write every trial's record."""
+        """Collect one oversampled batch; each trial's record is written as soon as it ends."""
 
         async def run_one(task: Task, record: TrialRecord) -> TrialRecord:
-            rec = await run_trial(
-                task,
-                sandbox_factory=self.sandbox_factory,
-                engine=self.engine,
-                tito=self.tito,
-                sampling=self.sampling,
-                harness=self.harness,
-                limits=self.limits,
-                reward_spec=self.recipe.reward,
-                out_dir=self.run.verifier_dir,
-                record=record,
+            # Each trial samples with its own seed, fixed by the recipe seed, the step and its launch slot.
+            sampling = dataclasses.replace(
+                self.sampling, seed=trial_seed(self.recipe.seed, label, record.launch_index)
             )
+            try:
+                rec = await run_trial(
+                    task,
+                    sandbox_factory=self.sandbox_factory,
+                    engine=self.engine,
+                    tito=self.tito,
+                    sampling=sampling,
+                    harness=self.harness,
+                    limits=self.limits,
+                    reward_spec=self.recipe.reward,
+                    out_dir=self.run.verifier_dir,
+                    record=record,
+                )
+            finally:
+                self.run.write_trajectory(label, record.trial_id, trial_payload(record))
             reward = "-" if rec.reward is None or rec.reward.value is None else f"{rec.reward.value:.3f}"
             turns = len(rec.episode.turns) if rec.episode else 0
             self.console.print(
                 f"  [dim]{label}[/] {rec.trial_id:<36} {rec.status:<9} reward {reward:>6} turns {turns}"
-                + (f"  [red]{rec.cause}[/]" if rec.status == "failed" else ""),
+                + (f"  [red]{escape(rec.cause or '')}[/]" if rec.status == "failed" else ""),
                 highlight=False,
                 soft_wrap=True,
             )
             return rec
 
         batch = await collect_batch(tasks, run_one, self.scheduler)
-        for rec in batch.admitted + batch.finished_late + batch.failed + batch.cancelled:
-            self.run.write_trajectory(label, rec.trial_id, trial_payload(rec))
+        for rec in batch.cancelled:  # cancelled before they started never reached run_one
+            if not (self.run.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+                self.run.write_trajectory(label, rec.trial_id, trial_payload(rec))
         return batch
 
+    def _collect(self, tasks: list[Task], label: str) -> tuple[BatchResult, list[Any]]:
+        """Roll out one batch; refuse to go on when nothing finished, and say when the batch is short."""
+        batch = asyncio.run(self._rollout(tasks, label))
+        samples = [s for rec in batch.admitted for s in rec.samples]
+        wanted = self.recipe.rollout.admitted
+        if not samples:
+            causes = Counter(rec.cause for rec in batch.failed)
+            top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
+            raise RunFailed(
+                f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
+                f"Every trial's cause is in {self.run.root / 'trajectories' / label}"
+            )
+        if len(batch.admitted) < wanted:
+            self.console.print(
+                f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
+                f"({len(batch.failed)} failed); training on what finished",
+                highlight=False,
+            )
+        return batch, samples
+
     def run(self) -> RunSummary:
-        """Run critic warm-up (if enabled) and ``ppo.steps`` PPO steps; write the run directory.
+        """Run critic warm-up (if enabled) and the PPO steps; write the run directory.
+
+        ``status.json`` in the run directory says how the run ended: ``finished``, ``failed`` (with the error)
+        or ``interrupted`` (Ctrl-C), with the steps completed.
 
         Returns:
             The :class:`RunSummary`.
+
+        Raises:
+            RunFailed: a step had no finished trial to train on (no weights are written).
+            KeyboardInterrupt: on Ctrl-C, after marking the run directory ``interrupted``; the sandboxes of
+                the trials in flight are reclaimed first.
         """
+        t_total = time.monotonic()
+        self._build()
+        summary = RunSummary(run_dir=self.run.root)
+        summary.wall_s["setup"] = time.monotonic() - t_total
+        try:
+            self._run_steps(summary)
+        except KeyboardInterrupt:
+            self.run.write_status("interrupted", summary.steps, "interrupted by Ctrl-C (SIGINT)")
+            raise
+        except BaseException as exc:
+            self.run.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+            raise
+        summary.wall_s["total"] = time.monotonic() - t_total
+        self.run.write_status("finished", summary.steps, None)
+        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.run.root}")
+        return summary
+
+    def _run_steps(self, summary: RunSummary) -> None:
         from t1_trainer.step import critic_warmup_step, ppo_step
         from t1_trainer.weights import save_weights
 
-        t_total = time.monotonic()
-        t0 = time.monotonic()
-        self._build()
-        summary = RunSummary(run_dir=self.run.root)
-        summary.wall_s["setup"] = time.monotonic() - t0
         r = self.recipe
         steps = self.planned_steps()
         self.console.print(
             f"[bold]t1 train[/] {r.name}: {len(self.pool)} tasks, {steps} steps, "
             f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.run.root}"
         )
-        stream = task_stream(self.pool, r.pool.shuffle_seed)
-        table = _metrics_table()
         for key in ("warmup", "rollout", "train", "publish"):
             summary.wall_s[key] = 0.0
 
@@ -334,20 +384,19 @@ class Trainer:
             for w in range(warm_steps):
                 t0 = time.monotonic()
                 tasks = [next(warm_stream)[1] for _ in range(r.rollout.launched)]
-                batch = asyncio.run(self._rollout(tasks, f"warmup-{w:04d}"))
-                samples = [s for rec in batch.admitted for s in rec.samples]
-                train_metrics = critic_warmup_step(self.backend, samples, r.ppo) if samples else {}
+                batch, samples = self._collect(tasks, f"warmup-{w:04d}")
+                train_metrics = critic_warmup_step(self.backend, samples, r.ppo)
                 row = {"phase": "critic_warmup", "step": w, **rollout_metrics(batch), **_plain(train_metrics)}
+                row["batch_shortfall"] = r.rollout.admitted - len(batch.admitted)
                 row["wall_s"] = {"rollout": batch.wall_s, "total": time.monotonic() - t0}
                 summary.wall_s["warmup"] += time.monotonic() - t0
                 self.run.append_metrics(row)
                 summary.warmup_steps += 1
-                self.console.print(
-                    f"critic warm-up {w + 1}/{warm_steps}: EV {_fmt(row.get('critic/explained_variance'))}"
-                )
-            stream = task_stream(self.pool, r.pool.shuffle_seed)  # PPO starts a fresh first epoch
+                ev = _fmt(row.get("critic/explained_variance"))
+                self.console.print(f"critic warm-up {w + 1}/{warm_steps}: EV {ev}")
 
-        for step in range(r.ppo.steps):
+        stream = task_stream(self.pool, r.pool.shuffle_seed)
+        for step in range(steps):
             t_step = time.monotonic()
             tasks = []
             epochs = set()
@@ -356,16 +405,15 @@ class Trainer:
                 epochs.add(epoch)
                 tasks.append(task)
             t0 = time.monotonic()
-            batch = asyncio.run(self._rollout(tasks, f"step-{step:04d}"))
+            batch, samples = self._collect(tasks, f"step-{step:04d}")
             t_rollout = time.monotonic() - t0
-            samples = [s for rec in batch.admitted for s in rec.samples]
 
             t0 = time.monotonic()
-            train_metrics = ppo_step(self.backend, samples, r.ppo) if samples else {}
+            train_metrics = ppo_step(self.backend, samples, r.ppo)
             t_train = time.monotonic() - t0
 
             t0 = time.monotonic()
-            self.engine.pause()
+            self.engine.pause()  # quiesce generation: no request spans two weight versions (T1 §7)
             try:
                 self.engine.update_weights(
                     self.backend.export_weights(), weight_version=self.engine.weight_version + 1
@@ -380,6 +428,7 @@ class Trainer:
                 "epochs": sorted(epochs),
                 "weight_version_after": self.engine.weight_version,
                 **rollout_metrics(batch),
+                "batch_shortfall": r.rollout.admitted - len(batch.admitted),
                 **_plain(train_metrics),
                 "wall_s": {
                     "rollout": t_rollout,
@@ -395,17 +444,40 @@ class Trainer:
             summary.steps += 1
             summary.last_metrics = row
             if r.logging.print_table:
+                table = _metrics_table()
                 _add_row(table, row)
                 self.console.print(table)
-                table = _metrics_table()
-            self.console.print(
-                f"[bold]step {step + 1}/{r.ppo.steps}[/] done in {row['wall_s']['step']:.1f} s"
-            )
+            self.console.print(f"[bold]step {step + 1}/{steps}[/] done in {row['wall_s']['step']:.1f} s")
 
         save_weights(self.backend, self.run.root)
-        summary.wall_s["total"] = time.monotonic() - t_total
-        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.run.root}")
-        return summary
+
+
+def unbuilt_parts(recipe: Recipe) -> list[str]:
+    """Every setting of ``recipe`` the embedded loop does not run yet, as one line each (empty: runnable)."""
+    missing = []
+    for section, kind, supported in (
+        ("engine.kind", recipe.engine.kind, "embedded"),
+        ("sandbox.kind", recipe.sandbox.kind, "local"),
+        ("trainer.backend", recipe.trainer.backend, "torch"),
+    ):
+        if kind != supported:
+            missing.append(f"{section} '{kind}': not built into the embedded loop yet (use '{supported}')")
+    if recipe.tito.repair != "strict":
+        missing.append(
+            f"tito.repair '{recipe.tito.repair}': not built yet; t1_tito stitches the strict case and splits "
+            "every other boundary into a new chunk (use 'strict')"
+        )
+    if recipe.ppo.samples_per_task != 1:
+        missing.append(
+            f"ppo.samples_per_task {recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not built "
+            "into the embedded loop yet; the paper's PPO uses one sample per task (T1 §5.2)"
+        )
+    return missing
+
+
+def trial_seed(seed: int, label: str, launch_index: int) -> int:
+    """A sampling seed for one trial, stable across runs: a hash of the recipe seed, the step and the slot."""
+    return zlib.crc32(f"{seed}:{label}:{launch_index}".encode()) & 0x7FFFFFFF
 
 
 def _plain(metrics: Any) -> dict[str, Any]:
