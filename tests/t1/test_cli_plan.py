@@ -115,3 +115,53 @@ def test_the_refused_cp2_variant_names_the_logit_buffer():
     assert bad.returncode == 1
     refusal = [line for line in bad.stdout.splitlines() if line.startswith("REFUSE")]
     assert refusal and "binding term logit_buffer" in refusal[0]
+
+
+@pytest.mark.parametrize("flag", ["--generation-min", "--training-min"])
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_check_refuses_bad_minutes_before_printing_anything(flag, value):
+    res = run("check", PROD, flag, value)
+    assert res.exit_code == 2, res.output
+    assert "ADMIT" not in res.output and "term (GiB" not in res.output
+    assert f"{flag} must be a positive" in res.output
+
+
+def test_check_granularity_not_dividing_the_inference_partition_says_what_to_pass():
+    res = run("check", PROD, "--granularity", "3")
+    assert res.exit_code == 2, res.output
+    assert "ADMIT" not in res.output
+    assert "does not divide plan.inference_devices 64" in res.output and "engine.tp = 8" in res.output
+
+
+def test_check_granularity_out_of_range_is_refused():
+    res = run("check", PROD, "--granularity", "0")
+    assert res.exit_code == 2 and "must lie in [1, 127]" in res.output
+
+
+def test_check_with_nothing_fitting_still_prints_the_verdict_and_no_best_split():
+    res = run("check", PROD, "plan.memory_budget_gib=20")
+    assert res.exit_code == 1, res.output
+    assert "REFUSE" in res.output and "best split: none" in res.output
+
+
+def test_search_lists_only_plans_the_recipe_validator_accepts():
+    res = run("search", PROD, "--top", "100")
+    assert res.exit_code == 0, res.output
+    assert "tp4" not in res.output and "tp8" not in res.output  # 2 KV heads: tp <= 2 (plan.tp_divides_heads)
+
+
+def test_calibrate_refuses_a_negative_peak_naming_the_row(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("tp,pp,cp,dp,ep,token_wall,peak_gib\n2,4,4,2,16,32768,52.0\n2,4,4,2,16,86016,-70\n")
+    res = run("calibrate", str(csv), "--recipe", PROD)
+    assert res.exit_code == 2, res.output
+    assert "m.csv:3" in res.output and "peak_gib must be a positive" in res.output
+    assert "alpha =" not in res.output
+
+
+def test_calibrate_refuses_a_fit_with_negative_alpha(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("tp,pp,cp,dp,ep,token_wall,peak_gib\n2,4,4,2,16,16384,80.0\n2,4,4,2,16,86016,60.0\n")
+    res = run("calibrate", str(csv), "--recipe", PROD)
+    assert res.exit_code == 2, res.output
+    assert "inconsistent with Eq. 21" in res.output

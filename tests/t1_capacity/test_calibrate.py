@@ -79,3 +79,43 @@ def test_reads_csv_and_names_bad_lines(tmp_path):
     missing.write_text("tp,pp\n1,1\n")
     with pytest.raises(CalibrationError, match="missing column"):
         read_measurements(missing, Plan(), PAPER_MODEL)
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ("2,4,4,2,16,86016,-70", "peak_gib must be a positive"),
+        ("2,4,4,2,16,86016,0", "peak_gib must be a positive"),
+        ("2,4,4,2,16,86016,nan", "peak_gib must be a positive"),
+        ("2,4,4,2,16,0,70", "token_wall must be a positive"),
+        ("2,4,4,2,16,-86016,70", "token_wall must be a positive"),
+        ("0,4,4,2,16,86016,70", "plan.tp=0 must be >= 1"),
+        ("2,4,-4,2,16,86016,70", "plan.cp=-4 must be >= 1"),
+    ],
+)
+def test_non_positive_peaks_walls_and_plans_are_refused_naming_the_row(tmp_path, row, words):
+    csv = tmp_path / "m.csv"
+    csv.write_text(f"tp,pp,cp,dp,ep,token_wall,peak_gib\n2,4,4,2,16,32768,52.0\n{row}\n")
+    with pytest.raises(CalibrationError, match=r"m\.csv:3: ") as info:
+        read_measurements(csv, Plan(), PAPER_MODEL)
+    assert words in str(info.value)
+
+
+def test_peaks_that_shrink_as_activations_grow_are_inconsistent_with_eq21():
+    # Two plans whose activation terms differ; the larger one measured *lower*: the slope alpha would be < 0.
+    small, large = PLANS[0], PLANS[3]  # token walls 16,384 and 86,016 at cp 4
+    rows = [Measurement(small, 80.0), Measurement(large, 60.0)]
+    with pytest.raises(CalibrationError, match="inconsistent with Eq. 21") as info:
+        fit(PAPER_MODEL, rows, PAPER_CONSTANTS)
+    assert "alpha must be > 0" in str(info.value) and "row 2" in str(info.value)
+
+
+def test_peaks_below_the_static_footprint_give_negative_b0_and_are_refused():
+    # Exact Eq. 21 peaks with alpha = 73,000 B but 5 GiB less than weights + grads + optimizer: b0 = -5 GiB.
+    rows = [
+        Measurement(p, footprint(PAPER_MODEL, p, replace(TRUE, b0_gib=0.0)).total_bytes / GIB - 5.0)
+        for p in PLANS
+    ]
+    with pytest.raises(CalibrationError, match="inconsistent with Eq. 21") as info:
+        fit(PAPER_MODEL, rows, PAPER_CONSTANTS)
+    assert "b0 = -5.000 GiB" in str(info.value) and "cannot be negative" in str(info.value)

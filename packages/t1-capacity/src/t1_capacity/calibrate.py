@@ -94,8 +94,10 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
         The fitted constants and per-row residuals (measured - predicted, GiB).
 
     Raises:
-        CalibrationError: fewer than two rows, or all rows have the same activation term (alpha and b0 are
-            then not separable).
+        CalibrationError: fewer than two rows; all rows have the same activation term (alpha and b0 are
+            then not separable); or the least-squares fit gives alpha <= 0 or b0 < 0, which Eq. 21 cannot
+            produce (peaks do not grow with the activation term, or fall below the static footprint), so
+            the measurements are inconsistent with the model.
     """
     if len(rows) < 2:
         raise CalibrationError(f"need at least 2 measurements to fit alpha and b0, got {len(rows)}")
@@ -116,9 +118,34 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
             )
         alpha = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
         b0 = my - alpha * mx
+        if alpha <= 0 or b0 < 0:
+            raise CalibrationError(_inconsistent(alpha, b0, xs, ys))
         c = replace(c, alpha=alpha, b0_gib=b0)
     residuals = tuple(y - (alpha * x + b0) for x, y in zip(xs, ys, strict=True))
     return Calibration(alpha, b0, residuals)
+
+
+def _inconsistent(alpha: float, b0: float, xs: list[float], ys: list[float]) -> str:
+    """Why a fit with alpha <= 0 or b0 < 0 is refused, naming the rows (1-based, CSV data order)."""
+    if alpha <= 0:
+        lo = min(range(len(xs)), key=lambda i: xs[i])
+        hi = max(range(len(xs)), key=lambda i: xs[i])
+        why = (
+            f"the fit gives alpha = {alpha:.1f} B/token/layer, but Eq. 21's activation term grows with the "
+            f"token wall / cp, so alpha must be > 0: row {hi + 1} has the largest activation term yet "
+            f"{ys[hi]:.2f} GiB above the static footprint, row {lo + 1} the smallest with {ys[lo]:.2f} GiB"
+        )
+    else:
+        worst = min(range(len(ys)), key=lambda i: ys[i])
+        why = (
+            f"the fit gives b0 = {b0:.3f} GiB, but the allocator residue cannot be negative: the peaks sit "
+            f"below the footprint Eq. 21 predicts from weights, gradients and optimizer state alone (row "
+            f"{worst + 1} is {ys[worst]:.2f} GiB over it before activations)"
+        )
+    return (
+        f"measurements inconsistent with Eq. 21: {why}. Check that each row's plan, token wall, network "
+        "and stage match the run that produced its peak, and that the peak is the allocated peak in GiB"
+    )
 
 
 def read_measurements(path: str | Path, base: Plan, model: ModelShape) -> list[Measurement]:
@@ -129,7 +156,8 @@ def read_measurements(path: str | Path, base: Plan, model: ModelShape) -> list[M
 
     Raises:
         FileNotFoundError: no such file.
-        CalibrationError: a missing column, a bad value or an invalid plan, naming the file and line.
+        CalibrationError: a missing column, a bad value (a non-positive or non-finite peak, a non-positive
+            token wall or parallel degree) or an invalid plan, naming the file and line.
     """
     path = Path(path)
     with path.open(newline="") as fh:
@@ -154,8 +182,13 @@ def read_measurements(path: str | Path, base: Plan, model: ModelShape) -> list[M
                 if network not in (ACTOR, CRITIC):
                     raise ValueError(f"network must be actor or critic, got {network!r}")
                 stage = int(row["stage"]) if row.get("stage") else None
+                peak = float(row["peak_gib"])
+                if not math.isfinite(peak) or peak <= 0:
+                    raise ValueError(f"peak_gib must be a positive number of GiB, got {row['peak_gib']!r}")
+                if plan.token_wall <= 0:
+                    raise ValueError(f"token_wall must be a positive token count, got {plan.token_wall}")
                 validate_plan(plan, model)
-                out.append(Measurement(plan, float(row["peak_gib"]), network, stage))
+                out.append(Measurement(plan, peak, network, stage))
             except (ValueError, TypeError) as exc:
                 raise CalibrationError(f"{path}:{line}: {exc}") from exc
     return out

@@ -96,6 +96,8 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
     for name in ("tp", "pp", "cp", "dp", "ep", "etp"):
         if getattr(plan, name) < 1:
             out.append(f"plan.{name}={getattr(plan, name)} must be >= 1")
+    if plan.token_wall < 1:
+        out.append(f"plan.token_wall={plan.token_wall} must be >= 1 token")
     if out:
         return out
     rules = model_layout_violations(
