@@ -122,3 +122,23 @@ def test_diff_without_a_base_exits_2() -> None:
 def test_every_verb_has_help(verb: str) -> None:
     res = run(verb, "--help")
     assert res.exit_code == 0 and "Usage" in res.stdout
+
+
+def test_diff_never_wraps_a_field_name_when_piped() -> None:
+    # CliRunner's stdout is not a TTY, as when piped: rich would fall back to 80 columns and fold names.
+    res = runner.invoke(app, ["recipe", "diff", GRPO])
+    assert res.exit_code == 0, res.output
+    assert "ppo.advantage.group_size" in res.stdout
+
+
+def test_diff_field_column_survives_a_narrow_console(monkeypatch) -> None:
+    from rich.console import Console
+
+    import t1.cli_recipe as cli_recipe
+
+    monkeypatch.setattr(
+        cli_recipe, "_diff_console", lambda: Console(soft_wrap=True, highlight=False, width=60)
+    )
+    res = runner.invoke(app, ["recipe", "diff", GRPO])
+    assert res.exit_code == 0, res.output
+    assert "ppo.advantage.group_size" in res.stdout

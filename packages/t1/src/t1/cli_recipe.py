@@ -8,6 +8,7 @@ unless ``--debug``.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +46,11 @@ Debug = Annotated[bool, typer.Option("--debug", help="show tracebacks instead of
 def _console() -> Console:
     # Created per call so CliRunner's captured stdout is used; no soft wrapping of long values.
     return Console(soft_wrap=True, highlight=False)
+
+
+def _diff_console() -> Console:
+    # Piped output gets rich's 80-column fallback; a wider console wraps the values less.
+    return _console() if sys.stdout.isatty() else Console(soft_wrap=True, highlight=False, width=160)
 
 
 def _count(n: int) -> str:
@@ -142,12 +148,13 @@ def diff(
             )
         new, base = load_recipe(recipe), load_recipe(base_path)
         changes = diff_recipes(base, new)
-        out = _console()
+        out = _diff_console()
         if not changes:
             out.print(f"no differences between {recipe} and {base_path}")
             return
         table = Table(title=f"{recipe} against {base_path}", title_justify="left")
-        table.add_column("field", overflow="fold")
+        # A dotted field name is never broken: it is what users copy into an override.
+        table.add_column("field", no_wrap=True, min_width=max(len(c.field) for c in changes))
         table.add_column("base", overflow="fold")
         table.add_column("new", overflow="fold")
         for c in changes:
