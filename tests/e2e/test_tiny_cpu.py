@@ -169,3 +169,25 @@ def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path):
     while not _bwrap_pids() <= before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _bwrap_pids() <= before
+
+
+@pytest.mark.e2e
+def test_unbuilt_settings_are_all_refused_before_any_work(tmp_path):
+    from t1.training import unbuilt_parts
+    from t1_spec import load_recipe
+
+    assert unbuilt_parts(load_recipe(REPO / "recipes/tiny-cpu.yaml")) == []
+    production = unbuilt_parts(load_recipe(REPO / "recipes/t1-122b.yaml"))
+    for part in ("engine.kind", "sandbox.kind", "trainer.backend", "tito.repair"):
+        assert any(line.startswith(part) for line in production), part
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            str(REPO / "recipes/tiny-cpu.yaml"),
+            "logging.tensorboard=true",
+            f"logging.run_root={tmp_path}",
+        ],
+    )
+    assert result.exit_code == 1 and "logging.tensorboard" in result.output
+    assert not any(tmp_path.iterdir())

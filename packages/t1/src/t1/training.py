@@ -467,6 +467,25 @@ def unbuilt_parts(recipe: Recipe) -> list[str]:
             f"tito.repair '{recipe.tito.repair}': not built yet; t1_tito stitches the strict case and splits "
             "every other boundary into a new chunk (use 'strict')"
         )
+    if recipe.model.init != "random":
+        missing.append(
+            f"model.init '{recipe.model.init}': loading a checkpoint is not built yet (use 'random')"
+        )
+    if recipe.evaluation.enabled:
+        missing.append("evaluation.enabled: periodic held-out evaluation is not built yet (set it to false)")
+    if recipe.logging.tensorboard:
+        missing.append(
+            "logging.tensorboard: not built yet; metrics.jsonl holds every metric (set it to false)"
+        )
+    if recipe.pool.category_mix:
+        missing.append(
+            "pool.category_mix: re-weighting the pool by category is not built yet (set it to null)"
+        )
+    if recipe.trainer.checkpoint_every:
+        missing.append(
+            f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: periodic checkpoints are not built "
+            "yet; the final weights are written at the end (set it to 0)"
+        )
     if recipe.ppo.samples_per_task != 1:
         missing.append(
             f"ppo.samples_per_task {recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not built "
