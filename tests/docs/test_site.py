@@ -192,12 +192,13 @@ def test_doc_commands_parse_against_the_real_cli(root: Path) -> None:
 
 
 def test_exit_codes_match_the_cli(root: Path) -> None:
-    from t1._errors import EXIT_CHECK_FAILED, EXIT_INVALID_INPUT, EXIT_OK
+    from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_INVALID_INPUT, EXIT_OK
 
     text = (root / "docs" / "cli.md").read_text(encoding="utf-8")
     for code, word in (
         (EXIT_OK, "success"),
         (EXIT_CHECK_FAILED, "check ran and failed"),
         (EXIT_INVALID_INPUT, "invalid input"),
+        (EXIT_INTERRUPTED, "interrupted by Ctrl-C"),
     ):
         assert f"| {code} | {word}" in text or f"| {code} | the {word}" in text
