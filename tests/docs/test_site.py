@@ -101,6 +101,17 @@ def test_getting_started_explains_every_column_of_the_step_table(root: Path) -> 
     assert columns == documented, f"step table columns {sorted(columns)}, documented {sorted(documented)}"
 
 
+def test_recipe_guide_shows_what_train_refuses_today(root: Path) -> None:
+    """The refusal example for recipes/t1-122b.yaml is what the loop says about it now, line for line."""
+    from t1.training import unbuilt_parts
+    from t1_spec import load_recipe
+
+    text = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
+    example = text.split("$ uv run t1 train recipes/t1-122b.yaml\n", 1)[1].split("```", 1)[0]
+    documented = [line.removeprefix("  - ") for line in example.splitlines()[1:]]
+    assert documented == unbuilt_parts(load_recipe(root / "recipes" / "t1-122b.yaml"))
+
+
 def _click_app():
     import typer.main
 
