@@ -291,31 +291,124 @@ async def test_a_cancelled_or_failed_build_leaves_nothing_behind(tmp_path):
     assert sb.host_root is None and not list(Path(tempfile.gettempdir()).glob(f"t1-sbx-{sb.uid}-*"))
 
 
-def test_a_uid_slot_is_never_handed_out_while_a_process_of_it_is_alive(monkeypatch):
+@pytest.fixture
+def private_slots(monkeypatch, tmp_path):
+    """A private slot directory over a uid range no real sandbox uses, so the slot numbers are predictable."""
     from t1_rollout.sandbox import _host
 
-    slot = (_host._NEXT_SLOT + 17) % _host.UID_SLOTS
-    uid = _host.UID_BASE + slot
+    slot_dir = tmp_path / "slots"
+    monkeypatch.setattr(_host, "SLOT_DIR", slot_dir)
+    monkeypatch.setattr(_host, "UID_BASE", 260_000 + (os.getpid() % 1000) * 64)
+    monkeypatch.setattr(_host, "UID_SLOTS", 64)
+    return _host, slot_dir
+
+
+def test_a_uid_slot_is_never_handed_out_while_a_process_of_it_is_alive(private_slots, monkeypatch):
+    _host, _ = private_slots
+    uid = _host.UID_BASE  # slot 0, the lowest free one
     stale = subprocess.Popen(["sleep", "30"], user=uid, group=uid)  # left by a process killed with SIGKILL
     try:
-        monkeypatch.setattr(_host, "_NEXT_SLOT", slot)
         got = _host.acquire_uid_slot()
         try:
             assert got.uid == uid and stale.wait(timeout=5) == -9 and pids_of_uid(uid) == []
         finally:
             got.release()
         # a process that survives SIGKILL (uninterruptible sleep) keeps its slot out of use
+        zombie_free = subprocess.Popen(["sleep", "30"], user=uid, group=uid)
         real_kill_uid = _host.kill_uid
-        monkeypatch.setattr(_host, "kill_uid", lambda u: [4242] if u == uid else real_kill_uid(u))
-        monkeypatch.setattr(_host, "_NEXT_SLOT", slot)
+        monkeypatch.setattr(_host, "kill_uid", lambda u: [zombie_free.pid] if u == uid else real_kill_uid(u))
         got = _host.acquire_uid_slot()
         try:
-            assert got.uid != uid
+            assert got.uid == uid + 1
         finally:
             got.release()
+            zombie_free.kill()
+            zombie_free.wait()
     finally:
         stale.kill()
         stale.wait()
+
+
+def test_a_slot_whose_uid_still_has_zombies_is_skipped(private_slots):
+    _host, _ = private_slots
+    uid = _host.UID_BASE
+    child = subprocess.Popen(["true"], user=uid, group=uid)
+    deadline = time.monotonic() + 5
+    while pids_of_uid(uid, include_zombies=True) == [] or pids_of_uid(uid) != []:
+        assert time.monotonic() < deadline  # wait until it has exited but is not reaped: a zombie
+        time.sleep(0.01)
+    try:
+        got = _host.acquire_uid_slot()
+        assert got.uid == uid + 1  # the zombie would count against slot 0's RLIMIT_NPROC
+        got.release()
+    finally:
+        child.wait()
+    got = _host.acquire_uid_slot()
+    assert got.uid == uid  # reaped: slot 0 is free again
+    got.release()
+
+
+def test_slots_are_reused_lowest_first_and_lock_files_removed_on_release(private_slots):
+    _host, slot_dir = private_slots
+    a, b, c = (_host.acquire_uid_slot() for _ in range(3))
+    assert [s.uid - _host.UID_BASE for s in (a, b, c)] == [0, 1, 2]
+    assert sorted(p.name for p in slot_dir.iterdir()) == ["0.lock", "1.lock", "2.lock"]
+    b.release()
+    b.release()  # idempotent
+    again = _host.acquire_uid_slot()
+    assert again.uid - _host.UID_BASE == 1  # the lowest free slot, not the next in a round robin
+    for s in (a, again, c):
+        s.release()
+    assert list(slot_dir.iterdir()) == []
+
+
+def test_a_released_lock_file_locked_by_a_late_opener_is_not_taken_for_the_slot(private_slots):
+    # Race: B opens slot 0's file, A releases (unlinks) it, B locks the unlinked inode. B must notice and
+    # lock the new file at the path instead, else B and a third acquirer C could both hold slot 0.
+    import fcntl
+
+    _host, slot_dir = private_slots
+    a = _host.acquire_uid_slot()
+    stale_fd = os.open(slot_dir / "0.lock", os.O_RDWR)  # B's open, before A's release
+    a.release()
+    fcntl.flock(stale_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # B's lock succeeds on the unlinked inode
+    try:
+        c = _host.acquire_uid_slot()  # C creates a fresh 0.lock and holds it
+        assert c.uid == _host.UID_BASE
+        assert _host._lock(slot_dir / "0.lock") is None  # and nobody else can lock slot 0 now
+        c.release()
+    finally:
+        os.close(stale_fd)
+
+
+def test_unheld_lock_files_left_by_older_versions_are_pruned_but_held_ones_kept(private_slots):
+    import fcntl
+
+    _host, slot_dir = private_slots
+    slot_dir.mkdir()
+    for n in range(40):
+        (slot_dir / f"{n + 10}.lock").touch()
+    held = os.open(slot_dir / "20.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another process's live sandbox
+    try:
+        got = _host.acquire_uid_slot()
+        got.release()
+        assert [p.name for p in slot_dir.iterdir()] == ["20.lock"]
+    finally:
+        os.close(held)
+
+
+async def test_fifty_sandboxes_in_a_row_leave_at_most_a_handful_of_lock_files(private_slots, tmp_path):
+    _host, slot_dir = private_slots
+    env = _env(tmp_path)
+    for _ in range(50):
+        async with LocalSandbox() as sb:
+            await sb.start(env, timeout_s=30)
+            assert (await sb.exec("true", timeout_s=10)).ok
+    # Each lock file went with its sandbox (before: one file per slot ever used, 50 here). The uids may
+    # still differ: a slot whose uid has an unreaped zombie (init can take seconds to reap the sandbox's
+    # pid 1) is skipped, see test_a_slot_whose_uid_still_has_zombies_is_skipped.
+    assert len(list(slot_dir.iterdir())) <= 1
 
 
 async def test_close_is_idempotent_and_a_closed_sandbox_refuses_work(tmp_path):

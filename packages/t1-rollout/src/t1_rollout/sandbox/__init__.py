@@ -1,6 +1,7 @@
 """Sandboxes: where the agent's shell commands and the verifier run (DESIGN.md "Interfaces between packages").
 
-Backends: ``LocalSandbox`` (bubblewrap, this machine). Docker, Daytona and a Harbor adapter are later issues.
+Backends: ``LocalSandbox`` (bubblewrap, this machine), which builds only a Dockerfile subset (FROM
+debian:bookworm[-slim], WORKDIR, COPY, ENV, RUN). Not built yet: the docker, daytona and harbor sandboxes.
 """
 
 from t1_rollout.sandbox.base import (

@@ -5,6 +5,7 @@ These run as the host user (root in CI) outside any sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -30,12 +31,13 @@ __all__ = [
 ]
 
 # Host uids given to sandboxes: one per live sandbox, so RLIMIT_NPROC (counted per real uid) is per sandbox
-# and
-# "every process of this sandbox" is "every process of this uid".
+# and "every process of this sandbox" is "every process of this uid".
 UID_BASE = 200_000
 UID_SLOTS = 4096
+# One lock file per slot in use: it exists only while its slot is held (removed on release), so the directory
+# holds about as many files as there are live sandboxes.
 SLOT_DIR = Path("/tmp/t1-sandbox-slots")
-_NEXT_SLOT = (os.getpid() * 97) % UID_SLOTS
+_PRUNED: set[Path] = set()  # slot directories this process has already swept of unheld lock files
 
 
 def bwrap_path() -> str:
@@ -55,52 +57,135 @@ def bwrap_path() -> str:
 
 @dataclass
 class UidSlot:
-    """A host uid reserved for one sandbox, held by an exclusive ``flock`` on a slot file."""
+    """A host uid reserved for one sandbox, held by an exclusive ``flock`` on its slot file.
+
+    Attributes:
+        uid: the host uid (``UID_BASE + slot``).
+        fd: the open, locked slot file (-1 once released).
+        path: the slot file; removed on release.
+    """
 
     uid: int
     fd: int
+    path: Path | None = None
 
     def release(self) -> None:
-        """Give the uid back (idempotent)."""
+        """Give the uid back and remove its lock file (idempotent).
+
+        The file is unlinked while the lock is still held, and every acquirer checks after locking that the
+        file it locked is still the one at the path (``_lock``), so removing it never lets two holders share
+        a slot.
+        """
         if self.fd >= 0:
+            if self.path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
             os.close(self.fd)  # closing drops the flock
             self.fd = -1
 
 
+def _lock(path: Path) -> int | None:
+    """Open ``path`` (creating it) and take its exclusive ``flock`` without blocking.
+
+    Returns:
+        The locked descriptor, or None when another holder has it. A file unlinked (released) between the
+        open and the lock is detected by comparing inodes and the lock is retried on a fresh file.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            on_disk = os.stat(path)
+        except FileNotFoundError:
+            on_disk = None
+        held = os.fstat(fd)
+        if on_disk is not None and (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino):
+            return fd
+        os.close(fd)  # we locked a released (unlinked) file: the slot must be taken on the new one
+
+
+def _prune_slot_files(directory: Path) -> None:
+    """Remove the unheld lock files in ``directory``, once per process and directory.
+
+    Older versions never removed a slot's file; they are swept under the same lock-then-check protocol.
+    """
+    if directory in _PRUNED:
+        return
+    _PRUNED.add(directory)
+    for path in directory.glob("*.lock"):
+        fd = _lock(path)
+        if fd is not None:
+            UidSlot(uid=-1, fd=fd, path=path).release()
+
+
 def acquire_uid_slot() -> UidSlot:
-    """Reserve a free sandbox uid (``200000 + slot``) and kill any stale process still running under it.
+    """Reserve the lowest free sandbox uid (``UID_BASE + slot``), killing any stale process of it.
+
+    Slots are reused lowest first and a slot's lock file is removed on release, so ``SLOT_DIR`` holds about
+    one file per live sandbox. A slot whose uid still has zombies (a sandbox just released whose processes
+    the event loop has not reaped yet) is skipped: zombies count against the next sandbox's RLIMIT_NPROC.
+
+    Returns:
+        The held ``UidSlot``; call ``release`` when the sandbox is reclaimed.
 
     Raises:
-        SandboxError: running as non-root (the uid switch needs root), or all slots are taken.
+        SandboxError: running as non-root (the uid switch needs root), or all ``UID_SLOTS`` slots are taken.
     """
     if os.geteuid() != 0:
         raise SandboxError(
             "the local sandbox must be started as root: it runs each sandbox under its own "
             "unprivileged host uid so that process limits apply per sandbox"
         )
-    global _NEXT_SLOT
-    SLOT_DIR.mkdir(mode=0o700, exist_ok=True)
-    start = _NEXT_SLOT
-    for i in range(UID_SLOTS):
-        # Round robin, so a uid just released (whose zombies the event loop may not have reaped yet) is not
-        # handed straight to the next sandbox of this process.
-        slot = (start + i) % UID_SLOTS
-        fd = os.open(SLOT_DIR / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+    directory = SLOT_DIR
+    directory.mkdir(mode=0o700, exist_ok=True)
+    _prune_slot_files(directory)
+    # One /proc scan up front, so that a run of recently released slots (zombies waiting for init, which can
+    # take seconds) costs one scan rather than one per slot; the check after locking is the one that counts.
+    zombie_uids = _uids_with_zombies()
+    for slot in range(UID_SLOTS):
+        if UID_BASE + slot in zombie_uids:
             continue
-        uid = UID_BASE + slot
-        # Leftovers of a process that died without reclaiming. A uid is never handed out while a process of it
-        # is alive: a survivor would count against the new sandbox's RLIMIT_NPROC, be killed by its close and
-        # could be mistaken for one of its processes.
-        if kill_uid(uid):  # pragma: no cover - a process that ignores SIGKILL (D state)
-            os.close(fd)
+        path = directory / f"{slot}.lock"
+        fd = _lock(path)
+        if fd is None:
             continue
-        _NEXT_SLOT = (slot + 1) % UID_SLOTS
-        return UidSlot(uid=uid, fd=fd)
+        held = UidSlot(uid=UID_BASE + slot, fd=fd, path=path)
+        procs = pids_of_uid(held.uid, include_zombies=True)
+        # Leftovers of a process that died without reclaiming are killed: a uid is never handed out while a
+        # process of it is alive (it would count against the new sandbox's RLIMIT_NPROC, be killed by its
+        # close and could be mistaken for one of its processes). A survivor of SIGKILL (D state) or a zombie
+        # keeps the slot out of use for now.
+        if procs and (any(_is_zombie(pid) for pid in procs) or kill_uid(held.uid)):
+            held.release()
+            continue
+        return held
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
+
+
+def _uids_with_zombies() -> set[int]:
+    """Real uids that own at least one zombie (one pass over ``/proc``)."""
+    uids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as fh:
+                state = uid = None
+                for line in fh:
+                    if line.startswith(b"State:"):
+                        state = line.split()[1]
+                    elif line.startswith(b"Uid:"):
+                        uid = int(line.split()[1])
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if state == b"Z" and uid is not None:
+            uids.add(uid)
+    return uids
 
 
 def pids_of_uid(uid: int, *, include_zombies: bool = False) -> list[int]:

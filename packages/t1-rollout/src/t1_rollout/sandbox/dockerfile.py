@@ -2,9 +2,9 @@
 
 The local sandbox has no image store: it maps ``debian:bookworm[-slim]`` onto the host's own Debian bookworm
 userland (read-only), so other bases are refused, as is every other instruction (by name, with the line
-number). A later backend (docker) builds full images. Source: issue 2 part 3; Dockerfile reference
-(instruction
-syntax).
+number), a ``COPY --flag`` and a multi-stage build. No backend that builds full images exists yet: the
+docker, daytona and harbor sandboxes are not built, so a task outside this subset cannot run in T1 today
+(rewrite its Dockerfile into the subset). Source: issue 2 part 3; Dockerfile reference (instruction syntax).
 """
 
 from __future__ import annotations
@@ -17,10 +17,16 @@ from pathlib import Path
 
 from t1_rollout.sandbox.base import UnsupportedDockerfileInstruction
 
-__all__ = ["Instruction", "parse_dockerfile", "SUPPORTED_BASES", "SUPPORTED_INSTRUCTIONS"]
+__all__ = ["Instruction", "parse_dockerfile", "SUPPORTED_BASES", "SUPPORTED_INSTRUCTIONS", "SUPPORTED_HINT"]
 
 SUPPORTED_BASES = ("debian:bookworm-slim", "debian:bookworm", "docker.io/library/debian:bookworm-slim")
 SUPPORTED_INSTRUCTIONS = ("FROM", "WORKDIR", "COPY", "ENV", "RUN")
+# Appended to every refusal: what the local sandbox can build, and that no other backend exists yet.
+SUPPORTED_HINT = (
+    "the local sandbox supports only FROM debian:bookworm[-slim], WORKDIR, COPY (no flags), ENV and RUN; "
+    "the docker, daytona and harbor sandboxes, which would build full images, are not built yet, so rewrite "
+    "the Dockerfile into this subset"
+)
 
 
 @dataclass(frozen=True)
@@ -100,15 +106,15 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
         rest = rest.strip()
         if name not in SUPPORTED_INSTRUCTIONS:
             raise UnsupportedDockerfileInstruction(
-                f"{where}: instruction {name} is not supported by the local sandbox "
-                f"(supported: {', '.join(SUPPORTED_INSTRUCTIONS)}); use the docker sandbox for this task"
+                f"{where}: instruction {name} is not supported; {SUPPORTED_HINT}"
             )
         if name == "FROM":
             base = rest.split()[0] if rest else ""
             if base not in SUPPORTED_BASES:
                 raise UnsupportedDockerfileInstruction(
-                    f"{where}: base image {base!r} is not supported by the local sandbox, which maps only "
-                    f"{', '.join(SUPPORTED_BASES[:2])} onto the host's Debian bookworm userland"
+                    f"{where}: base image {base!r} is not supported (the local sandbox maps only "
+                    f"{', '.join(SUPPORTED_BASES[:2])} onto the host's Debian bookworm userland); "
+                    f"{SUPPORTED_HINT}"
                 )
             args: tuple[str, ...] = (base,)
         elif name == "COPY":
@@ -117,7 +123,9 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
             else:
                 parts = shlex.split(rest)
             if any(p.startswith("--") for p in parts):
-                raise UnsupportedDockerfileInstruction(f"{where}: COPY flags ({rest}) are not supported")
+                raise UnsupportedDockerfileInstruction(
+                    f"{where}: COPY flags ({rest}) are not supported; {SUPPORTED_HINT}"
+                )
             if len(parts) < 2:
                 raise UnsupportedDockerfileInstruction(f"{where}: COPY needs a source and a destination")
             args = tuple(parts)
@@ -132,11 +140,11 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
         instructions.append(Instruction(line=line, name=name, args=args))
     if not instructions or instructions[0].name != "FROM":
         raise UnsupportedDockerfileInstruction(
-            f"{path}: the first instruction must be FROM debian:bookworm-slim"
+            f"{path}: the first instruction must be FROM debian:bookworm-slim; {SUPPORTED_HINT}"
         )
     if any(i.name == "FROM" for i in instructions[1:]):
         bad = next(i for i in instructions[1:] if i.name == "FROM")
         raise UnsupportedDockerfileInstruction(
-            f"{path}:{bad.line}: multi-stage builds (a second FROM) are not supported"
+            f"{path}:{bad.line}: multi-stage builds (a second FROM) are not supported; {SUPPORTED_HINT}"
         )
     return instructions

@@ -24,6 +24,14 @@ not (a background job started by an exec dies when the exec returns). The persis
 ``bwrap`` running an interactive bash on a private pseudo-terminal. Mounts are fixed when a process starts:
 ``/tests`` uploaded after the agent finished is visible to later execs (the verifier) and never to the agent's
 shell.
+
+Limits come from the caller, never from the task: training builds every sandbox from the recipe's
+``sandbox`` section (``LocalSandbox.from_spec``: cpu_time_s, memory_mb, max_processes, disk_mb, network) and
+``t1 tasks validate`` uses this class's defaults. A task's ``task.toml`` ``[environment]`` table (``cpus``,
+``memory_mb``, ``storage_mb``, ``network_mode``) is not read here; of the task only ``environment/`` (its
+Dockerfile, in the subset ``dockerfile.py`` accepts, and the files it copies) is used. Deadlines are the
+caller's too (the recipe's ``rollout.agent_deadline_s`` and ``rollout.verifier_deadline_s`` in training),
+not ``task.toml``'s ``timeout_sec`` values.
 """
 
 from __future__ import annotations

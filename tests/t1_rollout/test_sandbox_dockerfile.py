@@ -1,0 +1,41 @@
+"""The local sandbox's Dockerfile subset: refusals say what is supported and that no other backend exists."""
+
+from pathlib import Path
+
+import pytest
+
+from t1_rollout.sandbox.base import UnsupportedDockerfileInstruction
+from t1_rollout.sandbox.dockerfile import parse_dockerfile
+
+
+def _dockerfile(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "Dockerfile"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("FROM debian:bookworm-slim\nWORKDIR /app\nUSER nobody\n", "Dockerfile:3: instruction USER"),
+        ("FROM python:3.12-slim\n", "Dockerfile:1: base image 'python:3.12-slim'"),
+        ("FROM debian:bookworm-slim\nCOPY --chown=1:1 a /a\n", "Dockerfile:2: COPY flags"),
+        ("FROM debian:bookworm-slim\nFROM debian:bookworm\n", "Dockerfile:2: multi-stage"),
+        ("RUN true\n", "first instruction must be FROM"),
+    ],
+)
+def test_a_refusal_lists_the_supported_subset_and_says_no_other_sandbox_is_built(tmp_path, text, where):
+    with pytest.raises(UnsupportedDockerfileInstruction) as info:
+        parse_dockerfile(_dockerfile(tmp_path, text))
+    message = str(info.value)
+    assert where in message
+    assert "FROM debian:bookworm[-slim], WORKDIR, COPY" in message and "ENV and RUN" in message
+    assert "docker, daytona and harbor sandboxes" in message and "not built yet" in message
+    # No advice to use a backend that does not exist.
+    assert "use the docker sandbox" not in message
+
+
+def test_the_supported_subset_parses(tmp_path):
+    text = "FROM debian:bookworm\nWORKDIR /app\nENV A=1\nCOPY x /app/x\nRUN echo hi\n"
+    names = [i.name for i in parse_dockerfile(_dockerfile(tmp_path, text))]
+    assert names == ["FROM", "WORKDIR", "ENV", "COPY", "RUN"]
