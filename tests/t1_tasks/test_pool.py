@@ -169,3 +169,79 @@ def test_t1_tasks_imports_neither_torch_nor_t1_rollout():
     code = "import sys, t1_tasks; print('torch' in sys.modules, 't1_rollout' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# ---------------------------------------------------------------- every broken bundle at once (strict=False)
+
+
+def _broken_pool(root: Path) -> Path:
+    """Five bundles: two good, three broken in different ways (bad TOML field, missing files)."""
+    _bundle(root / "a-good")
+    _bundle(root / "b-no-difficulty", toml='[metadata]\ncategory = "x"\n')
+    (_bundle(root / "c-no-test-sh") / "tests" / "test.sh").unlink()
+    _bundle(root / "d-good")
+    e = _bundle(root / "e-no-solve-no-instruction")
+    (e / "solution" / "solve.sh").unlink()
+    (e / "instruction.md").unlink()
+    return root
+
+
+def test_non_strict_load_returns_the_good_tasks_and_every_broken_bundle_with_its_error(tmp_path):
+    pool = load_pool(str(_broken_pool(tmp_path)), strict=False)
+    assert [t.id for t in pool.tasks] == ["a-good", "d-good"]
+    assert [b.id for b in pool.broken] == ["b-no-difficulty", "c-no-test-sh", "e-no-solve-no-instruction"]
+    by_id = {b.id: b for b in pool.broken}
+    assert "task.toml: field metadata.difficulty" in by_id["b-no-difficulty"].message
+    assert "tests/test.sh: missing" in by_id["c-no-test-sh"].message
+    assert "instruction.md: missing" in by_id["e-no-solve-no-instruction"].message
+    assert all(isinstance(b.error, TaskError) and b.path.is_dir() for b in pool.broken)
+    # broken bundles are reported, never trained on
+    assert len(pool) == 2 and pool.statistics().n_tasks == 2
+    assert {t.id for t in pool.epoch_order(0, seed=0)} == {"a-good", "d-good"}
+
+
+def test_strict_load_stays_the_default_and_raises_on_the_first_broken_bundle(tmp_path):
+    root = _broken_pool(tmp_path)
+    with pytest.raises(TaskError, match=r"b-no-difficulty/task\.toml: field metadata\.difficulty"):
+        load_pool(str(root))
+    assert load_pool(str(root), limit=1).broken == ()  # strict pools never carry broken bundles
+
+
+def test_a_bundle_missing_its_task_toml_is_reported_not_skipped(tmp_path):
+    _bundle(tmp_path / "a-good")
+    (_bundle(tmp_path / "b-no-toml") / "task.toml").unlink()
+    (tmp_path / "notes").mkdir()  # a folder with none of a bundle's files is not a bundle
+    (tmp_path / ".git").mkdir()
+    pool = load_pool(str(tmp_path), strict=False)
+    assert [t.id for t in pool] == ["a-good"]
+    assert [(b.id, "task.toml: missing" in b.message) for b in pool.broken] == [("b-no-toml", True)]
+    with pytest.raises(TaskError, match=r"b-no-toml/task\.toml: missing"):
+        load_pool(str(tmp_path))
+
+
+def test_non_utf8_files_are_task_errors_naming_the_file(tmp_path):
+    root = _bundle(tmp_path / "t")
+    (root / "instruction.md").write_bytes(b"caf\xe9\n")
+    with pytest.raises(TaskError, match=r"instruction\.md: not UTF-8"):
+        load_task(root)
+    pool = load_pool(str(tmp_path), strict=False)
+    assert pool.tasks == () and "instruction.md: not UTF-8" in pool.broken[0].message
+
+
+def test_an_all_broken_pool_loads_non_strict_with_no_tasks_but_an_empty_directory_is_still_an_error(tmp_path):
+    (_bundle(tmp_path / "full" / "only") / "tests" / "test.sh").unlink()
+    pool = load_pool(str(tmp_path / "full"), strict=False)
+    assert pool.tasks == () and [b.id for b in pool.broken] == ["only"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TaskError, match="no task bundles"):
+        load_pool(str(tmp_path / "empty"), strict=False)
+
+
+def test_task_toml_timeouts_and_resources_are_documented_as_unused_by_training():
+    import t1_tasks
+
+    doc = t1_tasks.__doc__ or ""
+    names = ("rollout.agent_deadline_s", "rollout.verifier_deadline_s", "[environment] cpus", "memory_mb")
+    for name in names:
+        assert name in doc, name
+    assert "Training does not use a task's timeouts or resources" in doc

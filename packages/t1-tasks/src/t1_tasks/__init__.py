@@ -1,10 +1,35 @@
-"""Terminal task bundles in Harbor layout, pools, bundled mini pool."""
+"""Terminal task bundles in Harbor layout, pools, bundled mini pool.
 
-from t1_tasks.pool import BUILTIN_POOLS, Pool, PoolStatistics, load_pool
+A bundle is a directory holding ``task.toml``, ``instruction.md``, ``environment/Dockerfile``,
+``tests/test.sh`` (plus pytest files) and ``solution/solve.sh`` (Harbor's task format). ``load_pool`` is
+strict by default (the first broken bundle raises ``TaskError``); ``load_pool(..., strict=False)`` returns
+the good tasks and lists the broken bundles in ``Pool.broken``.
+
+Which ``task.toml`` fields are used:
+
+- ``[metadata] category`` and ``difficulty`` (required), ``tags``: shown by ``t1 tasks list`` and
+  ``stats``, counted in ``Pool.statistics``.
+- ``[agent] timeout_sec`` (default 600 s, ``Task.agent_timeout_s``): used only by ``t1 tasks validate``,
+  as the deadline of ``solution/solve.sh``.
+- ``[verifier] timeout_sec`` (default 600 s, ``Task.verifier_timeout_s``): used only by ``t1 tasks
+  validate``, as the verifier's deadline.
+- ``[environment] cpus``, ``memory_mb``, ``storage_mb``, ``network_mode``: not used (kept in
+  ``Task.config`` for Harbor compatibility).
+- everything else (``version``, ``[metadata] author_name``, ...): not used (kept in ``Task.config``).
+
+Training does not use a task's timeouts or resources: every trial runs under the recipe's deadlines
+(``rollout.agent_deadline_s`` for the agent episode, ``rollout.verifier_deadline_s`` for the verifier,
+``rollout.remote_deadline_s`` for the whole trial) and in a sandbox built from the recipe's ``sandbox``
+section (for ``kind: local``: ``cpu_time_s``, ``memory_mb``, ``max_processes``, ``disk_mb``, ``network``), the
+same for every task. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
+"""
+
+from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, load_pool
 from t1_tasks.task import Task, TaskError, count_assertions, load_task
 
 __all__ = [
     "BUILTIN_POOLS",
+    "BrokenBundle",
     "Pool",
     "PoolStatistics",
     "Task",

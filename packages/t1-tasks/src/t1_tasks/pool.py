@@ -1,5 +1,10 @@
 """Task pools: a list of bundles, a seeded per-epoch permutation, and statistics.
 
+A pool directory's subdirectories are its bundles in stored order (sorted by name). ``load_pool`` is strict
+by default (training's use): the first broken bundle raises a ``TaskError`` naming the file and the field.
+``load_pool(..., strict=False)`` (``t1 tasks list``, ``stats``, ``validate``) loads every good bundle and
+collects the broken ones in ``Pool.broken``, so that a user sees every problem of a pool at once.
+
 Source: T1 §3 (pools are stored in quality-rank order, so every epoch visits them in a seeded permutation).
 """
 
@@ -13,9 +18,31 @@ from pathlib import Path
 
 from t1_tasks.task import Task, TaskError, load_task
 
-__all__ = ["Pool", "PoolStatistics", "load_pool", "BUILTIN_POOLS"]
+__all__ = ["BrokenBundle", "Pool", "PoolStatistics", "load_pool", "BUILTIN_POOLS"]
 
 BUILTIN_POOLS = ("mini",)
+# A subdirectory holding any of these is a bundle (broken when task.toml is missing), not a stray folder.
+_BUNDLE_MARKERS = ("task.toml", "instruction.md", "environment", "tests", "solution")
+
+
+@dataclass(frozen=True)
+class BrokenBundle:
+    """A bundle of a pool that could not be loaded (only in ``load_pool(..., strict=False)``).
+
+    Attributes:
+        id: the bundle's directory name.
+        path: the bundle directory.
+        error: why it could not be loaded; the message names the file and the field.
+    """
+
+    id: str
+    path: Path
+    error: TaskError
+
+    @property
+    def message(self) -> str:
+        """The error message (file and field)."""
+        return str(self.error)
 
 
 @dataclass(frozen=True)
@@ -45,11 +72,15 @@ class Pool:
 
     Attributes:
         source: where it was loaded from (``builtin:mini`` or a directory).
-        tasks: the tasks in stored order.
+        tasks: the (good) tasks in stored order.
+        broken: the bundles that could not be loaded, in stored order; always empty from a strict
+            ``load_pool``. They are not part of the pool: iteration, ``len``, ``epoch_order`` and
+            ``statistics`` see only ``tasks``.
     """
 
     source: str
     tasks: tuple[Task, ...]
+    broken: tuple[BrokenBundle, ...] = ()
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -125,20 +156,34 @@ def builtin_pool_dir(name: str) -> Path:
     return Path(str(resources.files("t1_tasks") / "pools" / name))
 
 
-def load_pool(source: str | Path, limit: int | None = None) -> Pool:
+def _bundle_dirs(directory: Path) -> list[Path]:
+    """The bundle directories of a pool directory, sorted by name (stored order)."""
+    if (directory / "task.toml").is_file() or (directory / "instruction.md").is_file():
+        return [directory]  # one bundle given directly
+    candidates = (p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    return sorted(p for p in candidates if any((p / m).exists() for m in _BUNDLE_MARKERS))
+
+
+def load_pool(source: str | Path, limit: int | None = None, *, strict: bool = True) -> Pool:
     """Load a pool.
 
     Args:
-        source: ``"builtin:<name>"`` (e.g. ``builtin:mini``) or a directory whose subdirectories holding a
-            ``task.toml`` are task bundles (sorted by name = stored order).
-        limit: keep only the first ``limit`` tasks in stored order.
+        source: ``"builtin:<name>"`` (e.g. ``builtin:mini``) or a directory whose subdirectories are task
+            bundles (sorted by name = stored order), or one bundle directory. A subdirectory counts as a
+            bundle when it holds ``task.toml``, ``instruction.md``, ``environment/``, ``tests/`` or
+            ``solution/``, so a bundle missing its ``task.toml`` is reported, not skipped.
+        limit: keep only the first ``limit`` bundles in stored order (broken ones count).
+        strict: raise on the first broken bundle (the default, training's use); with ``False`` load every
+            good bundle and collect the broken ones, each with its ``TaskError``, in ``Pool.broken``.
 
     Returns:
-        The ``Pool``.
+        The ``Pool``; with ``strict=False`` it may hold no tasks when every bundle is broken.
 
     Raises:
-        TaskError: unknown builtin, a directory with no bundles, or a malformed bundle (names file and field).
+        TaskError: unknown builtin, a directory with no bundles, or (strict only) a malformed bundle (names
+            file and field).
         FileNotFoundError: ``source`` is not a directory.
+        ValueError: ``limit`` < 1.
     """
     text = str(source)
     directory = builtin_pool_dir(text.removeprefix("builtin:")) if text.startswith("builtin:") else Path(text)
@@ -148,12 +193,18 @@ def load_pool(source: str | Path, limit: int | None = None) -> Pool:
         )
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    if (directory / "task.toml").is_file():
-        bundles = [directory]
-    else:
-        bundles = sorted(p for p in directory.iterdir() if (p / "task.toml").is_file())
+    bundles = _bundle_dirs(directory)
     if not bundles:
         raise TaskError(f"pool {text}: no task bundles (subdirectories with task.toml) in {directory}")
     if limit is not None:
         bundles = bundles[:limit]
-    return Pool(source=text, tasks=tuple(load_task(b) for b in bundles))
+    if strict:
+        return Pool(source=text, tasks=tuple(load_task(b) for b in bundles))
+    tasks: list[Task] = []
+    broken: list[BrokenBundle] = []
+    for bundle in bundles:
+        try:
+            tasks.append(load_task(bundle))
+        except TaskError as exc:
+            broken.append(BrokenBundle(id=bundle.name, path=bundle.resolve(), error=exc))
+    return Pool(source=text, tasks=tuple(tasks), broken=tuple(broken))

@@ -34,14 +34,18 @@ class Task:
         instruction: the contents of ``instruction.md`` (the agent's prompt).
         category: ``[metadata].category`` (e.g. ``version-control``).
         difficulty: ``[metadata].difficulty`` (``easy | medium | hard | unknown``).
-        agent_timeout_s: ``[agent].timeout_sec`` in seconds (default 600, Harbor docs).
-        verifier_timeout_s: ``[verifier].timeout_sec`` in seconds (default 600, Harbor code).
+        agent_timeout_s: ``[agent].timeout_sec`` in seconds (default 600, Harbor docs). Only ``t1 tasks
+            validate`` applies it (to ``solution/solve.sh``); training applies the recipe's
+            ``rollout.agent_deadline_s`` to every task.
+        verifier_timeout_s: ``[verifier].timeout_sec`` in seconds (default 600, Harbor code). Only ``t1 tasks
+            validate`` applies it; training applies the recipe's ``rollout.verifier_deadline_s``.
         environment_dir: ``environment/`` (holds the Dockerfile and fixtures).
         tests_dir: ``tests/`` (``test.sh`` plus pytest files); held out from the agent.
         solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent.
         n_assertions: number of ``def test_`` functions in ``tests/*.py`` (one assertion each; T1 §5.2's P
             and T).
-        config: the whole parsed ``task.toml``.
+        config: the whole parsed ``task.toml``; ``[environment]`` (cpus, memory_mb, ...) is kept here and
+            used by nothing: sandbox limits come from the recipe's ``sandbox`` section.
     """
 
     id: str
@@ -63,6 +67,16 @@ class Task:
         return list(self.config.get("metadata", {}).get("tags", []))
 
 
+def _read_text(path: Path) -> str:
+    """``path`` as UTF-8 text; an unreadable or non-UTF-8 file is a ``TaskError`` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+
+
 def count_assertions(tests_dir: Path) -> int:
     """Count the test functions (``def test_...``) in every ``*.py`` file under ``tests_dir``.
 
@@ -71,8 +85,11 @@ def count_assertions(tests_dir: Path) -> int:
 
     Returns:
         The number of assertions; each test function is one assertion by the pool's convention.
+
+    Raises:
+        TaskError: a test file is not UTF-8 or cannot be read (names it).
     """
-    return sum(len(_TEST_DEF.findall(p.read_text(encoding="utf-8"))) for p in sorted(tests_dir.rglob("*.py")))
+    return sum(len(_TEST_DEF.findall(_read_text(p))) for p in sorted(tests_dir.rglob("*.py")))
 
 
 def _number(table: dict[str, Any], key: str, default: float, where: str) -> float:
@@ -112,7 +129,7 @@ def load_task(path: str | Path) -> Task:
         if not (root / required).is_file():
             raise TaskError(f"{root / required}: missing (a Harbor task bundle needs {required})")
     try:
-        config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        config = tomllib.loads(_read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
     for section in ("metadata", "agent", "verifier", "environment"):
@@ -130,7 +147,7 @@ def load_task(path: str | Path) -> Task:
     verifier_timeout = _number(
         config.get("verifier", {}), "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, f"{toml_path}: field verifier"
     )
-    instruction = (root / "instruction.md").read_text(encoding="utf-8").strip()
+    instruction = _read_text(root / "instruction.md").strip()
     if not instruction:
         raise TaskError(f"{root / 'instruction.md'}: empty instruction")
     n_assertions = count_assertions(root / "tests")
