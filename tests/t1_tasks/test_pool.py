@@ -193,7 +193,8 @@ def test_non_strict_load_returns_the_good_tasks_and_every_broken_bundle_with_its
     by_id = {b.id: b for b in pool.broken}
     assert "task.toml: field metadata.difficulty" in by_id["b-no-difficulty"].message
     assert "tests/test.sh: missing" in by_id["c-no-test-sh"].message
-    assert "instruction.md: missing" in by_id["e-no-solve-no-instruction"].message
+    # every missing file of a bundle in one message
+    assert "missing instruction.md, solution/solve.sh" in by_id["e-no-solve-no-instruction"].message
     assert all(isinstance(b.error, TaskError) and b.path.is_dir() for b in pool.broken)
     # broken bundles are reported, never trained on
     assert len(pool) == 2 and pool.statistics().n_tasks == 2
@@ -245,3 +246,14 @@ def test_task_toml_timeouts_and_resources_are_documented_as_unused_by_training()
     for name in names:
         assert name in doc, name
     assert "Training does not use a task's timeouts or resources" in doc
+
+
+def test_an_unreadable_pool_directory_is_a_task_error(tmp_path, monkeypatch):
+    _bundle(tmp_path / "a")
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", denied)
+    with pytest.raises(TaskError, match="cannot read the directory: Permission denied"):
+        load_pool(str(tmp_path), strict=False)

@@ -160,7 +160,11 @@ def _bundle_dirs(directory: Path) -> list[Path]:
     """The bundle directories of a pool directory, sorted by name (stored order)."""
     if (directory / "task.toml").is_file() or (directory / "instruction.md").is_file():
         return [directory]  # one bundle given directly
-    candidates = (p for p in directory.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    try:
+        entries = list(directory.iterdir())
+    except OSError as exc:
+        raise TaskError(f"pool {directory}: cannot read the directory: {exc.strerror or exc}") from exc
+    candidates = (p for p in entries if p.is_dir() and not p.name.startswith((".", "__")))
     return sorted(p for p in candidates if any((p / m).exists() for m in _BUNDLE_MARKERS))
 
 
@@ -180,8 +184,8 @@ def load_pool(source: str | Path, limit: int | None = None, *, strict: bool = Tr
         The ``Pool``; with ``strict=False`` it may hold no tasks when every bundle is broken.
 
     Raises:
-        TaskError: unknown builtin, a directory with no bundles, or (strict only) a malformed bundle (names
-            file and field).
+        TaskError: unknown builtin, an unreadable directory, a directory with no bundles, or (strict only) a
+            malformed bundle (names file and field).
         FileNotFoundError: ``source`` is not a directory.
         ValueError: ``limit`` < 1.
     """

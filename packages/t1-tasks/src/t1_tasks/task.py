@@ -17,6 +17,15 @@ __all__ = ["Task", "TaskError", "load_task", "count_assertions"]
 DEFAULT_AGENT_TIMEOUT_S = 600.0
 DEFAULT_VERIFIER_TIMEOUT_S = 600.0
 
+# The files every Harbor bundle must have, relative to the bundle directory.
+REQUIRED_FILES = (
+    "task.toml",
+    "instruction.md",
+    "environment/Dockerfile",
+    "tests/test.sh",
+    "solution/solve.sh",
+)
+
 _TEST_DEF = re.compile(r"^\s*(?:async\s+)?def\s+test_\w*\s*\(", re.MULTILINE)
 
 
@@ -112,22 +121,20 @@ def load_task(path: str | Path) -> Task:
     survive rich markup on the command line.
 
     Raises:
-        TaskError: a missing file or directory, unparsable TOML, or a field of the wrong type; the message
-            names the file and the field.
+        TaskError: missing files (all of them named in one message), unparsable TOML, or a field of the
+            wrong type; the message names the file and the field.
     """
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a task bundle directory")
     toml_path = root / "task.toml"
-    for required in (
-        "task.toml",
-        "instruction.md",
-        "environment/Dockerfile",
-        "tests/test.sh",
-        "solution/solve.sh",
-    ):
-        if not (root / required).is_file():
-            raise TaskError(f"{root / required}: missing (a Harbor task bundle needs {required})")
+    missing = [rel for rel in REQUIRED_FILES if not (root / rel).is_file()]
+    if len(missing) == 1:
+        raise TaskError(f"{root / missing[0]}: missing (a Harbor task bundle needs {missing[0]})")
+    if missing:  # all of them in one message, so a bundle is not fixed one file at a time
+        raise TaskError(
+            f"{root}: missing {', '.join(missing)} (a Harbor task bundle needs {', '.join(REQUIRED_FILES)})"
+        )
     try:
         config = tomllib.loads(_read_text(toml_path))
     except tomllib.TOMLDecodeError as exc:
