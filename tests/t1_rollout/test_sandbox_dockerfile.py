@@ -39,3 +39,19 @@ def test_the_supported_subset_parses(tmp_path):
     text = "FROM debian:bookworm\nWORKDIR /app\nENV A=1\nCOPY x /app/x\nRUN echo hi\n"
     names = [i.name for i in parse_dockerfile(_dockerfile(tmp_path, text))]
     assert names == ["FROM", "WORKDIR", "ENV", "COPY", "RUN"]
+
+
+def test_local_sandbox_docs_say_limits_and_deadlines_come_from_the_recipe_not_task_toml():
+    import t1_rollout.sandbox as sandbox_pkg
+    import t1_rollout.sandbox.local as local
+
+    doc = " ".join((local.__doc__ or "").split())
+    for words in (
+        "``LocalSandbox.from_spec``",
+        "``rollout.agent_deadline_s``",
+        "``rollout.verifier_deadline_s``",
+        "``[environment]`` table (``cpus``, ``memory_mb``",
+        "is not read here",
+    ):
+        assert words in doc, words
+    assert "Not built yet: the docker, daytona and harbor sandboxes" in " ".join(sandbox_pkg.__doc__.split())

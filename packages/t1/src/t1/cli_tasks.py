@@ -117,7 +117,8 @@ def stats(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug = Fa
         p = _load(pool, limit)
         s = p.statistics()
         out = _console()
-        table = Table(title=f"{pool}: {s.n_tasks} tasks, {s.assertions_total} assertions", box=box.SIMPLE)
+        out.print(f"{p.source}: {s.n_tasks} tasks, {s.assertions_total} assertions")
+        table = Table(box=box.SIMPLE)
         table.add_column("category")
         table.add_column("tasks", justify="right")
         for name, count in s.categories.items():
