@@ -2,13 +2,14 @@
 
 Run (from the repository root):
 
-    uv run python tools/bench/bench_ppo_step.py [tokens_per_sample=1024] [samples=4] [steps=3]
+    uv run python tools/bench/bench_ppo_step.py [tokens_per_sample=1024] [samples=4] [steps=2]
         [--recipe recipes/tiny-cpu.yaml] [--repeat 1]
 
 The model (and the PPO settings) come from the recipe (`t1_spec.load_recipe(...).model`, `.ppo`). Samples are
 synthetic but shaped like stitched trajectories: a 200-token prompt, then 150 sampled tokens and a 100-token
 observation, repeated; routing and rollout log-probs come from a forward of the sampler (same seed, so the
-replayed log-prob gap of the first step is the numerics alone).
+replayed log-prob gap of the first step is the numerics alone). The default run takes about a minute on two
+busy cores, a third of it imports (the parent, and one subprocess per log-prob variant).
 
 Part 1 prints the wall and CPU seconds of each full ``ppo_step`` (split into critic values, critic update,
 actor update) and the replay gap. Part 2 measures, side by side in the same run, the part the trainer
@@ -220,7 +221,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tokens", type=int, nargs="?", default=1024, help="tokens per sample")
     ap.add_argument("samples", type=int, nargs="?", default=4)
-    ap.add_argument("steps", type=int, nargs="?", default=3)
+    ap.add_argument(
+        "steps", type=int, nargs="?", default=2, help="PPO steps (2, as the recipe; keeps the run near 60 s)"
+    )
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-cpu.yaml")
     ap.add_argument("--repeat", type=int, default=1, help="log-prob path: best of N timed runs")
     ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
