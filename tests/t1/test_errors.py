@@ -19,3 +19,13 @@ def test_other_failures_exit_1_and_debug_reraises():
     with pytest.raises(RuntimeError):
         with reported(True):
             raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("exc", ["typer.Exit(1)", "typer.Abort()"])
+def test_typer_exits_pass_through_without_an_error_line(exc, capsys):
+    import typer
+
+    with pytest.raises((typer.Exit, typer.Abort)):
+        with reported(False):
+            raise eval(exc)
+    assert capsys.readouterr().err == ""

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 
 import click
+import typer
 from rich.console import Console
 from rich.markup import escape
 
@@ -31,7 +32,14 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
     """
     try:
         yield
-    except (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.exceptions.Abort):
+    except (
+        SystemExit,
+        KeyboardInterrupt,
+        typer.Exit,
+        typer.Abort,
+        click.exceptions.Exit,
+        click.exceptions.Abort,
+    ):
         raise
     except BaseException as exc:  # noqa: BLE001 - the CLI boundary reports everything
         if debug:
