@@ -128,6 +128,28 @@ def test_fallback_ignores_partial_outcomes_of_a_timed_out_verifier():
     assert r.value == 0.0 and r.passed == 2 and r.kind == "binary_fallback"
 
 
+@pytest.mark.parametrize("kind", ["dense", "ratio", "binary"])
+def test_a_zero_written_by_a_crashed_verifier_is_not_the_agents_zero(kind):
+    crashed = Report(
+        outcomes=(),
+        binary=0.0,
+        source="reward.json",
+        fallback=FallbackCause.VERIFIER_CRASH,
+        detail="killed by signal 24",
+    )
+    r = compute_reward(crashed, Spec(kind))
+    assert r.value is None and r.kind == "none" and r.fallback is FallbackCause.VERIFIER_CRASH
+    # a solved task still never scores 0, even when the verifier crashed afterwards
+    solved = Report(
+        outcomes=(),
+        binary=1.0,
+        source="reward.json",
+        fallback=FallbackCause.VERIFIER_CRASH,
+        detail="killed by signal 24",
+    )
+    assert compute_reward(solved, Spec(kind)).value == 1.0
+
+
 def test_no_outcome_at_all_is_none_not_zero():
     report = Report(outcomes=(), binary=None, source="none", fallback=FallbackCause.MISSING, detail="nothing")
     r = compute_reward(report, DENSE)

@@ -116,3 +116,28 @@ async def test_verifier_crash_is_recorded_with_its_cause(tmp_path):
     assert run.crashed and "could not run" in run.error and "lost" in run.error
     report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
     assert report.fallback is FallbackCause.VERIFIER_CRASH
+
+
+async def test_the_agents_cpu_limit_never_kills_the_verifier(csv_task, tmp_path):
+    # pytest alone needs more than 1 s of CPU: under the agent's 1 s limit it would die of SIGXCPU
+    async with LocalSandbox(cpu_time_s=1) as sb:
+        await sb.start(csv_task.environment_dir, timeout_s=60)
+        run = await run_verifier(sb, csv_task, timeout_s=60, out_dir=tmp_path / "v")
+    assert run.error is None, run.error
+    report = read_report(run.out_dir, crashed=run.crashed)
+    assert report.fallback is None and report.total == csv_task.n_assertions
+
+
+async def test_a_verifier_killed_by_a_signal_is_a_crash_not_a_verdict(csv_task, tmp_path):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    # writes a binary outcome, then dies the way a sandbox limit kills it
+    (tests / "test.sh").write_text(
+        "mkdir -p /logs/verifier; echo '{\"reward\": 0.0}' > /logs/verifier/reward.json; kill -XCPU $$\n"
+    )
+    async with LocalSandbox() as sb:
+        await sb.start(csv_task.environment_dir, timeout_s=60)
+        run = await run_verifier(sb, FakeTask("killed", tests), timeout_s=30, out_dir=tmp_path / "v")
+    assert run.exit_code == 128 + 24
+    assert run.crashed and "signal 24" in run.error
+    assert read_report(run.out_dir, crashed=run.crashed).fallback == FallbackCause.VERIFIER_CRASH

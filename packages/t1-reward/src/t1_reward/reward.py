@@ -95,8 +95,8 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
     ``binary`` gives b. When b is needed but the reward file is absent, b is derived from the outcomes (1 if
     at least one passed and none failed, as a pytest exit code would say). Without a usable per-assertion
     report (``report.fallback`` set) every kind falls back to b, so a solved task never scores 0; without b
-    either, the value is None (infrastructure failure, recorded with its cause, never scored as the agent's
-    0).
+    either, or when the verifier crashed and b is 0 (a crashed grader graded nothing), the value is None
+    (infrastructure failure, recorded with its cause, never scored as the agent's 0).
 
     Args:
         report: From `read_report`.
@@ -120,6 +120,10 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
 
     if report.fallback is not None:
         if report.binary is None:
+            return result(None, "none")
+        if report.fallback is FallbackCause.VERIFIER_CRASH and report.binary <= 0:
+            # A verifier that crashed (killed by a signal, or could not run) graded nothing: a 0 written on
+            # its way down is not the agent's 0. A positive outcome is kept: a solved task never scores 0.
             return result(None, "none")
         return result(report.binary, "binary_fallback")
     if kind == "dense":

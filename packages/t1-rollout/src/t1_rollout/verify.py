@@ -91,8 +91,13 @@ async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, o
             timeout_s=timeout_s,
             cwd=TESTS_DIR,
             env=sandbox.verifier_env(),
+            # the grader gets its own CPU budget (its deadline): the agent's limit must never kill it
+            cpu_time_s=timeout_s,
         )
         exit_code, timed_out = result.exit_code, result.timed_out
+        if exit_code is not None and exit_code > 128 and not timed_out:
+            # killed by a signal (a sandbox limit, OOM): the report, if any, is not the verifier's verdict
+            error = f"verifier of task {task.id} was killed by signal {exit_code - 128} (exit {exit_code})"
         combined = result.stdout + (("\n[stderr]\n" + result.stderr) if result.stderr else "")
         tail = combined[-_TAIL_CHARS:]
         (out_dir / "test-stdout.txt").write_text(combined, encoding="utf-8")

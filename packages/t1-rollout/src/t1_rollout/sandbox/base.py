@@ -112,12 +112,19 @@ class Sandbox(abc.ABC):
 
     @abc.abstractmethod
     async def exec(
-        self, command: str, *, timeout_s: float, cwd: str | None = None, env: dict[str, str] | None = None
+        self,
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        cpu_time_s: float | None = None,
     ) -> ExecResult:
         """Run ``command`` with ``bash -c`` and wait for it, at most ``timeout_s`` seconds.
 
         On timeout the whole process group (and everything else the command started) is killed and the result
-        has ``timed_out=True``; an exec timeout is a result, not an exception.
+        has ``timed_out=True``; an exec timeout is a result, not an exception. ``cpu_time_s`` overrides the
+        sandbox's per-process CPU-time limit for this exec (seconds; None keeps the sandbox's).
         """
 
     @abc.abstractmethod

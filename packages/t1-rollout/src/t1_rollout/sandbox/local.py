@@ -221,12 +221,15 @@ class LocalSandbox(Sandbox):
                 return self._mounts[mount] / os.path.relpath(inner, mount)
         raise SandboxError(f"{where}: {inner} is outside the writable mounts {sorted(self._mounts)}")
 
-    def _preexec(self, *, controlling_tty: bool = False) -> Callable[[], None]:
+    def _preexec(
+        self, *, controlling_tty: bool = False, cpu_time_s: float | None = None
+    ) -> Callable[[], None]:
         assert self._slot is not None
         uid = self._slot.uid
+        cpu = self.cpu_time_s if cpu_time_s is None else cpu_time_s
         limits = (
             (resource.RLIMIT_NPROC, self.max_processes),
-            (resource.RLIMIT_CPU, max(1, int(self.cpu_time_s))),  # soft: SIGXCPU; hard (+1 s): SIGKILL
+            (resource.RLIMIT_CPU, max(1, int(cpu))),  # soft: SIGXCPU; hard (+1 s): SIGKILL
             (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024),
             (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024),
             (resource.RLIMIT_CORE, 0),
@@ -398,6 +401,7 @@ class LocalSandbox(Sandbox):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
         stdin: bytes | None = None,
+        cpu_time_s: float | None = None,
     ) -> ExecResult:
         """Run ``bash -c command`` in a fresh pid namespace over the sandbox's files.
 
@@ -409,6 +413,9 @@ class LocalSandbox(Sandbox):
             cwd: working directory inside the sandbox (default: the last WORKDIR).
             env: variables added on top of the Dockerfile's ENV.
             stdin: bytes fed to the command's standard input (default: none, ``/dev/null``).
+            cpu_time_s: per-process CPU-time limit of this exec in seconds (default: the sandbox's
+                ``cpu_time_s``, the agent's limit). The verifier passes its own budget, so that the agent's
+                limit never kills the grader.
 
         Returns:
             The ``ExecResult`` (``timed_out=True`` and ``exit_code=None`` when killed at the deadline).
@@ -421,7 +428,9 @@ class LocalSandbox(Sandbox):
         argv = self._argv(
             ["bash", "-c", command], cwd=_inner(cwd or self._workdir, "exec"), env=self._merged_env(env)
         )
-        stdout, stderr, code, timed_out, duration = await self._run(argv, stdin=stdin, timeout_s=timeout_s)
+        stdout, stderr, code, timed_out, duration = await self._run(
+            argv, stdin=stdin, timeout_s=timeout_s, cpu_time_s=cpu_time_s
+        )
         return ExecResult(
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
@@ -431,7 +440,12 @@ class LocalSandbox(Sandbox):
         )
 
     async def _spawn(
-        self, argv: list[str], *, controlling_tty: bool = False, **streams: Any
+        self,
+        argv: list[str],
+        *,
+        controlling_tty: bool = False,
+        cpu_time_s: float | None = None,
+        **streams: Any,
     ) -> tuple[asyncio.subprocess.Process, str]:
         """Launch ``argv`` (a bwrap command line) under a unique ``argv[0]`` tag; safe to cancel at any point.
 
@@ -451,7 +465,7 @@ class LocalSandbox(Sandbox):
         assert self._slot is not None
         uid = self._slot.uid
         tag = f"bwrap-t1-{secrets.token_hex(8)}"
-        preexec = self._preexec(controlling_tty=controlling_tty)
+        preexec = self._preexec(controlling_tty=controlling_tty, cpu_time_s=cpu_time_s)
 
         async def launch() -> asyncio.subprocess.Process:
             # checked here, right before the fork (no await in between): a close that ran after the caller's
@@ -470,7 +484,13 @@ class LocalSandbox(Sandbox):
             raise
 
     async def _run(
-        self, argv: list[str], *, stdin: bytes | None, timeout_s: float, cap: int | None = MAX_EXEC_OUTPUT
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout_s: float,
+        cap: int | None = MAX_EXEC_OUTPUT,
+        cpu_time_s: float | None = None,
     ) -> tuple[bytes, bytes, int | None, bool, float]:
         """Run one bwrap launch to completion: ``(stdout, stderr, exit code, timed out, seconds)``.
 
@@ -482,6 +502,7 @@ class LocalSandbox(Sandbox):
         started = time.monotonic()
         proc, tag = await self._spawn(
             argv,
+            cpu_time_s=cpu_time_s,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
