@@ -138,7 +138,8 @@ def _bwrap_pids() -> set[str]:
 
 
 @pytest.mark.e2e
-def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig):
     runs = tmp_path / "runs"
     before = _bwrap_pids()
     proc = subprocess.Popen(
@@ -158,7 +159,7 @@ def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((runs).glob("*/trajectories/step-0000/*.json")):
         time.sleep(0.2)  # wait until trials are running (the first one has ended)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     assert "Traceback" not in out
@@ -191,3 +192,20 @@ def test_unbuilt_settings_are_all_refused_before_any_work(tmp_path):
     )
     assert result.exit_code == 1 and "logging.tensorboard" in result.output
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.e2e
+def test_launching_more_trials_than_the_pool_has_tasks_is_refused(tmp_path):
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            str(REPO / "recipes/tiny-cpu.yaml"),
+            f"pool.source={_broken_pool(tmp_path)}",
+            f"logging.run_root={runs}",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "rollout.launched=5 exceeds the 1 tasks" in result.output
+    assert not runs.exists() or not any(runs.iterdir())

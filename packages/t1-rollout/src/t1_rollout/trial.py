@@ -176,7 +176,12 @@ async def run_trial(
         stage = "stitch"
         if not rec.episode.turns:
             rec.status = "failed"
-            rec.cause = "agent: the episode sampled no tokens"
+            rec.cause = f"agent: the episode sampled no tokens (finish: {rec.episode.finish})"
+            if rec.episode.finish == "context_exhausted":
+                rec.cause += (
+                    f"; the first prompt leaves under 8 of rollout.context_tokens={harness.context_tokens}"
+                    " tokens to sample: raise rollout.context_tokens"
+                )
             return rec
         rec.stitch = stitch(
             rec.episode.turns,
@@ -199,7 +204,8 @@ async def run_trial(
         rec.status = "failed"
         last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         where = f" ({Path(last.filename).name}:{last.lineno})" if last else ""
-        rec.cause = f"{stage}: {type(exc).__name__}: {exc}{where}"
+        message = " ".join(str(exc).split())  # one line: causes are printed and logged per trial
+        rec.cause = f"{stage}: {type(exc).__name__}: {message}{where}"
         return rec
     finally:
         rec.timings["total"] = time.monotonic() - t_start

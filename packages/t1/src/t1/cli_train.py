@@ -9,6 +9,10 @@ import typer
 from t1._errors import EXIT_INTERRUPTED, err_console, reported
 
 
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def register(app: typer.Typer) -> None:
     """Mount the ``train`` verb on the top-level app."""
 
@@ -24,10 +28,13 @@ def register(app: typer.Typer) -> None:
 
         Exit codes: 0 the run finished; 2 the recipe is invalid or a path in it is unusable (no run directory
         is created); 1 the run failed (e.g. a step where no trial finished, or a part not built yet); 130
-        interrupted by Ctrl-C (the run directory is kept, marked "interrupted" in status.json).
+        interrupted by Ctrl-C or SIGTERM (the run directory is kept, marked "interrupted" in status.json).
         """
         from t1_spec import RecipeError, load_recipe
 
+        # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes reclaimed,
+        # the run directory marked "interrupted".
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         with reported(debug, invalid=(RecipeError,)):
             spec = load_recipe(recipe, overrides or [])
             from t1.training import Trainer
@@ -43,5 +50,6 @@ def register(app: typer.Typer) -> None:
                     "[bold yellow]interrupted:[/] the trials in flight were cancelled and their sandboxes "
                     + (f"reclaimed; the partial run is in {where}" if where else "reclaimed"),
                     highlight=False,
+                    soft_wrap=True,
                 )
                 raise SystemExit(EXIT_INTERRUPTED) from None

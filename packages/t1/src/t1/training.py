@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import math
 import statistics
 import sys
 import time
@@ -219,6 +220,13 @@ class Trainer:
         warm = r.critic_warmup.pool or r.pool
         self.warmup_pool = self.pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
         self.warmup_seed = warm.shuffle_seed
+        for name, pool in (("pool", self.pool), ("critic_warmup.pool", self.warmup_pool)):
+            if r.rollout.launched > len(pool):
+                raise ValueError(
+                    f"rollout.launched={r.rollout.launched} exceeds the {len(pool)} tasks of {name} "
+                    f"{pool.source!r}: one step would run a task more than once (T1: one sample per task per "
+                    "step); lower rollout.launched (and rollout.admitted, ppo.batch_size) or use more tasks"
+                )
         self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
         model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
         self.engine = EmbeddedEngine(model, weight_version=0, device=r.engine.device, seed=r.seed)
@@ -268,10 +276,13 @@ class Trainer:
             ) from None
 
     def planned_steps(self) -> int:
-        """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer."""
+        """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer.
+
+        A pass counts the tasks drawn, ``rollout.launched`` per step: a cancelled trial used up its task's
+        turn in the epoch (the oversampling tail is lost signal, T1 §10), as in the task stream itself.
+        """
         r = self.recipe
-        per_epoch = -(-len(self.pool) * r.ppo.samples_per_task // r.rollout.admitted)
-        by_epochs = per_epoch * r.ppo.epochs
+        by_epochs = -(-len(self.pool) * r.ppo.epochs // r.rollout.launched)
         return by_epochs if r.ppo.steps is None else min(r.ppo.steps, by_epochs)
 
     async def _rollout(self, tasks: list[Task], label: str) -> BatchResult:
@@ -297,7 +308,8 @@ class Trainer:
                 )
             finally:
                 self.run.write_trajectory(label, record.trial_id, trial_payload(record))
-            reward = "-" if rec.reward is None or rec.reward.value is None else f"{rec.reward.value:.3f}"
+            scored = rec.status == "finished" and rec.reward is not None and rec.reward.value is not None
+            reward = f"{rec.reward.value:.3f}" if scored else "-"
             turns = len(rec.episode.turns) if rec.episode else 0
             self.console.print(
                 f"  [dim]{label}[/] {rec.trial_id:<36} {rec.status:<9} reward {reward:>6} turns {turns}"
@@ -351,6 +363,8 @@ class Trainer:
         self._build()
         summary = RunSummary(run_dir=self.run.root)
         summary.wall_s["setup"] = time.monotonic() - t_total
+        # "running" until the end: a run killed outright (SIGKILL, power loss) still says it did not finish
+        self.run.write_status("running", 0, None)
         try:
             self._run_steps(summary)
         except KeyboardInterrupt:
@@ -378,8 +392,8 @@ class Trainer:
             summary.wall_s[key] = 0.0
 
         if r.critic_warmup.enabled:
-            # One epoch = enough admitted trials to cover the warm-up pool once (T1 §4.5).
-            warm_steps = -(-len(self.warmup_pool) * r.critic_warmup.epochs // r.rollout.admitted)
+            # One epoch = enough launched trials to cover the warm-up pool once (T1 §4.5).
+            warm_steps = -(-len(self.warmup_pool) * r.critic_warmup.epochs // r.rollout.launched)
             warm_stream = task_stream(self.warmup_pool, self.warmup_seed)
             for w in range(warm_steps):
                 t0 = time.monotonic()
@@ -511,11 +525,13 @@ def _plain(metrics: Any) -> dict[str, Any]:
 
 
 def _fmt(value: Any) -> str:
-    return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _sci(value: Any) -> str:
-    return "-" if value is None else f"{value:.1e}"
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1e}"
 
 
 def _metrics_table() -> Table:
