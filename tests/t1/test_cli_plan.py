@@ -165,3 +165,9 @@ def test_calibrate_refuses_a_fit_with_negative_alpha(tmp_path):
     res = run("calibrate", str(csv), "--recipe", PROD)
     assert res.exit_code == 2, res.output
     assert "inconsistent with Eq. 21" in res.output
+
+
+@pytest.mark.parametrize("option", [["--top", "-5"], ["--top", "0"], ["--devices", "0"], ["--refused", "-1"]])
+def test_search_refuses_non_positive_counts(option):
+    result = CliRunner().invoke(app, ["plan", "search", PROD, *option])
+    assert result.exit_code == 2

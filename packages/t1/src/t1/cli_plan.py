@@ -133,11 +133,11 @@ def search(
     overrides: Overrides = None,
     devices: Annotated[
         int | None,
-        typer.Option(help="training devices to search (default: the recipe's devices - inference)"),
+        typer.Option(min=1, help="training devices to search (default: the recipe's devices - inference)"),
     ] = None,
     rank: Annotated[str, typer.Option(help="dp (most data parallelism first) or headroom")] = "dp",
-    top: Annotated[int, typer.Option(help="admitted plans to show")] = 10,
-    refused: Annotated[int, typer.Option(help="refused plans to explain")] = 5,
+    top: Annotated[int, typer.Option(min=1, help="admitted plans to show")] = 10,
+    refused: Annotated[int, typer.Option(min=0, help="refused plans to explain")] = 5,
     ep_maximal: Annotated[bool, typer.Option(help="only the largest ep per layout (Prop. 7.1)")] = False,
     debug: Debug = False,
 ) -> None:
