@@ -9,8 +9,19 @@ import typer
 from t1._errors import EXIT_INTERRUPTED, err_console, reported
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM handler: do exactly what Ctrl-C would do now.
+
+    Inside ``asyncio.run`` the SIGINT handler cancels the main task instead of raising. That matters here: the
+    sandbox launches fork, and a handler that raises while Python runs its at-fork hooks has its exception
+    swallowed ("Exception ignored in _releaseLock"), so a raising SIGTERM handler would sometimes be lost.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    elif handler == signal.SIG_DFL:
+        raise KeyboardInterrupt
+    # SIG_IGN: already shutting down after an interrupt; nothing more to do
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +45,7 @@ def register(app: typer.Typer) -> None:
 
         # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes reclaimed,
         # the run directory marked "interrupted".
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
         with reported(debug, invalid=(RecipeError,)):
             spec = load_recipe(recipe, overrides or [])
             from t1.training import Trainer

@@ -1,0 +1,40 @@
+"""`t1 train`'s SIGTERM handler behaves as Ctrl-C and never raises inside the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from t1.cli_train import _stop_as_ctrl_c
+
+
+def test_outside_the_event_loop_sigterm_raises_keyboard_interrupt():
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        _stop_as_ctrl_c(signal.SIGTERM, None)
+
+
+def test_inside_asyncio_run_sigterm_cancels_the_main_task_without_raising():
+    # A handler that raised here could land in an at-fork hook (sandbox launches fork) and be swallowed;
+    # asyncio's SIGINT handler cancels the main task instead; asyncio.run then raises KeyboardInterrupt.
+    reached = []
+
+    async def main() -> None:
+        _stop_as_ctrl_c(signal.SIGTERM, None)  # must return normally
+        reached.append("after handler")
+        await asyncio.sleep(10)
+        reached.append("slept")
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert reached == ["after handler"]
+
+
+def test_sigterm_during_shutdown_is_ignored_once_ctrl_c_is():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _stop_as_ctrl_c(signal.SIGTERM, None)  # no exception: shutdown already under way
+    finally:
+        signal.signal(signal.SIGINT, previous)
