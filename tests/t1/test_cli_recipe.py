@@ -36,7 +36,7 @@ def test_validate_prints_paper_departures_as_notes() -> None:
 
 
 def test_invalid_recipe_exits_2_with_field_on_stderr_and_no_traceback() -> None:
-    res = run("validate", TINY, "ppo.batch_size=2")
+    res = run("validate", TINY, "ppo.batch_size=6")
     assert res.exit_code == 2
     assert "rollout.admitted" in res.stderr and "tiny-cpu.yaml" in res.stderr
     assert "Traceback" not in res.output
@@ -44,7 +44,7 @@ def test_invalid_recipe_exits_2_with_field_on_stderr_and_no_traceback() -> None:
 
 
 def test_debug_reraises_for_a_traceback() -> None:
-    res = run("validate", TINY, "ppo.batch_size=2", "--debug")
+    res = run("validate", TINY, "ppo.batch_size=6", "--debug")
     assert res.exit_code != 0
     assert res.exception is not None and type(res.exception).__name__ == "RecipeError"
 

@@ -248,3 +248,9 @@ def test_local_sandbox_limits_have_workable_floors(tiny_path, problems_of, field
     assert [p.field for p in probs] == [f"sandbox.{field}"]
     assert str(floor) in probs[0].message
     assert getattr(load_recipe(tiny_path, [f"sandbox.{field}={floor}"]).sandbox, field) == floor
+
+
+def test_tiny_cpu_batch_size_override_carries_admitted_along():
+    # the example of the walking-skeleton issue: `t1 train recipes/tiny-cpu.yaml ppo.batch_size=2`
+    r = load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.batch_size=2"])
+    assert (r.ppo.batch_size, r.rollout.admitted, r.rollout.launched) == (2, 2, 5)

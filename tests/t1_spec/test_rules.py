@@ -167,9 +167,9 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
     (
         "rollout.admitted_is_batch",
         "tiny",
-        ("ppo.batch_size=2",),
+        ("rollout.admitted=3",),  # tiny-cpu's admitted follows ppo.batch_size (4) unless set
         "rollout.admitted",
-        "set rollout.admitted to 2",
+        "set rollout.admitted to 4",
     ),
     (
         "rollout.context_fits_wall",
