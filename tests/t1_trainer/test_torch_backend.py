@@ -1,5 +1,8 @@
 """Torch backend on the tiny model of `recipes/tiny-cpu.yaml` (the root conftest's `tiny_model_spec`)."""
 
+import os
+import stat
+
 import numpy as np
 import pytest
 import torch
@@ -136,6 +139,15 @@ def test_save_weights_writes_actor_and_critic(tiny_model_spec, tmp_path):
     critic = load_file(paths["critic"])
     assert torch.equal(actor["lm_head.weight"], be.actor.lm_head.weight.detach())
     assert "value_head.weight" in critic and any(k.startswith("body.") for k in critic)
+
+
+def test_saved_weights_take_the_umask_not_safetensors_0600(tiny_model_spec, tmp_path):
+    previous = os.umask(0o027)
+    try:
+        paths = save_weights(_backend(tiny_model_spec), tmp_path)
+    finally:
+        os.umask(previous)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in paths.values()} == {0o640}
 
 
 @pytest.mark.gpu
