@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +77,45 @@ def task_stream(pool: Pool, seed: int) -> Iterator[tuple[int, Task]]:
         for task in pool.epoch_order(epoch, seed):
             yield epoch, task
         epoch += 1
+
+
+class StepTasks:
+    """Draws each step's launched tasks from :func:`task_stream`, never the same task twice in one step.
+
+    A step that spans an epoch boundary could meet a task it already holds (the next epoch's order is a new
+    permutation); that draw is deferred, in order, to the next step instead of dropped, so every epoch still
+    runs every task once (T1: one sample per task per step).
+
+    Args:
+        pool: the pool to draw from.
+        seed: the per-epoch shuffle seed.
+
+    Raises:
+        ValueError: from :meth:`draw`, when a step asks for more tasks than the pool holds.
+    """
+
+    def __init__(self, pool: Pool, seed: int) -> None:
+        self._size = len(pool)
+        self._stream = task_stream(pool, seed)
+        self._deferred: deque[tuple[int, Task]] = deque()
+
+    def draw(self, n: int) -> list[tuple[int, Task]]:
+        """The next ``n`` distinct ``(epoch, task)`` pairs, deferred draws first."""
+        if n > self._size:
+            raise ValueError(f"a step of {n} distinct tasks cannot be drawn from a pool of {self._size}")
+        chosen: list[tuple[int, Task]] = []
+        held: set[str] = set()
+        skipped: list[tuple[int, Task]] = []
+        # Terminates: the pool has more tasks than the step holds, and each epoch's order holds every task.
+        while len(chosen) < n:
+            item = self._deferred.popleft() if self._deferred else next(self._stream)
+            if item[1].id in held:
+                skipped.append(item)
+                continue
+            chosen.append(item)
+            held.add(item[1].id)
+        self._deferred.extendleft(reversed(skipped))
+        return chosen
 
 
 def trial_payload(record: TrialRecord) -> dict[str, Any]:
@@ -394,10 +433,10 @@ class Trainer:
         if r.critic_warmup.enabled:
             # One epoch = enough launched trials to cover the warm-up pool once (T1 §4.5).
             warm_steps = -(-len(self.warmup_pool) * r.critic_warmup.epochs // r.rollout.launched)
-            warm_stream = task_stream(self.warmup_pool, self.warmup_seed)
+            warm_stream = StepTasks(self.warmup_pool, self.warmup_seed)
             for w in range(warm_steps):
                 t0 = time.monotonic()
-                tasks = [next(warm_stream)[1] for _ in range(r.rollout.launched)]
+                tasks = [task for _, task in warm_stream.draw(r.rollout.launched)]
                 batch, samples = self._collect(tasks, f"warmup-{w:04d}")
                 train_metrics = critic_warmup_step(self.backend, samples, r.ppo)
                 row = {"phase": "critic_warmup", "step": w, **rollout_metrics(batch), **_plain(train_metrics)}
@@ -409,15 +448,12 @@ class Trainer:
                 ev = _fmt(row.get("critic/explained_variance"))
                 self.console.print(f"critic warm-up {w + 1}/{warm_steps}: EV {ev}")
 
-        stream = task_stream(self.pool, r.pool.shuffle_seed)
+        stream = StepTasks(self.pool, r.pool.shuffle_seed)
         for step in range(steps):
             t_step = time.monotonic()
-            tasks = []
-            epochs = set()
-            for _ in range(r.rollout.launched):
-                epoch, task = next(stream)
-                epochs.add(epoch)
-                tasks.append(task)
+            drawn = stream.draw(r.rollout.launched)
+            tasks = [task for _, task in drawn]
+            epochs = {epoch for epoch, _ in drawn}
             t0 = time.monotonic()
             batch, samples = self._collect(tasks, f"step-{step:04d}")
             t_rollout = time.monotonic() - t0
