@@ -1,6 +1,7 @@
 """Plan search over a device count (T1 §7.1): every valid plan priced, admitted ones ranked."""
 
 from itertools import product
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +19,12 @@ WALL_84K = 86_016
 BASE = Plan(token_wall=WALL_84K, memory_budget_gib=95.0)
 
 
-def brute_force(g: int, wall: int) -> set[tuple[int, int, int, int, int]]:
+def brute_force(g: int, wall: int, batch_samples: int = 512) -> set[tuple[int, int, int, int, int]]:
     """Independent enumeration: all 5-tuples with tp*pp*cp*dp = g under the layout rules.
 
     Qwen3.5-122B-A10B: 32 query heads, 2 KV heads, 16 GDN key heads, 64 GDN value heads, shared expert
-    width 1024, 48 layers, 256 experts; the token wall is a multiple of tp and of 2*cp (t1_spec's rules).
+    width 1024, 48 layers, 256 experts; the token wall is a multiple of tp and of 2*cp (t1_spec's rules);
+    the batch of ``batch_samples`` samples splits evenly over dp (rule ppo.batch_splits_dp).
     """
     out = set()
     rng = [d for d in range(1, g + 1) if g % d == 0]
@@ -31,6 +33,8 @@ def brute_force(g: int, wall: int) -> set[tuple[int, int, int, int, int]]:
             continue
         dp = g // (tp * pp * cp)
         if any(h % tp for h in (32, 2, 16, 64, 1024)) or 48 % pp or wall % tp or wall % (2 * cp):
+            continue
+        if batch_samples % dp:
             continue
         for ep in range(1, 257):
             if 256 % ep == 0 and (tp * cp * dp) % ep == 0:
@@ -120,3 +124,53 @@ def test_tp4_is_not_enumerated_for_two_kv_heads():
     tps = {p.tp for p in enumerate_plans(PAPER_MODEL, 64, BASE)}
     assert tps == {1, 2}
     assert any("num_key_value_heads" in s for s in plan_problems(Plan(tp=4, dp=16), PAPER_MODEL))
+
+
+def _validator_problems(recipe_dict: dict, inference: int, p: Plan) -> str | None:
+    """Run t1_spec's whole recipe validator with ``p`` as the plan; the error text, or None when accepted."""
+    import pydantic
+
+    from t1_spec import Recipe
+
+    d = {**recipe_dict, "plan": {**recipe_dict["plan"], "devices": inference + p.training_devices}}
+    d["plan"].update(tp=p.tp, pp=p.pp, cp=p.cp, dp=p.dp, ep=p.ep, etp=p.etp, token_wall=p.token_wall)
+    try:
+        Recipe.model_validate(d)
+    except (pydantic.ValidationError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("g", [96, 1024])
+def test_search_over_a_recipe_returns_only_plans_its_validator_accepts(g):
+    """Issue: over 96 devices the search ranked dp = 6 plans (512 / 6 = 85.33 samples per rank) as fitting,
+    which ``ppo.batch_splits_dp`` refuses. Every plan priced, fitting or refused, must validate."""
+    from t1_capacity import load
+    from t1_spec import load_recipe
+    from t1_spec.loading import recipe_to_dict
+
+    prod = Path(__file__).resolve().parents[2] / "recipes" / "t1-122b.yaml"
+    inputs = load(prod)
+    d = recipe_to_dict(load_recipe(prod))
+    # The plan the issue saw ranked 3rd: the validator refuses it for the batch split alone.
+    assert "ppo.batch_splits_dp" in (_validator_problems(d, 64, Plan(tp=1, pp=2, cp=8, dp=6, ep=16)) or "")
+    result = search_plans(inputs.model, inputs.plan, inputs.constants, g)
+    assert result.fitting
+    bad = [
+        (c.plan.label(), why)
+        for c in result.fitting + result.refused
+        if (why := _validator_problems(d, 64, c.plan)) is not None
+    ]
+    assert bad == []
+    # 512 samples split over dp ranks: every rank holds a whole number of samples.
+    assert all(512 % c.plan.dp == 0 for c in result.fitting + result.refused)
+    assert all(float(c.plan.microbatches_per_rank).is_integer() for c in result.fitting)
+
+
+def test_dp_must_divide_batch_times_samples_per_task():
+    """3 tasks x 2 samples = 6 samples: over 12 devices dp is 1, 2, 3 or 6, never 4 or 12."""
+    base = Plan(token_wall=WALL_84K, batch_size=3, samples_per_task=2)
+    dps = {p.dp for p in enumerate_plans(PAPER_MODEL, 12, base)}
+    assert dps and dps <= {1, 2, 3, 6}
+    assert 4 not in dps and 12 not in dps
+    assert Plan(dp=3, batch_size=3, samples_per_task=2).microbatches_per_rank == 2

@@ -4,7 +4,11 @@ Run: uv run python tools/bench/bench_plan_search.py [--devices 1024] [--repeat 5
 
 Prints the best-of-N wall time of ``t1_capacity.search_plans`` and, measured in the same run, a named
 baseline: "naive" = brute-force enumeration of every (tp, pp, cp, dp, ep) 5-tuple followed by a full
-``check_plan`` (both networks' ``Footprint`` objects, every term) on each valid plan. Nothing asserts.
+``check_plan`` (both networks' ``Footprint`` objects, every term) on each valid plan (layout rules and the
+batch split over dp, ``ppo.batch_splits_dp``, as the search applies them). Nothing asserts.
+
+Measured 2026-11-29 (2 shared CPU cores): 715 valid plans, 428 admitted over 1,024 devices; search_plans
+~19 ms, naive ~680 ms.
 """
 
 from __future__ import annotations
@@ -13,7 +17,15 @@ import argparse
 import time
 from itertools import product
 
-from t1_capacity import PAPER_CONSTANTS, PAPER_MODEL, Plan, check_plan, plan_problems, search_plans
+from t1_capacity import (
+    PAPER_CONSTANTS,
+    PAPER_MODEL,
+    Plan,
+    batch_splits_dp_ok,
+    check_plan,
+    plan_problems,
+    search_plans,
+)
 
 
 def naive(g: int, base: Plan) -> int:
@@ -25,7 +37,7 @@ def naive(g: int, base: Plan) -> int:
         dp = g // (tp * pp * cp)
         for ep in range(1, PAPER_MODEL.num_experts + 1):
             plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, token_wall=base.token_wall)
-            if plan_problems(plan, PAPER_MODEL):
+            if plan_problems(plan, PAPER_MODEL) or not batch_splits_dp_ok(plan):
                 continue
             admitted += check_plan(PAPER_MODEL, plan, PAPER_CONSTANTS).fits
     return admitted

@@ -33,7 +33,7 @@ from t1_capacity.footprint import (
     recurrent_activation_bytes,
     stages,
 )
-from t1_capacity.plan import Plan, PlanError, plan_problems, validate_plan
+from t1_capacity.plan import Plan, PlanError, batch_splits_dp_ok, plan_problems, validate_plan
 from t1_capacity.recipe import CapacityInputs, from_recipe, load
 from t1_capacity.search import Candidate, SearchResult, enumerate_plans, search_plans
 from t1_capacity.shapes import PAPER_MODEL, ModelShape
@@ -81,6 +81,7 @@ __all__ = [
     "max_token_wall",
     "optimal_split",
     "plan_problems",
+    "batch_splits_dp_ok",
     "read_measurements",
     "recurrent_activation_bytes",
     "search_plans",

@@ -15,7 +15,7 @@ from t1_capacity.footprint import (
     stages,
     total_gib_fast,
 )
-from t1_capacity.plan import Plan, plan_problems, validate_plan
+from t1_capacity.plan import Plan, batch_splits_dp_ok, plan_problems, validate_plan
 from t1_capacity.shapes import ModelShape
 
 
@@ -113,7 +113,7 @@ def _neighbours(model: ModelShape, plan: Plan) -> list[tuple[str, Plan]]:
                 continue
             new = replace(plan, **{lever: getattr(plan, lever) * factor, "dp": plan.dp // factor})
             new = replace(new, ep=min(new.ep, max(1, max_expert_parallel(model, new))))
-            if plan_problems(new, model):
+            if plan_problems(new, model) or not batch_splits_dp_ok(new):
                 continue
             new = replace(new, ep=max_expert_parallel(model, new))
             desc = f"raise {lever} {getattr(plan, lever)} -> {getattr(new, lever)} (dp {plan.dp} -> {new.dp})"

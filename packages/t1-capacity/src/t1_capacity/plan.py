@@ -31,7 +31,10 @@ class Plan:
         offload: ``"forced"``: actor and critic time-share the devices, each must fit M alone (T1 §4.5);
             ``"none"``: both stay resident, their sum must fit M.
         inference_devices: n, devices serving inference (not part of this plan's layout).
-        batch_size: samples per optimizer step (T1 §5: 512), for micro-batches per rank = batch / dp.
+        batch_size: tasks per optimizer step (``ppo.batch_size``; T1 §5: 512).
+        samples_per_task: trajectories per task per step (``ppo.samples_per_task``; 1 in T1 §5, the group
+            size under GRPO). The step's batch is ``batch_size * samples_per_task`` samples, split evenly over
+            the dp ranks (rule ``ppo.batch_splits_dp``).
         critic: whether a critic network is trained too (PPO with GAE, T1 §4.5); False for GRPO, which has
             no critic, so only the actor is checked.
     """
@@ -48,6 +51,7 @@ class Plan:
     inference_devices: int = 0
     batch_size: int = 512
     critic: bool = True
+    samples_per_task: int = 1
 
     @property
     def training_devices(self) -> int:
@@ -60,9 +64,14 @@ class Plan:
         return (self.tp * self.cp * self.dp) // (self.ep * self.etp)
 
     @property
+    def batch_samples(self) -> int:
+        """Samples per optimizer step, ``batch_size * samples_per_task`` (T1 §5: 512 * 1)."""
+        return self.batch_size * self.samples_per_task
+
+    @property
     def microbatches_per_rank(self) -> float:
-        """Serially accumulated micro-batches per data-parallel rank, batch / dp (T1 §7.1: 512 / 2 = 256)."""
-        return self.batch_size / self.dp
+        """Serially accumulated micro-batches per dp rank, samples / dp (T1 §7.1: 512 / 2 = 256)."""
+        return self.batch_samples / self.dp
 
     def label(self) -> str:
         """Short human form, e.g. ``tp2 pp8 cp4 dp2 ep16``."""
@@ -115,6 +124,15 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
     if plan.memory_budget_gib <= 0:
         out.append(f"plan.memory_budget_gib={plan.memory_budget_gib} must be > 0")
     return out
+
+
+def batch_splits_dp_ok(plan: Plan) -> bool:
+    """The step's ``batch_size * samples_per_task`` samples split evenly over dp (``ppo.batch_splits_dp``).
+
+    T1 §7: the batch is split evenly over the data-parallel ranks. Kept apart from ``plan_problems`` because
+    a measured peak (``t1 plan calibrate``) does not depend on the batch; plan search applies it.
+    """
+    return plan.dp >= 1 and plan.batch_samples % plan.dp == 0
 
 
 def validate_plan(plan: Plan, model: ModelShape) -> None:

@@ -60,8 +60,8 @@ def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
 
     Reads ``recipe.model`` (shape fields); ``recipe.plan`` (``devices, inference_devices, tp, pp, cp, dp,
     ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` (512 when
-    absent); ``recipe.ppo.advantage.estimator`` (``grpo``: no critic is checked); ``recipe.engine.tp``
-    (inference replica size, 1 when absent).
+    absent) and ``recipe.ppo.samples_per_task`` (1 when absent); ``recipe.ppo.advantage.estimator``
+    (``grpo``: no critic is checked); ``recipe.engine.tp`` (inference replica size, 1 when absent).
 
     Args:
         recipe: the validated recipe.
@@ -78,6 +78,7 @@ def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
     p = recipe.plan
     ppo = getattr(recipe, "ppo", None)
     batch = int(getattr(ppo, "batch_size", 512)) if ppo is not None else 512
+    samples_per_task = int(getattr(ppo, "samples_per_task", 1)) if ppo is not None else 1
     estimator = getattr(getattr(ppo, "advantage", None), "estimator", "gae")
     plan = Plan(
         tp=p.tp,
@@ -91,6 +92,7 @@ def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
         offload=getattr(p, "offload", "forced"),
         inference_devices=getattr(p, "inference_devices", 0),
         batch_size=batch,
+        samples_per_task=samples_per_task,
         critic=estimator != "grpo",
     )
     constants = CapacityConstants(

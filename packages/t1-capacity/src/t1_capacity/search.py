@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from t1_capacity.check import fits_fast
 from t1_capacity.footprint import ACTOR, CRITIC, PAPER_CONSTANTS, CapacityConstants, Footprint, footprint
-from t1_capacity.plan import Plan, head_counts
+from t1_capacity.plan import Plan, batch_splits_dp_ok, head_counts
 from t1_capacity.shapes import ModelShape
 from t1_spec.plan import (
     ep_divides_experts_ok,
@@ -34,9 +34,11 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
 
     Applies ``t1_spec``'s layout rules through its own predicates, so every plan yielded is one the recipe
     validator accepts: tp divides the attention, KV and Gated DeltaNet head counts and the token wall; pp
-    divides the layer count; the token wall is a multiple of 2*cp; ep divides E; etp*ep divides tp*cp*dp.
-    The capacity model adds: tp divides the shared-expert width and etp the expert FFN width. ``etp``, token
-    wall, budget, offload and batch size come from ``base``.
+    divides the layer count; the token wall is a multiple of 2*cp; ep divides E; etp*ep divides tp*cp*dp;
+    dp divides the step's ``batch_size * samples_per_task`` samples (``ppo.batch_splits_dp``; a dp that does
+    not would leave ranks with a fractional share of the batch). The capacity model adds: tp divides the
+    shared-expert width and etp the expert FFN width. ``etp``, token wall, budget, offload, batch size and
+    samples per task come from ``base``.
 
     Args:
         model: the model shape.
@@ -69,6 +71,8 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
                 if not token_wall_cp_ok(wall, cp):
                     continue
                 dp = g // (tp * pp * cp)
+                if not batch_splits_dp_ok(replace(base, dp=dp)):
+                    continue
                 for ep in experts:
                     if expert_region_ok(tp, cp, dp, ep, etp):
                         yield replace(base, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep)
@@ -146,7 +150,8 @@ def search_plans(
 
     Args:
         model: the model shape.
-        base: the recipe's plan; its token wall, budget, offload, batch size and etp are kept.
+        base: the recipe's plan; its token wall, budget, offload, batch size, samples per task and etp are
+            kept.
         c: the constants.
         training_devices: G_train; default ``base.training_devices``.
         rank: ``"dp"``: most data parallelism kept (fewest micro-batches per rank) first, ties by headroom;
