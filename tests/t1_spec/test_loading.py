@@ -254,3 +254,13 @@ def test_tiny_cpu_batch_size_override_carries_admitted_along():
     # the example of the walking-skeleton issue: `t1 train recipes/tiny-cpu.yaml ppo.batch_size=2`
     r = load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.batch_size=2"])
     assert (r.ppo.batch_size, r.rollout.admitted, r.rollout.launched) == (2, 2, 5)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["ppo.actor_lr=inf", "ppo.critic_lr=.inf", "ppo.actor_lr=nan", "rollout.remote_deadline_s=-inf"],
+)
+def test_non_finite_numbers_are_refused_naming_the_field(override):
+    field = override.split("=")[0]
+    with pytest.raises(RecipeError, match=rf"{field}: .*finite"):
+        load_recipe(RECIPES / "tiny-cpu.yaml", [override])

@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 from t1_trainer import logprobs
 from t1_trainer.config import PpoHyperparams
+from t1_trainer.errors import NonFiniteUpdateError
 from t1_trainer.step import critic_warmup, ppo_step
 from t1_trainer.torch_backend import TorchBackend
 from t1_trainer.weights import save_weights
@@ -159,3 +160,23 @@ def test_step_on_gpu_matches_the_sampler(tiny_model_spec, batch):
     # CPU sampler vs GPU trainer: kernels differ, routing is replayed, so only numerics remain
     assert m["actor/logprob_gap_replay"] < 1e-2
     assert all(v.device.type == "cuda" for v in be.export_weights().values())
+
+
+def test_an_update_that_leaves_weights_non_finite_fails_the_step_naming_the_network(tiny_model_spec, batch):
+    hp = PpoHyperparams(actor_lr=1e-4, critic_lr=float("inf"))
+    be = _backend(tiny_model_spec, hp=hp)
+    with pytest.raises(NonFiniteUpdateError, match=r"critic: .* inf or NaN .*ppo\.critic_lr"):
+        ppo_step(be, batch, hp)
+
+
+def test_a_non_finite_gradient_is_refused_before_the_step_and_the_weights_are_kept():
+    from t1_trainer.torch_backend import _step
+
+    layer = torch.nn.Linear(3, 2)
+    before = layer.weight.detach().clone()
+    opt = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    layer(torch.ones(1, 3)).sum().backward()
+    layer.weight.grad[0, 0] = float("nan")
+    with pytest.raises(NonFiniteUpdateError, match="actor: the gradient norm is nan"):
+        _step(layer, opt, 1.0, "actor")
+    assert torch.equal(layer.weight, before) and layer.weight.grad is None

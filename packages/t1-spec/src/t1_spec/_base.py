@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
-    """Base of every T1 spec: frozen, unknown keys refused, field docstrings become schema descriptions."""
+    """Base of every T1 spec: frozen, unknown keys and non-finite numbers refused, field docstrings documented."""
 
     model_config = ConfigDict(
         frozen=True,
@@ -16,6 +16,8 @@ class Spec(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
         populate_by_name=True,
+        # an infinite learning rate or deadline is never meant; NaN is refused too
+        allow_inf_nan=False,
     )
 
 

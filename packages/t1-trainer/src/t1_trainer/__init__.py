@@ -8,13 +8,14 @@ torch models; `TorchBackend` imports `t1_rollout` and `t1_r3` when built.
 
 from t1_trainer.algorithms import explained_variance, gae, grpo_advantages, ppo_policy_loss, value_loss
 from t1_trainer.config import PpoHyperparams, check_ppo_settings
-from t1_trainer.errors import SampleError, TrainerConfigError
+from t1_trainer.errors import NonFiniteUpdateError, SampleError, TrainerConfigError
 from t1_trainer.step import StepMetrics, compute_advantages, critic_warmup, critic_warmup_step, ppo_step
 from t1_trainer.torch_backend import Critic, TorchBackend, TrainerBackend
 from t1_trainer.weights import save_weights
 
 __all__ = [
     "Critic",
+    "NonFiniteUpdateError",
     "PpoHyperparams",
     "SampleError",
     "StepMetrics",

@@ -25,7 +25,7 @@ class PpoHyperparams:
         clip_eps: actor ratio clip epsilon (T1: 0.2).
         value_clip: critic clip epsilon_v around the pre-update values (T1: 0.2).
         actor_lr: actor learning rate (T1: 1.0e-6).
-        critic_lr: critic learning rate (T1: 1.5e-5, 30x the actor's).
+        critic_lr: critic learning rate (T1: 1.5e-5, 15x the actor's).
         adam_betas: Adam (beta1, beta2) (T1: (0.9, 0.98)).
         weight_decay: decoupled weight decay, AdamW (T1: 0.1).
         max_grad_norm: global gradient-norm clip per optimizer step (1.0, chosen; the paper is silent).

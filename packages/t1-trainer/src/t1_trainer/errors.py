@@ -13,3 +13,12 @@ class SampleError(ValueError):
 
     The message names the sample (task id, trial id, chunk) and the stream at fault.
     """
+
+
+class NonFiniteUpdateError(RuntimeError):
+    """An optimizer step would produce, or produced, non-finite weights.
+
+    Raised before the step when the gradient norm is not finite (the weights are left unchanged), and after it
+    when a parameter became inf or NaN (e.g. a learning rate far too large). The message names the network
+    (``actor`` or ``critic``), the first parameters at fault and the setting to look at.
+    """

@@ -24,7 +24,7 @@ from torch import nn
 
 from t1_trainer.algorithms import ppo_policy_loss, value_loss
 from t1_trainer.config import PpoHyperparams
-from t1_trainer.errors import TrainerConfigError
+from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import LOGIT_CHUNK, lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 from t1_trainer.weights import save_weights
@@ -235,7 +235,7 @@ class TorchBackend:
                 loss.backward()
                 total += loss.item()
                 clipped += met["value_clip_fraction"] * float(m.sum())
-            norms.append(_step(self.critic, self.critic_opt, self.hp.max_grad_norm))
+            norms.append(_step(self.critic, self.critic_opt, self.hp.max_grad_norm, "critic"))
             if epoch == 0:
                 first = {"critic/value_loss": total, "critic/value_clip_fraction": clipped / max(n_tok, 1.0)}
             last_loss = total
@@ -332,7 +332,7 @@ class TorchBackend:
                     with torch.no_grad():
                         live = self.actor_logprobs(s)  # outside the replay context: live TopK
                     gap_nr_sum += float((live - rollout.float()).abs().sum())
-            norms.append(_step(self.actor, self.actor_opt, self.hp.max_grad_norm))
+            norms.append(_step(self.actor, self.actor_opt, self.hp.max_grad_norm, "actor"))
             self.version += 1
             if epoch == 0:
                 out["actor/policy_loss_first"] = acc.loss
@@ -402,10 +402,30 @@ def _adamw(model: nn.Module, lr: float, hp: PpoHyperparams) -> torch.optim.AdamW
     return torch.optim.AdamW(groups, lr=lr, betas=hp.adam_betas)
 
 
-def _step(model: nn.Module, opt: torch.optim.Optimizer, max_norm: float) -> float:
+def _step(model: nn.Module, opt: torch.optim.Optimizer, max_norm: float, name: str) -> float:
+    """Clip the global grad norm, take one optimizer step; refuse to leave non-finite weights behind.
+
+    Raises:
+        NonFiniteUpdateError: the grad norm is inf/NaN (no step taken), or a parameter is inf/NaN after it.
+    """
     norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], max_norm)
+    if not torch.isfinite(norm):
+        opt.zero_grad(set_to_none=True)
+        raise NonFiniteUpdateError(
+            f"{name}: the gradient norm is {float(norm)}, so the loss or a sample's streams are not finite; "
+            "the update was not applied"
+        )
     opt.step()
     opt.zero_grad(set_to_none=True)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    finite = torch.stack([torch.isfinite(p.detach()).all() for _, p in named])
+    if not bool(finite.all()):  # one device sync for the whole model
+        bad = [n for (n, _), ok in zip(named, finite.tolist(), strict=True) if not ok]
+        raise NonFiniteUpdateError(
+            f"{name}: the optimizer step left {len(bad)} of {len(named)} parameter tensors inf or NaN "
+            f"(first: {', '.join(bad[:3])}); lower ppo.{name}_lr (now {opt.param_groups[0]['lr']:g}) "
+            "or ppo.max_grad_norm"
+        )
     return float(norm)
 
 
