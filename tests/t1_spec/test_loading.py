@@ -264,3 +264,20 @@ def test_non_finite_numbers_are_refused_naming_the_field(override):
     field = override.split("=")[0]
     with pytest.raises(RecipeError, match=rf"{field}: .*finite"):
         load_recipe(RECIPES / "tiny-cpu.yaml", [override])
+
+
+@pytest.mark.parametrize("override", ["plan.cp=@", "name=[", "name=*a", "name=%x"])
+def test_an_override_that_is_not_yaml_is_a_recipe_error_naming_it_in_one_line(override):
+    with pytest.raises(RecipeError) as info:
+        load_recipe(RECIPES / "tiny-cpu.yaml", [override])
+    message = str(info.value)
+    assert f"override {override!r}" in message and "not valid YAML" in message and "\n" not in message
+
+
+def test_a_yaml_error_in_the_file_is_one_line_with_its_line_and_column(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: t1/v1\nname: a\nppo:\n\tsteps: 1\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(bad)
+    assert "cannot start any token" in str(info.value) and "line 4, column 1" in str(info.value)
+    assert "\n" not in str(info.value)

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Spec(BaseModel):
-    """Base of every T1 spec: frozen, unknown keys and non-finite numbers refused, field docstrings documented."""
+    """Base of every T1 spec: frozen; unknown keys, inf and NaN refused; field docstrings documented."""
 
     model_config = ConfigDict(
         frozen=True,

@@ -133,7 +133,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise RecipeError(path, [Problem("", f"not valid YAML: {exc}")]) from None
+        raise RecipeError(path, [Problem("", f"not valid YAML: {_yaml_problem(exc)}")]) from None
     if not isinstance(data, dict):
         raise RecipeError(
             path, [Problem("", "a recipe must be a YAML mapping of sections (model:, pool:, ...)")]
@@ -175,6 +175,15 @@ def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
     return merge_recipe_dicts(_load_tree(base_path, (*stack, path)), data)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: the problem and where (line and column, 1-based)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem is None:
+        return " ".join(str(exc).split())
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
+
+
 def _overrides_tree(path: Path, overrides: Sequence[str]) -> dict[str, Any]:
     from omegaconf import OmegaConf  # imported on use: keeps `import t1_spec` light
     from omegaconf.errors import OmegaConfBaseException
@@ -184,9 +193,27 @@ def _overrides_tree(path: Path, overrides: Sequence[str]) -> dict[str, Any]:
             raise RecipeError(
                 path, [Problem("", f"override {item!r} is not key=value (e.g. ppo.batch_size=2)")]
             )
+    # each value is parsed as YAML: name the override at fault, in one line (PyYAML's errors span several)
+    for item in overrides:
+        try:
+            OmegaConf.from_dotlist([item])
+        except (OmegaConfBaseException, yaml.YAMLError) as exc:
+            key, value = item.split("=", 1)
+            text = str(exc).strip()
+            first = getattr(exc, "problem", None) or (text.splitlines()[0] if text else type(exc).__name__)
+            raise RecipeError(
+                path,
+                [
+                    Problem(
+                        key.strip(),
+                        f"override {item!r}: the value {value!r} is not valid YAML ({first}); "
+                        f"quote it for a string, e.g. {key.strip()}='\"{value}\"'",
+                    )
+                ],
+            ) from None
     try:
         tree = OmegaConf.to_container(OmegaConf.from_dotlist(list(overrides)), resolve=False)
-    except OmegaConfBaseException as exc:
+    except (OmegaConfBaseException, yaml.YAMLError) as exc:
         raise RecipeError(path, [Problem("", f"cannot parse overrides {list(overrides)}: {exc}")]) from None
     assert isinstance(tree, dict)
     return tree
