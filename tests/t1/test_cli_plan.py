@@ -171,3 +171,49 @@ def test_calibrate_refuses_a_fit_with_negative_alpha(tmp_path):
 def test_search_refuses_non_positive_counts(option):
     result = CliRunner().invoke(app, ["plan", "search", PROD, *option])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--generation-work", "0", "--training-work", "0"], "--training-work"),
+        (["--generation-work", "1", "--training-work", "1", "--replica-devices", "0"], "--replica-devices"),
+        (["--generation-work", "1", "--training-work", "1", "--replica-devices", "8"], "--replica-devices"),
+        (["--generation-work", "nan", "--training-work", "1"], "--generation-work"),
+        (["--generation-work", "1", "--training-work", "inf"], "--training-work"),
+        (["--generation-work", "-1", "--training-work", "1"], "--generation-work"),
+        (["--groups", "256", "--groups-per-min", "0", "--training-work", "1"], "--groups-per-min"),
+        (["--groups", "nan", "--groups-per-min", "4.35", "--training-work", "1"], "--groups"),
+        (["--generation-work", "1", "--training-work", "1", "--n", "8"], "--n"),
+        (["--generation-work", "1", "--training-work", "1", "--n", "0"], "--n"),
+    ],
+)
+def test_split_refuses_bad_arguments_naming_the_option(args, named):
+    """Issue: zero work crashed with a division by zero (exit 1), nan printed "step nan min" (exit 0)."""
+    res = run("split", "--devices", "8", *args)
+    assert res.exit_code == 2, res.output
+    assert named in res.output
+    assert "step" not in res.output.replace("--", "")  # nothing printed before the refusal
+    assert "division" not in res.output and "range()" not in res.output
+
+
+def test_split_refuses_generation_work_together_with_groups():
+    """Both ways of giving R at once: one would be silently dropped, so refuse naming both."""
+    res = run(
+        "split", "--devices", "8", "--generation-work", "60", "--groups", "256", "--training-work", "115"
+    )
+    assert res.exit_code == 2, res.output
+    assert "--generation-work" in res.output and "--groups" in res.output
+
+
+def test_split_refuses_fewer_than_two_devices():
+    res = run("split", "--devices", "1", "--generation-work", "1", "--training-work", "1")
+    assert res.exit_code == 2, res.output
+    assert "--devices" in res.output
+
+
+def test_split_balance_from_first_principles():
+    """R = 10, C = 30, G = 8: n* = G R / (R + C) = 2; at n = 2 both partitions take 5 min."""
+    res = run("split", "--devices", "8", "--generation-work", "10", "--training-work", "30", "--n", "2")
+    assert res.exit_code == 0, res.output
+    assert "generation 5.0 min, training 5.0 min" in res.output and "n*=2.0" in res.output

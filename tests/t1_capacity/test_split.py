@@ -58,3 +58,26 @@ def test_invalid_split_is_refused():
         step_time(0, 1.0, 1.0, 4)
     with pytest.raises(ValueError, match="no inference size"):
         optimal_split(1.0, 1.0, 4, training_fits=lambda t: False)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: balance_point(0.0, 0.0, 8), "both 0"),
+        (lambda: balance_point(float("nan"), 1.0, 8), "generation_work"),
+        (lambda: balance_point(1.0, -1.0, 8), "training_work"),
+        (lambda: balance_point(1.0, 1.0, 1), "devices"),
+        (lambda: step_time(2, float("inf"), 1.0, 8), "generation_work"),
+        (lambda: step_time(2, 1.0, float("nan"), 8), "training_work"),
+        (lambda: optimal_split(1.0, 1.0, 8, granularity=0), "granularity"),
+        (lambda: optimal_split(1.0, 1.0, 8, min_training=0), "min_training"),
+        (lambda: optimal_split(float("nan"), 1.0, 8), "generation_work"),
+        (lambda: generation_work_from_rate(256, float("nan"), 1), "groups_per_min_per_replica"),
+        (lambda: generation_work_from_rate(-1, 4.35, 1), "groups"),
+        (lambda: generation_work_from_rate(256, 4.35, 0), "replica_devices"),
+    ],
+)
+def test_bad_split_inputs_are_refused_naming_the_argument(call, named):
+    """Issue: balance_point(0, 0, G) raised ZeroDivisionError; nan work gave a nan step."""
+    with pytest.raises(ValueError, match=named):
+        call()

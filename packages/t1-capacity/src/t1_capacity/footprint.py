@@ -19,6 +19,8 @@ against M and the assumptions made (the Megatron-Bridge ``TrainingMemoryEstimate
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -80,6 +82,11 @@ class CapacityConstants:
             is still alive when the vocab-parallel cross entropy makes its fp32 copy (4 B), see
             ``reference/capacity.md`` §10; Megatron's estimator counts the 4 B only.
         vocab_pad_multiple: the vocabulary is padded to a multiple of this times tp (Megatron default 128).
+
+    Raises:
+        ValueError: naming the field, when alpha or b0_gib is negative or not finite (0 is allowed: the
+            calibration splits the footprint at alpha = b0 = 0), a byte count is not a finite number > 0, or
+            vocab_pad_multiple is not an integer >= 1.
     """
 
     alpha: float = 67_584.0
@@ -89,6 +96,26 @@ class CapacityConstants:
     optimizer_bytes: float = 12.0
     logit_bytes: float = 6.0
     vocab_pad_multiple: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "b0_gib"):
+            value = getattr(self, name)
+            if not _finite_real(value) or value < 0:
+                raise ValueError(f"CapacityConstants.{name} must be a finite number >= 0, got {value!r}")
+        for name in ("weight_bytes", "grad_bytes", "optimizer_bytes", "logit_bytes"):
+            value = getattr(self, name)
+            if not _finite_real(value) or value <= 0:
+                raise ValueError(
+                    f"CapacityConstants.{name} must be a finite number of bytes > 0, got {value!r}"
+                )
+        pad = self.vocab_pad_multiple
+        if not isinstance(pad, numbers.Integral) or isinstance(pad, bool) or pad < 1:
+            raise ValueError(f"CapacityConstants.vocab_pad_multiple must be an integer >= 1, got {pad!r}")
+
+
+def _finite_real(value: object) -> bool:
+    """A finite real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 PAPER_CONSTANTS = CapacityConstants()

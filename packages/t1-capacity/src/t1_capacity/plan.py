@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 from t1_capacity.shapes import ModelShape
@@ -37,6 +39,11 @@ class Plan:
             the dp ranks (rule ``ppo.batch_splits_dp``).
         critic: whether a critic network is trained too (PPO with GAE, T1 §4.5); False for GRPO, which has
             no critic, so only the actor is checked.
+
+    Raises:
+        PlanError: ``memory_budget_gib`` not a finite number > 0 (a NaN budget would silently refuse every
+            plan), or ``batch_size`` / ``samples_per_task`` not an integer >= 1. The parallel degrees are
+            checked by ``plan_problems`` / ``validate_plan``, which list every broken rule at once.
     """
 
     tp: int = 1
@@ -52,6 +59,16 @@ class Plan:
     batch_size: int = 512
     critic: bool = True
     samples_per_task: int = 1
+
+    def __post_init__(self) -> None:
+        # A NaN budget compares false against every total, so it would read as "does not fit" everywhere.
+        m = self.memory_budget_gib
+        if not isinstance(m, numbers.Real) or isinstance(m, bool) or not math.isfinite(m) or m <= 0:
+            raise PlanError(f"plan.memory_budget_gib must be a finite number of GiB > 0, got {m!r}")
+        for name in ("batch_size", "samples_per_task"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise PlanError(f"plan.{name} must be an integer >= 1, got {value!r}")
 
     @property
     def training_devices(self) -> int:
@@ -92,7 +109,7 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
     count; etp * ep divides tp * cp * dp; tp divides the attention, KV and Gated DeltaNet head counts; the
     token wall is a multiple of 2*cp and of tp. The capacity model adds: every degree >= 1; ep = 1 for a
     dense model; etp divides the expert FFN width; tp divides the shared-expert width; a known offload mode
-    and a positive budget.
+    (a positive, finite budget is enforced when the ``Plan`` is built).
 
     Args:
         plan: the plan to check.
@@ -121,8 +138,6 @@ def plan_problems(plan: Plan, model: ModelShape) -> list[str]:
         out.append(f"plan.tp={plan.tp} must divide shared_expert_intermediate_size")
     if plan.offload not in ("forced", "none"):
         out.append(f"plan.offload={plan.offload!r} must be 'forced' or 'none'")
-    if plan.memory_budget_gib <= 0:
-        out.append(f"plan.memory_budget_gib={plan.memory_budget_gib} must be > 0")
     return out
 
 

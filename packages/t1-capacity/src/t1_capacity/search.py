@@ -166,7 +166,7 @@ def search_plans(
     """
     if rank not in RANKINGS:
         raise ValueError(f"rank must be one of {RANKINGS}, got {rank!r}")
-    g = training_devices or base.training_devices
+    g = base.training_devices if training_devices is None else training_devices
     fitting: list[Candidate] = []
     refused: list[Candidate] = []
     plans = list(enumerate_plans(model, g, base))

@@ -209,14 +209,14 @@ def split(
     n: Annotated[list[int] | None, typer.Option("--n", help="inference device counts to report")] = None,
     debug: Debug = False,
 ) -> None:
-    """T_step(n) = max(R/n, C/(G-n)) (T1 §7): the best n, generation and training time, slack."""
+    """T_step(n) = max(R/n, C/(G-n)) (T1 §7): the best n, generation and training time, slack.
+
+    Every option is checked before anything is printed; a bad one exits 2 naming it.
+    """
     with reported(debug, invalid=INVALID):
-        if generation_work is None:
-            if groups is None or groups_per_min is None:
-                raise ValueError("give --generation-work, or --groups with --groups-per-min")
-            generation_work = generation_work_from_rate(groups, groups_per_min, replica_devices)
-        if training_work is None:
-            raise ValueError("give --training-work (device-minutes of training per step)")
+        generation_work, training_work = _split_inputs(
+            devices, generation_work, training_work, groups, groups_per_min, replica_devices, n or []
+        )
         best = optimal_split(generation_work, training_work, devices, granularity=replica_devices)
         n_star = balance_point(generation_work, training_work, devices)
         for k in n or []:
@@ -226,3 +226,65 @@ def split(
                 ).splitlines()[0]
             )
         typer.echo(format_split(best, best, n_star).splitlines()[1])
+
+
+def _finite(flag: str, value: float | None, *, positive: bool) -> None:
+    """Refuse a non-finite or out-of-range number, naming ``flag``."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{flag} must be a finite number {bound}, got {value:g}")
+
+
+def _split_inputs(
+    devices: int,
+    generation_work: float | None,
+    training_work: float | None,
+    groups: float | None,
+    groups_per_min: float | None,
+    replica_devices: int,
+    ns: list[int],
+) -> tuple[float, float]:
+    """Check ``t1 plan split``'s options and return (R, C), device-minutes.
+
+    Raises:
+        ValueError: naming the option: G < 2; --replica-devices outside [1, G - 1]; a work figure, group
+            count or rate that is negative or not finite (a rate must be > 0); R and C both 0; both
+            --generation-work and --groups/--groups-per-min given (they are alternatives); one of them
+            missing; an --n outside (0, G).
+    """
+    if devices < 2:
+        raise ValueError(f"--devices must be >= 2 (one inference and one training device), got {devices}")
+    if not 1 <= replica_devices < devices:
+        raise ValueError(
+            f"--replica-devices must lie in [1, {devices - 1}] (an inference replica leaves at least one of "
+            f"--devices {devices} to training), got {replica_devices}"
+        )
+    _finite("--generation-work", generation_work, positive=False)
+    _finite("--training-work", training_work, positive=False)
+    _finite("--groups", groups, positive=False)
+    _finite("--groups-per-min", groups_per_min, positive=True)
+    rate_given = [f for f, v in (("--groups", groups), ("--groups-per-min", groups_per_min)) if v is not None]
+    if generation_work is not None and rate_given:
+        raise ValueError(
+            f"--generation-work and {'/'.join(rate_given)} are alternatives for R: give --generation-work, "
+            "or --groups with --groups-per-min, not both"
+        )
+    if generation_work is None:
+        if groups is None or groups_per_min is None:
+            raise ValueError("give --generation-work, or --groups with --groups-per-min")
+        generation_work = generation_work_from_rate(groups, groups_per_min, replica_devices)
+    if training_work is None:
+        raise ValueError("give --training-work (device-minutes of training per step)")
+    if generation_work == 0 and training_work == 0:
+        raise ValueError(
+            "--generation-work (or --groups) and --training-work are both 0: with no work there is no split "
+            "to choose; give device-minutes > 0"
+        )
+    bad = [k for k in ns if not 0 < k < devices]
+    if bad:
+        raise ValueError(
+            f"--n {bad[0]} must lie in [1, {devices - 1}] (inference devices out of G = {devices})"
+        )
+    return generation_work, training_work
