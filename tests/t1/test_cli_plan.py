@@ -217,3 +217,41 @@ def test_split_balance_from_first_principles():
     res = run("split", "--devices", "8", "--generation-work", "10", "--training-work", "30", "--n", "2")
     assert res.exit_code == 0, res.output
     assert "generation 5.0 min, training 5.0 min" in res.output and "n*=2.0" in res.output
+
+
+def _csv(tmp_path, last_row: str, header_extra: str = "") -> Path:
+    csv = tmp_path / "m.csv"
+    filler = "," if header_extra else ""
+    csv.write_text(
+        f"tp,pp,cp,dp,ep,token_wall,peak_gib{header_extra}\n2,4,4,2,16,32768,52.0{filler}\n{last_row}\n"
+    )
+    return csv
+
+
+@pytest.mark.parametrize(
+    ("row", "extra", "column"),
+    [
+        ("2,4,4,2,16", "", "token_wall"),
+        ("2,4,4,2,16,86016,abc", "", "peak_gib"),
+        ("2,4,4,2,16,86016,70,9", ",stage", "stage"),
+        ("2,4,4,2,16,86016,1e308", "", "peak_gib"),
+    ],
+)
+def test_calibrate_bad_rows_exit_2_naming_file_line_and_column(tmp_path, row, extra, column):
+    res = run("calibrate", str(_csv(tmp_path, row, extra)), "--recipe", PROD)
+    assert res.exit_code == 2, res.output
+    assert "m.csv:3: row 2" in res.output and f"column {column}" in res.output
+    assert "alpha =" not in res.output and "-inf" not in res.output
+
+
+def test_calibrate_refuses_a_directory_as_csv_or_out(tmp_path):
+    res = run("calibrate", str(tmp_path), "--recipe", PROD)
+    assert res.exit_code == 2, res.output
+    assert "is a directory" in res.output
+    good = _csv(tmp_path, "2,4,4,2,16,86016,70")
+    res = run("calibrate", str(good), "--recipe", PROD, "--out", str(tmp_path))
+    assert res.exit_code == 2, res.output
+    assert "--out" in res.output and "is a directory" in res.output and "alpha =" not in res.output
+    res = run("calibrate", str(good), "--recipe", PROD, "--out", str(tmp_path / "no" / "o.yaml"))
+    assert res.exit_code == 2, res.output
+    assert "--out" in res.output and "does not exist" in res.output

@@ -119,3 +119,53 @@ def test_peaks_below_the_static_footprint_give_negative_b0_and_are_refused():
     with pytest.raises(CalibrationError, match="inconsistent with Eq. 21") as info:
         fit(PAPER_MODEL, rows, PAPER_CONSTANTS)
     assert "b0 = -5.000 GiB" in str(info.value) and "cannot be negative" in str(info.value)
+
+
+GOOD_ROW = "2,4,4,2,16,32768,52.0"
+
+
+@pytest.mark.parametrize(
+    ("header_extra", "row", "column", "words"),
+    [
+        ("", "2,4,4,2,16", "token_wall", "fewer fields"),  # short row: was "float() argument ... NoneType"
+        ("", "2,4,4,2,16,86016,abc", "peak_gib", "'abc' is not a number"),  # was "could not convert"
+        ("", "2,x,4,2,16,86016,70", "pp", "'x' is not an integer"),
+        ("", "2,4,4,2,16,86016,", "peak_gib", "empty"),
+        (",stage", "2,4,4,2,16,86016,70,9", "stage", "stage 9 out of range for pp=4"),  # had no file/line
+        (",stage", "2,4,4,2,16,86016,70,-1", "stage", "out of range"),
+        ("", "2,4,4,2,16,86016,1e308", "peak_gib", "more than any device holds"),  # gave b0 = -inf
+        ("", "2,4,4,2,16,86016,70,5", "", "beyond the header"),
+    ],
+)
+def test_bad_cells_name_file_line_row_and_column(tmp_path, header_extra, row, column, words):
+    csv = tmp_path / "m.csv"
+    filler = "," if header_extra else ""
+    csv.write_text(f"tp,pp,cp,dp,ep,token_wall,peak_gib{header_extra}\n{GOOD_ROW}{filler}\n{row}\n")
+    with pytest.raises(CalibrationError) as info:
+        read_measurements(csv, Plan(), PAPER_MODEL)
+    msg = str(info.value)
+    assert msg.startswith(f"{csv}:3: row 2")  # file, line 3 (header is line 1), second data row
+    assert f"column {column}" in msg if column else True
+    assert words in msg
+
+
+def test_line_numbers_count_skipped_blank_lines(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text(f"tp,pp,cp,dp,ep,token_wall,peak_gib\n{GOOD_ROW}\n\n2,4,4,2,16,86016,abc\n")
+    with pytest.raises(CalibrationError, match=r"m\.csv:4: row 2: column peak_gib"):
+        read_measurements(csv, Plan(), PAPER_MODEL)
+
+
+def test_a_directory_is_refused_as_the_measurements_file(tmp_path):
+    with pytest.raises(CalibrationError, match="is a directory"):
+        read_measurements(tmp_path, Plan(), PAPER_MODEL)
+
+
+def test_fit_names_the_row_with_an_out_of_range_stage_or_absurd_peak():
+    """Measurements built in code go through the same checks as the CSV."""
+    rows = [Measurement(PLANS[0], 50.0), Measurement(PLANS[3], 70.0, stage=9)]
+    with pytest.raises(CalibrationError, match=r"row 2 .*stage 9 out of range for pp=4"):
+        fit(PAPER_MODEL, rows, PAPER_CONSTANTS)
+    rows = [Measurement(PLANS[0], 50.0), Measurement(PLANS[3], 1e308)]
+    with pytest.raises(CalibrationError, match="row 2: peak_gib"):
+        fit(PAPER_MODEL, rows, PAPER_CONSTANTS)

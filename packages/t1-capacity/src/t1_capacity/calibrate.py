@@ -14,10 +14,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from t1_capacity.footprint import ACTOR, CRITIC, GIB, CapacityConstants, footprint
-from t1_capacity.plan import Plan, validate_plan
+from t1_capacity.plan import Plan, plan_problems
 from t1_capacity.shapes import ModelShape
 
 REQUIRED_COLUMNS = ("tp", "pp", "cp", "dp", "ep", "token_wall", "peak_gib")
+
+MAX_PEAK_GIB = 10_000.0
+"""Largest per-device peak accepted, GiB (10 TiB: far above any accelerator's memory; a larger value is a
+unit or typing error, and 1e308 would overflow the least-squares sums)."""
 
 
 class CalibrationError(ValueError):
@@ -94,8 +98,10 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
         The fitted constants and per-row residuals (measured - predicted, GiB).
 
     Raises:
-        CalibrationError: fewer than two rows; all rows have the same activation term (alpha and b0 are
-            then not separable); or the least-squares fit gives alpha <= 0 or b0 < 0, which Eq. 21 cannot
+        CalibrationError: a row whose peak is not a finite number in (0, ``MAX_PEAK_GIB``] GiB or whose
+            stage is out of range, naming the row (1-based); fewer than two rows; all rows have the same
+            activation term (alpha and b0 are then not separable); a fit that overflows; or the
+            least-squares fit gives alpha <= 0 or b0 < 0, which Eq. 21 cannot
             produce (peaks do not grow with the activation term, or fall below the static footprint), so
             the measurements are inconsistent with the model.
     """
@@ -104,8 +110,16 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
     c = start
     for _ in range(2):  # second pass re-picks binding stages with the fitted constants
         xs, ys = [], []
-        for m in rows:
-            fixed, per_alpha = _split(model, m, c)
+        for i, m in enumerate(rows, start=1):
+            if not math.isfinite(m.peak_gib) or not 0 < m.peak_gib <= MAX_PEAK_GIB:
+                raise CalibrationError(
+                    f"row {i}: peak_gib {m.peak_gib!r} must be a finite number of GiB in "
+                    f"(0, {MAX_PEAK_GIB:g}]"
+                )
+            try:
+                fixed, per_alpha = _split(model, m, c)
+            except ValueError as exc:
+                raise CalibrationError(f"row {i} ({m.plan.label()}, {m.network}): {exc}") from exc
             xs.append(per_alpha)
             ys.append(m.peak_gib - fixed)
         n = len(xs)
@@ -118,6 +132,10 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
             )
         alpha = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
         b0 = my - alpha * mx
+        if not (math.isfinite(alpha) and math.isfinite(b0)):
+            raise CalibrationError(
+                f"the fit overflowed (alpha = {alpha}, b0 = {b0} GiB): check the peaks' units"
+            )
         if alpha <= 0 or b0 < 0:
             raise CalibrationError(_inconsistent(alpha, b0, xs, ys))
         c = replace(c, alpha=alpha, b0_gib=b0)
@@ -148,47 +166,114 @@ def _inconsistent(alpha: float, b0: float, xs: list[float], ys: list[float]) -> 
     )
 
 
+def _cell(row: dict, column: str) -> str:
+    """The stripped text of ``column``; ValueError naming the column when the row is short or it is empty."""
+    text = row.get(column)
+    if text is None:
+        raise ValueError(f"column {column}: missing (the row has fewer fields than the header)")
+    text = text.strip()
+    if not text:
+        raise ValueError(f"column {column}: empty")
+    return text
+
+
+def _int_cell(row: dict, column: str, default: int | None = None) -> int:
+    """An integer cell; ``default`` when the column is optional and empty/absent."""
+    if default is not None and not (row.get(column) or "").strip():
+        return default
+    text = _cell(row, column)
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"column {column}: {text!r} is not an integer") from None
+
+
 def read_measurements(path: str | Path, base: Plan, model: ModelShape) -> list[Measurement]:
     """Read a measurements CSV.
 
     Columns: ``tp, pp, cp, dp, ep, token_wall, peak_gib`` (required), ``etp``, ``network`` (actor|critic),
-    ``stage`` (optional). Other plan fields come from ``base``.
+    ``stage`` (optional, 0-based, below pp). Other plan fields come from ``base``.
+
+    Returns:
+        One measurement per data row, in file order.
 
     Raises:
         FileNotFoundError: no such file.
-        CalibrationError: a missing column, a bad value (a non-positive or non-finite peak, a non-positive
-            token wall or parallel degree) or an invalid plan, naming the file and line.
+        CalibrationError: the path is a directory or cannot be read as text; a missing column; a row with
+            too few or too many fields; a cell that is empty or not a number; a bad value (a peak that is
+            not a finite number in (0, ``MAX_PEAK_GIB``] GiB, a non-positive token wall or parallel degree,
+            a stage outside [0, pp)); or an invalid plan. Every row error names the file, the line, the
+            data row (1-based) and the column.
     """
     path = Path(path)
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [k for k in REQUIRED_COLUMNS if k not in (reader.fieldnames or [])]
-        if missing:
-            raise CalibrationError(f"{path}: missing column(s) {', '.join(missing)}; need {REQUIRED_COLUMNS}")
-        out = []
-        for line, row in enumerate(reader, start=2):
-            try:
-                plan = replace(
-                    base,
-                    tp=int(row["tp"]),
-                    pp=int(row["pp"]),
-                    cp=int(row["cp"]),
-                    dp=int(row["dp"]),
-                    ep=int(row["ep"]),
-                    etp=int(row.get("etp") or base.etp),
-                    token_wall=int(row["token_wall"]),
+    if path.is_dir():
+        raise CalibrationError(f"{path}: is a directory; give the measurements CSV file")
+    if not path.exists():
+        raise FileNotFoundError(f"measurements not found: {path}")
+    try:
+        with path.open(newline="") as fh:
+            return _read_rows(path, csv.DictReader(fh), base, model)
+    except UnicodeDecodeError as exc:
+        raise CalibrationError(f"{path}: not a text CSV file ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read the measurements: {exc.strerror or exc}") from exc
+
+
+def _read_rows(path: Path, reader: csv.DictReader, base: Plan, model: ModelShape) -> list[Measurement]:
+    """Parse the rows of an open measurements CSV (see ``read_measurements``)."""
+    missing = [k for k in REQUIRED_COLUMNS if k not in (reader.fieldnames or [])]
+    if missing:
+        raise CalibrationError(f"{path}: missing column(s) {', '.join(missing)}; need {REQUIRED_COLUMNS}")
+    out = []
+    for number, row in enumerate(reader, start=1):
+        where = f"{path}:{reader.line_num}: row {number}"
+        try:
+            if row.get(None):  # csv.DictReader files surplus fields under the key None
+                raise ValueError(
+                    f"{len(row[None])} field(s) beyond the header's {len(reader.fieldnames or [])} "
+                    f"columns: {row[None]!r}"
                 )
-                network = (row.get("network") or ACTOR).strip()
-                if network not in (ACTOR, CRITIC):
-                    raise ValueError(f"network must be actor or critic, got {network!r}")
-                stage = int(row["stage"]) if row.get("stage") else None
-                peak = float(row["peak_gib"])
-                if not math.isfinite(peak) or peak <= 0:
-                    raise ValueError(f"peak_gib must be a positive number of GiB, got {row['peak_gib']!r}")
-                if plan.token_wall <= 0:
-                    raise ValueError(f"token_wall must be a positive token count, got {plan.token_wall}")
-                validate_plan(plan, model)
-                out.append(Measurement(plan, peak, network, stage))
-            except (ValueError, TypeError) as exc:
-                raise CalibrationError(f"{path}:{line}: {exc}") from exc
+            plan = replace(
+                base,
+                tp=_int_cell(row, "tp"),
+                pp=_int_cell(row, "pp"),
+                cp=_int_cell(row, "cp"),
+                dp=_int_cell(row, "dp"),
+                ep=_int_cell(row, "ep"),
+                etp=_int_cell(row, "etp", default=base.etp),
+                token_wall=_int_cell(row, "token_wall"),
+            )
+            network = (row.get("network") or "").strip() or ACTOR
+            if network not in (ACTOR, CRITIC):
+                raise ValueError(f"column network: must be actor or critic, got {network!r}")
+            text = _cell(row, "peak_gib")
+            try:
+                peak = float(text)
+            except ValueError:
+                raise ValueError(f"column peak_gib: {text!r} is not a number") from None
+            if not math.isfinite(peak) or peak <= 0:
+                raise ValueError(f"column peak_gib: peak_gib must be a positive number of GiB, got {text!r}")
+            if peak > MAX_PEAK_GIB:
+                raise ValueError(
+                    f"column peak_gib: {text!r} GiB is more than any device holds (limit {MAX_PEAK_GIB:g} "
+                    "GiB); give the measured per-device peak in GiB"
+                )
+            if plan.token_wall <= 0:
+                raise ValueError(
+                    f"column token_wall: token_wall must be a positive token count, got {plan.token_wall}"
+                )
+            problems = plan_problems(plan, model)
+            if problems:
+                raise ValueError("invalid plan: " + "; ".join(problems))
+            stage = None
+            if (row.get("stage") or "").strip():
+                stage = _int_cell(row, "stage")
+                if not 0 <= stage < plan.pp:
+                    raise ValueError(
+                        f"column stage: stage {stage} out of range for pp={plan.pp}; stages are "
+                        f"0..{plan.pp - 1} (leave it empty for the binding stage)"
+                    )
+            out.append(Measurement(plan, peak, network, stage))
+        except (ValueError, TypeError) as exc:
+            raise CalibrationError(f"{where}: {exc}") from exc
     return out

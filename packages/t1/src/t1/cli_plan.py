@@ -165,11 +165,14 @@ def calibrate(
     ] = None,
     debug: Debug = False,
 ) -> None:
-    """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override."""
+    """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override.
+
+    Exit 2, with nothing else printed, for a bad recipe, CSV (naming file, line, row and column) or ``--out``.
+    """
     with reported(debug, invalid=INVALID):
+        if out is not None:
+            _check_out(out)
         inputs = load(recipe, overrides)
-        if not measurements.exists():
-            raise FileNotFoundError(f"measurements not found: {measurements}")
         rows = read_measurements(measurements, inputs.plan, inputs.model)
         cal = fit(inputs.model, rows, inputs.constants)
         typer.echo(
@@ -186,10 +189,27 @@ def calibrate(
             else " ".join(cal.dotlist()) + "\n"
         )
         if out is not None:
-            out.write_text(text)
+            try:
+                out.write_text(text)
+            except (IsADirectoryError, PermissionError, FileNotFoundError, NotADirectoryError) as exc:
+                raise ValueError(f"--out {out}: cannot write the override: {exc.strerror or exc}") from exc
             typer.echo(f"override written to {out}")
         else:
             typer.echo("override: " + text.strip())
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an ``--out`` that cannot be a file before any work is done.
+
+    Raises:
+        ValueError: ``out`` is a directory, or its parent directory does not exist.
+    """
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give a file path, e.g. {out / 'calibration.yaml'}")
+    if not out.parent.is_dir():
+        raise ValueError(
+            f"--out {out}: directory {out.parent} does not exist; create it or choose another path"
+        )
 
 
 @app.command()
