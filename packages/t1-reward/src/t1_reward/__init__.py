@@ -5,12 +5,20 @@
 falling back to the binary outcome, tagged by cause, when the per-assertion report is not usable.
 """
 
-from t1_reward.outcomes import AssertionOutcome, AssertionStatus, FallbackCause, Report, VerifierReportError
-from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt
-from t1_reward.report import read_report
+from t1_reward.outcomes import (
+    AssertionOutcome,
+    AssertionStatus,
+    FallbackCause,
+    Report,
+    VerifierReportError,
+    fold_outcomes,
+)
+from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt, xml_root_tag
+from t1_reward.report import MAX_REPORT_BYTES, read_report
 from t1_reward.reward import RATIO_COEFFICIENT, RewardResult, compute_reward, dense_reward, ratio_reward
 
 __all__ = [
+    "MAX_REPORT_BYTES",
     "RATIO_COEFFICIENT",
     "AssertionOutcome",
     "AssertionStatus",
@@ -20,10 +28,12 @@ __all__ = [
     "VerifierReportError",
     "compute_reward",
     "dense_reward",
+    "fold_outcomes",
     "parse_ctrf",
     "parse_junit",
     "parse_reward_json",
     "parse_reward_txt",
     "ratio_reward",
     "read_report",
+    "xml_root_tag",
 ]

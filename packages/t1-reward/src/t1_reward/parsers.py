@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -30,7 +31,14 @@ def _reject_constant(name: str) -> float:
     raise VerifierReportError(f"non-finite number {name} in JSON")
 
 
+def _quote(text: str, limit: int = 40) -> str:
+    """The text as a repr, truncated to ``limit`` characters (verifier output may be huge)."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
 def _load_json(text: str, what: str) -> Any:
+    # A UTF-8 byte-order mark (Windows editors, PowerShell) is not part of the JSON document.
+    text = text.removeprefix("\ufeff")
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except VerifierReportError as e:
@@ -49,12 +57,14 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     `message`.
     Verifiers should pin pytest-json-ctrf >= 0.6: earlier versions (Harbor's template pins 0.3.5) report a
     parametrized test as one entry with retries, which collapses its assertions into one.
+    A leading UTF-8 byte-order mark is ignored.
 
     Args:
         text: The content of ``ctrf.json``.
 
     Returns:
-        One outcome per entry of ``results.tests``, in file order.
+        One outcome per entry of ``results.tests``, in file order. Entries that repeat a name are returned as
+        they are (the file's content); `read_report` folds them with `fold_outcomes`.
 
     Raises:
         VerifierReportError: invalid JSON; ``results.tests`` missing or not a list; a test without a string
@@ -107,13 +117,16 @@ def parse_junit(text: str) -> tuple[AssertionOutcome, ...]:
     otherwise `PASSED`. Names are ``classname::name`` (just ``name`` when there is no classname).
 
     Args:
-        text: The XML document (root ``<testsuites>`` or ``<testsuite>``).
+        text: The XML document (root ``<testsuites>`` or ``<testsuite>``; see `xml_root_tag` to tell a JUnit
+            report from other XML before parsing).
 
     Returns:
-        One outcome per ``<testcase>`` in document order.
+        One outcome per ``<testcase>`` in document order. Repeated names are returned as they are;
+        `read_report` folds them with `fold_outcomes`.
 
     Raises:
-        VerifierReportError: malformed XML, a testcase without a name, or no testcase at all.
+        VerifierReportError: malformed XML, a root other than ``<testsuites>``/``<testsuite>``, a testcase
+            without a name, or no testcase at all.
     """
     try:
         root = ET.fromstring(text)
@@ -143,6 +156,36 @@ def parse_junit(text: str) -> tuple[AssertionOutcome, ...]:
     return tuple(outcomes)
 
 
+#: Root elements of a JUnit XML report; any other XML file (coverage.xml, ...) is not one.
+JUNIT_ROOTS = ("testsuites", "testsuite")
+
+
+def xml_root_tag(text: str) -> str | None:
+    """The tag of an XML document's root element, read from its start tag only.
+
+    Lets `read_report` ignore XML files that are not JUnit reports (``coverage.xml`` has root
+    ``<coverage>``) while a truncated JUnit file (``<testsuites><testsuite>`` cut short) is still recognised
+    as JUnit, and so reported unparsable rather than ignored.
+
+    Args:
+        text: The XML document, possibly truncated or malformed after the root's start tag.
+
+    Returns:
+        The root tag (``{namespace}tag`` when namespaced), or None when no root start tag can be read (empty
+        or not XML).
+    """
+    parser = ET.XMLPullParser(events=("start",))
+    try:
+        parser.feed(text)
+        for _event, element in parser.read_events():
+            return element.tag
+    except ET.ParseError:
+        # The error may come after the root's start tag: events read before it are still valid.
+        for _event, element in parser.read_events():
+            return element.tag
+    return None
+
+
 def _finite_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -153,7 +196,7 @@ def parse_reward_json(text: str) -> float:
     Harbor requires a flat ``dict[str, float | int]``; consumers read the ``"reward"`` key.
 
     Args:
-        text: The content of ``reward.json``.
+        text: The content of ``reward.json`` (a leading UTF-8 byte-order mark is ignored).
 
     Returns:
         The binary (terminal) outcome b.
@@ -175,19 +218,37 @@ def parse_reward_json(text: str) -> float:
     return float(data["reward"])
 
 
+# A plain decimal number (ASCII digits, optional sign, fraction and exponent) with optional ASCII whitespace
+# around it. Stricter than float(), which also takes "1_0", "nan", "inf" and non-ASCII digits.
+_WS = r"[ \t\r\n\f\v]*"
+_REWARD_TXT = re.compile(_WS + r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)" + _WS)
+
+
 def parse_reward_txt(text: str) -> float:
-    """Parse Harbor's ``reward.txt``: one finite float.
+    """Parse Harbor's ``reward.txt``: one finite decimal number.
+
+    Accepted: optional ASCII whitespace around an optional sign, ASCII digits with an optional decimal point
+    and fraction, and an optional exponent (``1``, ``0.5``, ``-1``, ``.5``, ``1e-05`` as Python prints small
+    floats). Refused, unlike Python's ``float()``: digit separators (``1_0``), ``nan``/``inf``, non-ASCII
+    digits, two numbers (``1 0``). A leading UTF-8 byte-order mark is ignored.
+
+    Args:
+        text: The content of ``reward.txt``.
+
+    Returns:
+        The binary (terminal) outcome b.
 
     Raises:
-        VerifierReportError: empty file, not a number, or not finite.
+        VerifierReportError: empty file, not a plain decimal number (the message quotes the text, truncated
+            to 40 characters), or not finite (e.g. ``1e999``).
     """
-    stripped = text.strip()
-    if not stripped:
+    text = text.removeprefix("\ufeff")
+    if not text.strip():
         raise VerifierReportError("reward.txt: empty")
-    try:
-        value = float(stripped)
-    except ValueError:
-        raise VerifierReportError(f"reward.txt: not a number: {stripped[:40]!r}") from None
+    match = _REWARD_TXT.fullmatch(text)
+    if match is None:
+        raise VerifierReportError(f"reward.txt: not a plain decimal number: {_quote(text.strip())}")
+    value = float(match.group(1))
     if not math.isfinite(value):
-        raise VerifierReportError(f"reward.txt: not finite: {stripped[:40]!r}")
+        raise VerifierReportError(f"reward.txt: not finite: {_quote(match.group(1))}")
     return value

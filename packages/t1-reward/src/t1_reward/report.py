@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from t1_reward.outcomes import AssertionOutcome, FallbackCause, Report, VerifierReportError
-from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt
+from t1_reward.outcomes import AssertionOutcome, FallbackCause, Report, VerifierReportError, fold_outcomes
+from t1_reward.parsers import (
+    JUNIT_ROOTS,
+    parse_ctrf,
+    parse_junit,
+    parse_reward_json,
+    parse_reward_txt,
+    xml_root_tag,
+)
 
 #: Largest verifier file read, bytes. A bigger one is treated as unparsable rather than loaded (untrusted
 # output).
@@ -17,16 +26,55 @@ REWARD_JSON_FILE = "reward.json"
 REWARD_TXT_FILE = "reward.txt"
 
 
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def _read_text(path: Path) -> str:
+    """Read a verifier file as UTF-8 text, without ever blocking.
+
+    Only regular files are read: the file is opened non-blocking (opening a FIFO for reading would otherwise
+    wait for a writer forever) and checked with ``fstat`` on the open descriptor (no race with a swap).
+    A leading UTF-8 byte-order mark is dropped.
+
+    Raises:
+        VerifierReportError: not a regular file (FIFO, device, socket, directory), larger than
+            `MAX_REPORT_BYTES`, not UTF-8, or unreadable.
+    """
     try:
-        size = path.stat().st_size
-        if size > MAX_REPORT_BYTES:
-            raise VerifierReportError(f"{path.name}: {size} bytes exceeds the {MAX_REPORT_BYTES}-byte limit")
-        return path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise VerifierReportError(f"{path.name}: cannot be opened ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise VerifierReportError(
+                f"{path.name}: is {_file_kind(st.st_mode)}, not a regular file; not read"
+            )
+        if st.st_size > MAX_REPORT_BYTES:
+            raise VerifierReportError(
+                f"{path.name}: {st.st_size} bytes exceeds the {MAX_REPORT_BYTES}-byte limit"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_REPORT_BYTES + 1)  # the file may grow after fstat
+        if len(data) > MAX_REPORT_BYTES:
+            raise VerifierReportError(f"{path.name}: exceeds the {MAX_REPORT_BYTES}-byte limit")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise VerifierReportError(f"{path.name}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise VerifierReportError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
 
 
 def _parse_file[T](path: Path, parser: Callable[[str], T], notes: list[str]) -> T | None:
@@ -37,24 +85,64 @@ def _parse_file[T](path: Path, parser: Callable[[str], T], notes: list[str]) -> 
         return None
 
 
+def _read_junit(path: Path, notes: list[str]) -> tuple[AssertionOutcome, ...] | None | bool:
+    """Parse one ``*.xml`` file.
+
+    Returns its outcomes; None if it is a JUnit report that cannot be used; False if it is not a JUnit report
+    at all (its root element is neither ``<testsuites>`` nor ``<testsuite>``).
+    """
+    try:
+        text = _read_text(path)
+    except VerifierReportError as e:
+        notes.append(str(e))
+        return None
+    root = xml_root_tag(text)
+    if root is not None and root not in JUNIT_ROOTS:
+        notes.append(f"{path.name} ignored: root element <{root}> is not a JUnit report")
+        return False
+    try:
+        return parse_junit(text)
+    except VerifierReportError as e:
+        notes.append(f"{path.name}: {e}")
+        return None
+
+
+def _fold(
+    outcomes: tuple[AssertionOutcome, ...], what: str, notes: list[str]
+) -> tuple[AssertionOutcome, ...]:
+    folded = fold_outcomes(outcomes)
+    if len(folded) < len(outcomes):
+        repeated = [o for o in folded if o.entries > 1]
+        names = ", ".join(f"{o.name!r} x{o.entries}" for o in repeated[:5])
+        more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+        notes.append(
+            f"{what}: {len(outcomes) - len(folded)} duplicate entries folded (a test name must be reported"
+            f" once; each name counts once and passes only if every entry passed): {names}{more}"
+        )
+    return folded
+
+
 def _read_outcomes(
     verifier_dir: Path, notes: list[str]
 ) -> tuple[tuple[AssertionOutcome, ...] | None, str, bool]:
-    """Return (outcomes or None, source, whether some per-assertion file was present)."""
+    """Return (outcomes, one per test name, or None; source; whether some per-assertion file was present)."""
     present = False
     ctrf = verifier_dir / CTRF_FILE
     if ctrf.exists():
         present = True
         outcomes = _parse_file(ctrf, parse_ctrf, notes)
         if outcomes is not None:
-            return outcomes, "ctrf", present
-    xml_files = sorted(p for p in verifier_dir.glob("*.xml") if p.is_file())
-    if xml_files:
+            return _fold(outcomes, CTRF_FILE, notes), "ctrf", present
+    # Directories are not files; FIFOs, devices and sockets are kept so that `_read_text` refuses them loudly.
+    xml_files = sorted(p for p in verifier_dir.glob("*.xml") if p.exists() and not p.is_dir())
+    parsed = [(p, _read_junit(p, notes)) for p in xml_files]
+    junit = [(p, o) for p, o in parsed if o is not False]
+    if junit:
         present = True
-        parsed = [_parse_file(p, parse_junit, notes) for p in xml_files]
         # A set of JUnit files is used only whole: one unreadable file would silently drop its assertions.
-        if all(o is not None for o in parsed):
-            return tuple(o for outs in parsed for o in outs), "junit", present  # type: ignore[union-attr]
+        if all(o is not None for _, o in junit):
+            outcomes = tuple(o for _, outs in junit for o in outs)  # type: ignore[union-attr]
+            return _fold(outcomes, "JUnit XML", notes), "junit", present
     return None, "none", present
 
 
@@ -80,13 +168,25 @@ def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = 
     """Read everything a verifier left in its output directory (Harbor's ``/logs/verifier``).
 
     Per-assertion outcomes come from ``ctrf.json`` (CTRF, as pytest-json-ctrf writes it), else from the JUnit
-    XML files (``*.xml``, all of them, in name order). The binary outcome b comes from ``reward.json``
-    (``{"reward": x}``, flat numeric object) or, when that file is absent, ``reward.txt`` (T1 §5.2; Harbor
-    ``verifier.py``).
+    XML files: every ``*.xml`` whose root element is ``<testsuites>`` or ``<testsuite>``, in name order.
+    Other XML files (``coverage.xml``, root ``<coverage>``) are not JUnit reports and are ignored, with a note
+    in ``detail``; an XML file whose root cannot be read at all (empty, not XML) counts as a bad JUnit file.
+    The binary outcome b comes from ``reward.json`` (``{"reward": x}``, flat numeric object) or, when that
+    file is absent, ``reward.txt`` (T1 §5.2; Harbor ``verifier.py``).
+
+    P counts assertions, not report entries (T1 §5.2, Eq. 20): entries that repeat a test name are folded
+    into one assertion (`fold_outcomes`), which passes only if every entry of it passed; the count folded
+    away is `Report.duplicates` and the names are in ``detail``. Parametrized cases have distinct names and
+    count separately.
+
+    Only regular files are read, non-blocking: a report file that is a FIFO, device, socket or directory is
+    not read (it would block or make no sense) and counts as present but unusable. Files are UTF-8, a
+    leading byte-order mark is dropped, and at most `MAX_REPORT_BYTES` are read.
 
     The fallback cause (T1 §5.2, "Fallback") is, in this order of precedence: `VERIFIER_TIMEOUT` if
-    ``timed_out``; `VERIFIER_CRASH` if ``crashed``; `UNPARSABLE` if a per-assertion file exists but cannot be
-    used; when no per-assertion file exists, `UNPARSABLE` if a reward file exists but is bad, else `MISSING`.
+    ``timed_out``; `VERIFIER_CRASH` if ``crashed``; `UNPARSABLE` if a per-assertion file (``ctrf.json`` or a
+    JUnit ``*.xml``) exists but cannot be used; when no per-assertion file exists, `UNPARSABLE` if a reward
+    file exists but is bad, else `MISSING`.
     With a timeout or crash, outcomes that could still be parsed are kept in the report (they may be partial)
     but are not to be scored.
 

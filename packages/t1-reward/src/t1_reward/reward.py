@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,8 @@ class RewardResult:
         fallback: Why the per-assertion outcomes were not used, or None.
         kind: The formula actually applied: ``"dense"``, ``"ratio"``, ``"binary"``, ``"binary_fallback"`` (the
             per-assertion report was not usable and b was used instead) or ``"none"`` (value is None).
+        duplicates: Report entries folded away because they repeated a test name (`Report.duplicates`); P and
+            T count each name once. Non-zero means the verifier's report was malformed.
     """
 
     value: float | None
@@ -34,52 +37,87 @@ class RewardResult:
     binary: float | None
     fallback: FallbackCause | None
     kind: str
+    duplicates: int = 0
 
 
-def dense_reward(passed: int, scale: float) -> float:
+def _count(value: Any, name: str, *, positive: bool = False) -> int:
+    """``value`` as a non-negative (or positive) integer count; integral floats such as 20.0 are accepted.
+
+    Raises:
+        ValueError: a bool, a non-number, NaN/inf, a non-integer, or a value below the bound; the message
+            names the argument.
+    """
+    bound = "a positive integer" if positive else "a non-negative integer"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be {bound} (a count), got {value!r} of type {type(value).__name__}")
+    if isinstance(value, numbers.Integral):
+        count = int(value)
+    else:
+        as_float = float(value)
+        if not (math.isfinite(as_float) and as_float.is_integer()):
+            raise ValueError(f"{name} must be {bound} (a count), got {value!r}")
+        count = int(as_float)
+    if count < (1 if positive else 0):
+        raise ValueError(f"{name} must be {bound} (a count), got {value!r}")
+    return count
+
+
+def _finite(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def dense_reward(passed: int, scale: int) -> float:
     """Dense reward r = P / S: the absolute passing count on a fixed global scale (T1 §5.2, Eq. 20).
 
     Not clamped: a task with more than S passing assertions scores above 1 (S = 20 sits near the 90th
     percentile of assertion counts; the maximum is about 35).
 
     Args:
-        passed: P, the number of passing assertions (>= 0).
-        scale: S, the global scale (> 0; the paper uses 20).
+        passed: P, the number of passing assertions: an integer >= 0 (an integral float such as 3.0 is
+            accepted).
+        scale: S, the global scale in assertions: an integer >= 1 (the paper uses 20; 20.0 is accepted).
 
     Returns:
-        P / S.
+        P / S (dimensionless; 1/S per passing assertion).
 
     Raises:
-        ValueError: P < 0, or S not a positive finite number.
+        ValueError: ``passed`` is not a non-negative integer, or ``scale`` is not a positive integer (bools,
+            non-integers such as 2.5, NaN and inf included); the message names the argument.
     """
-    if passed < 0:
-        raise ValueError(f"passed must be >= 0, got {passed}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale S must be a positive finite number, got {scale}")
-    return passed / scale
+    p = _count(passed, "passed (P)")
+    s = _count(scale, "scale (S)", positive=True)
+    return p / s
 
 
 def ratio_reward(passed: int, total: int, binary: float, coefficient: float = RATIO_COEFFICIENT) -> float:
     """The earlier ratio variant r = max(b, c P/T) clamped to [0, max(1, b)], kept for comparison (T1 §5.2).
 
     Args:
-        passed: P, passing assertions (0 <= P <= T).
-        total: T, all assertions reported; with T = 0 the ratio term is 0 and r = clamp(b).
-        binary: b, the terminal outcome.
-        coefficient: c, 0.4 in the paper.
+        passed: P, passing assertions: an integer with 0 <= P <= T.
+        total: T, all assertions reported: an integer >= 0; with T = 0 the ratio term is 0 and r = clamp(b).
+        binary: b, the terminal outcome (any finite number; 1.0 solved, 0.0 not).
+        coefficient: c in [0, 1], the weight of the pass ratio; 0.4 in the paper. Above 1 a partly solved
+            task could tie a solved one, below 0 failing assertions would push r down: both refused.
 
     Returns:
         The clamped reward.
 
     Raises:
-        ValueError: P or T negative, P > T, or a non-finite b or c.
+        ValueError: P or T not a non-negative integer, P > T, b not finite, or c not a finite number in
+            [0, 1]; the message names the argument.
     """
-    if passed < 0 or total < 0 or passed > total:
-        raise ValueError(f"need 0 <= passed <= total, got passed={passed}, total={total}")
-    if not (math.isfinite(binary) and math.isfinite(coefficient)):
-        raise ValueError(f"binary and coefficient must be finite, got {binary}, {coefficient}")
-    ratio = coefficient * passed / total if total else 0.0
-    return min(max(max(binary, ratio), 0.0), max(1.0, binary))
+    p = _count(passed, "passed (P)")
+    t = _count(total, "total (T)")
+    if p > t:
+        raise ValueError(f"need passed (P) <= total (T), got passed={passed}, total={total}")
+    b = _finite(binary, "binary (b)")
+    c = _finite(coefficient, "coefficient (c)")
+    if not 0.0 <= c <= 1.0:
+        raise ValueError(f"coefficient (c) must be in [0, 1] (the paper uses 0.4), got {coefficient!r}")
+    ratio = c * p / t if t else 0.0
+    return min(max(max(b, ratio), 0.0), max(1.0, b))
 
 
 def _derived_binary(report: Report) -> float:
@@ -106,8 +144,13 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
     Returns:
         The `RewardResult`.
 
+    P and T count distinct test names (`Report.passed`, `Report.total`): a name reported several times
+    counts once and passes only if every entry of it passed; ``duplicates`` in the result says how many
+    entries were folded.
+
     Raises:
-        ValueError: unknown ``spec.kind`` or an invalid scale/coefficient (programmer or recipe error).
+        ValueError: unknown ``spec.kind``, a scale S that is not a positive integer, or a coefficient c
+            outside [0, 1] (programmer or recipe error).
         AttributeError: ``spec`` lacks ``kind``, or a dense spec lacks ``scale``.
     """
     kind = str(spec.kind)
@@ -116,7 +159,7 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
     passed, total = report.passed, report.total
 
     def result(value: float | None, used: str) -> RewardResult:
-        return RewardResult(value, passed, total, report.binary, report.fallback, used)
+        return RewardResult(value, passed, total, report.binary, report.fallback, used, report.duplicates)
 
     if report.fallback is not None:
         if report.binary is None:
@@ -127,7 +170,7 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
             return result(None, "none")
         return result(report.binary, "binary_fallback")
     if kind == "dense":
-        return result(dense_reward(passed, float(spec.scale)), "dense")
+        return result(dense_reward(passed, spec.scale), "dense")
     binary = report.binary if report.binary is not None else _derived_binary(report)
     if kind == "ratio":
         coefficient = float(getattr(spec, "coefficient", RATIO_COEFFICIENT))
