@@ -6,7 +6,7 @@ each turn's prompt ids from the previous ids (never re-encoding them); `stitch` 
 `DriftAudit`.
 """
 
-from t1_tito.sample import RoutingMismatchError, Sample, StreamMisalignmentError, Turn
+from t1_tito.sample import InvalidTurnError, RoutingMismatchError, Sample, StreamMisalignmentError, Turn
 from t1_tito.session import TitoSession
 from t1_tito.stitch import REPAIR_MODES, DriftAudit, StitchResult, audit_drift, stitch
 from t1_tito.template import ChatTemplate, TemplateError, normalize_messages
@@ -21,6 +21,7 @@ __all__ = [
     "Sample",
     "StitchResult",
     "StreamMisalignmentError",
+    "InvalidTurnError",
     "TemplateError",
     "TitoSession",
     "Tokenizer",

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+#: Token ids are stored as int32 in a `Sample` (T1 §4.1 streams); an id at or above this cannot be.
+MAX_TOKEN_ID = 2**31 - 1
+
 
 class StreamMisalignmentError(ValueError):
     """The per-token streams of a turn or sample are not aligned (lengths, routing rows, masked log-probs)."""
+
+
+class InvalidTurnError(ValueError):
+    """A turn's values are out of range.
+
+    A negative or too-large token id, a log-prob that is positive or not finite, a negative
+    ``routed_experts_start_len``.
+    """
 
 
 class RoutingMismatchError(ValueError):
@@ -24,9 +37,12 @@ class Turn:
     """One generation call: the prompt the sampler saw and what it emitted (SGLang ``/generate`` shapes).
 
     Attributes:
-        prompt_ids: p_i, the prompt token ids ``[len(p_i)]``.
-        output_ids: a_i, the sampled token ids ``[len(a_i)]`` (the stop token included when emitted).
-        output_logprobs: Sampler log-probabilities of ``output_ids`` ``[len(a_i)]`` (nats).
+        prompt_ids: p_i, the prompt token ids ``[len(p_i)]``: any sequence of integers >= 0 (a list, or a
+            1-D integer numpy array).
+        output_ids: a_i, the sampled token ids ``[len(a_i)]`` (the stop token included when emitted); same
+            kinds as ``prompt_ids``.
+        output_logprobs: Sampler log-probabilities of ``output_ids`` ``[len(a_i)]`` (nats, finite, <= 0;
+            a list of numbers or a 1-D float numpy array).
         routed_experts: int ``[rows, L, k]`` expert ids or None; rows cover positions
             ``[routed_experts_start_len, len(prompt_ids) + len(output_ids) - 1)`` (SGLang semantics: no row
             for the last sampled token, which was never fed back).
@@ -35,9 +51,9 @@ class Turn:
         finish_reason: The sampler's reason (``"stop"``, ``"length"``, ...).
     """
 
-    prompt_ids: list[int]
-    output_ids: list[int]
-    output_logprobs: list[float]
+    prompt_ids: Sequence[int] | np.ndarray
+    output_ids: Sequence[int] | np.ndarray
+    output_logprobs: Sequence[float] | np.ndarray
     policy_version: int
     finish_reason: str
     routed_experts: np.ndarray | None = None
@@ -47,29 +63,101 @@ class Turn:
         """Check the turn's own alignment.
 
         Raises:
+            TypeError: ids that are not a sequence of integers (or a 1-D integer array), log-probs that are
+                not numbers, routing that is not a numpy array, a start_len that is not an integer.
+            InvalidTurnError: a token id < 0 or > ``MAX_TOKEN_ID``; a log-prob > 0 or not finite; a
+                negative ``routed_experts_start_len``.
             StreamMisalignmentError: log-prob count differs from output count, or empty prompt.
             RoutingMismatchError: routing not ``[rows, L, k]`` integer with the rows SGLang semantics give.
         """
-        if not self.prompt_ids:
+        n_prompt = _check_ids(self.prompt_ids, f"{where}: prompt_ids")
+        n_output = _check_ids(self.output_ids, f"{where}: output_ids")
+        if n_prompt == 0:
             raise StreamMisalignmentError(f"{where}: empty prompt_ids")
-        if len(self.output_logprobs) != len(self.output_ids):
-            raise StreamMisalignmentError(
-                f"{where}: {len(self.output_ids)} output ids but {len(self.output_logprobs)} log-probs"
+        logprobs = _check_logprobs(self.output_logprobs, f"{where}: output_logprobs")
+        if logprobs.size != n_output:
+            raise StreamMisalignmentError(f"{where}: {n_output} output ids but {logprobs.size} log-probs")
+        start = self.routed_experts_start_len
+        if not isinstance(start, numbers.Integral) or isinstance(start, bool):
+            raise TypeError(f"{where}: routed_experts_start_len must be an int, got {type(start).__name__}")
+        if start < 0:
+            raise InvalidTurnError(
+                f"{where}: routed_experts_start_len = {start} is negative; it is the first position the "
+                "routing rows cover (0 = the whole sequence)"
             )
         if self.routed_experts is None:
             return
         r = self.routed_experts
+        if not isinstance(r, np.ndarray):
+            raise TypeError(f"{where}: routed_experts must be a numpy array or None, got {type(r).__name__}")
         if r.ndim != 3 or not np.issubdtype(r.dtype, np.integer):
             raise RoutingMismatchError(
                 f"{where}: routed_experts must be integer [rows, L, k], got {r.dtype} {r.shape}"
             )
-        expected = len(self.prompt_ids) + len(self.output_ids) - 1 - self.routed_experts_start_len
-        if self.routed_experts_start_len < 0 or r.shape[0] != expected:
+        expected = n_prompt + n_output - 1 - start
+        if r.shape[0] != expected:
             raise RoutingMismatchError(
                 f"{where}: routed_experts has {r.shape[0]} rows, expected len(prompt)+len(output)-1-start_len"
-                f" = {len(self.prompt_ids)}+{len(self.output_ids)}-1-{self.routed_experts_start_len}"
-                f" = {expected}"
+                f" = {n_prompt}+{n_output}-1-{start} = {expected}"
             )
+
+
+def _check_ids(ids: object, where: str) -> int:
+    """Check a token-id sequence (list/tuple of ints or 1-D integer array) and return its length.
+
+    Raises:
+        TypeError: not a sequence of integers.
+        InvalidTurnError: an id < 0 or > ``MAX_TOKEN_ID``.
+    """
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1 or not (np.issubdtype(ids.dtype, np.integer) and ids.dtype != np.bool_):
+            raise TypeError(f"{where} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        arr = ids
+    elif isinstance(ids, Sequence) and not isinstance(ids, str | bytes):
+        bad = next((x for x in ids if not isinstance(x, numbers.Integral) or isinstance(x, bool)), None)
+        if bad is not None:
+            raise TypeError(f"{where} must hold integer token ids, got {type(bad).__name__} {bad!r}")
+        arr = np.asarray(ids, dtype=object) if ids else np.zeros(0, dtype=np.int64)
+    else:
+        raise TypeError(f"{where} must be a sequence of integer token ids, got {type(ids).__name__}")
+    if arr.size:
+        lo, hi = arr.min(), arr.max()
+        if lo < 0:
+            raise InvalidTurnError(
+                f"{where}: token id {int(lo)} is negative; ids are vocabulary indices >= 0"
+            )
+        if hi > MAX_TOKEN_ID:
+            raise InvalidTurnError(f"{where}: token id {int(hi)} exceeds {MAX_TOKEN_ID} (int32 stream)")
+    return int(arr.size)
+
+
+def _check_logprobs(logprobs: object, where: str) -> np.ndarray:
+    """Check sampler log-probs: 1-D numbers, finite, <= 0 (a probability is at most 1); return float64.
+
+    Raises:
+        TypeError: not a 1-D sequence of numbers.
+        InvalidTurnError: a value that is not finite or is > 0, naming its index.
+    """
+    if isinstance(logprobs, str | bytes) or not isinstance(logprobs, Sequence | np.ndarray):
+        raise TypeError(f"{where} must be a sequence of numbers, got {type(logprobs).__name__}")
+    if not isinstance(logprobs, np.ndarray):
+        bad = next((x for x in logprobs if not isinstance(x, numbers.Real) or isinstance(x, bool)), None)
+        if bad is not None:
+            raise TypeError(f"{where} must hold numbers, got {type(bad).__name__} {bad!r}")
+    try:
+        arr = np.asarray(logprobs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{where} must be a 1-D sequence of numbers: {exc}") from exc
+    if arr.ndim != 1:
+        raise TypeError(f"{where} must be 1-D, got shape {arr.shape}")
+    bad_idx = np.flatnonzero(~np.isfinite(arr) | (arr > 0))
+    if bad_idx.size:
+        i = int(bad_idx[0])
+        raise InvalidTurnError(
+            f"{where}[{i}] = {float(arr[i])!r}: a log-probability must be finite and <= 0 (a probability "
+            "is at most 1)"
+        )
+    return arr
 
 
 @dataclass(kw_only=True)
