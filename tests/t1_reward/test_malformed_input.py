@@ -70,6 +70,14 @@ def test_thirty_copies_of_one_passed_test_count_as_one_assertion(tmp_path):
     assert report.outcomes[0].entries == 30  # the information is kept on the assertion
 
 
+def test_the_duplicate_note_quotes_at_most_five_names_cut_short(tmp_path):
+    names = [f"test_{i}_" + "y" * 500 for i in range(7)]
+    (tmp_path / "ctrf.json").write_text(ctrf(*[(n, "passed") for n in names * 2]))
+    report = read_report(tmp_path)
+    assert (report.passed, report.total, report.duplicates) == (7, 7, 7)
+    assert "and 2 more" in report.detail and len(report.detail) < 1000
+
+
 def test_a_repeated_name_passes_only_if_every_entry_passed(tmp_path):
     # a: passed then failed -> failed; b: passed twice -> passed; c: passed then skipped -> not passed.
     entries = [("a", "passed"), ("b", "passed"), ("a", "failed"), ("b", "passed"), ("c", "passed")]
@@ -123,6 +131,19 @@ def test_fold_outcomes_keeps_order_and_the_worst_message_and_is_idempotent():
     folded = fold_outcomes(raw)
     assert folded == (AssertionOutcome("b", P, None, 2), AssertionOutcome("a", F, "boom", 2))
     assert fold_outcomes(folded) == folded
+
+
+def test_one_title_in_two_ctrf_files_is_two_assertions():
+    # A reporter with bare titles: "renders" in a.test.js and in b.test.js are two tests; a repeat within
+    # a.test.js is the same test. Assertions: a::renders (passed), b::renders (passed) -> P = 2, T = 2.
+    tests = [
+        {"name": "renders", "status": "passed", "filePath": "a.test.js"},
+        {"name": "renders", "status": "passed", "filePath": "b.test.js"},
+        {"name": "renders", "status": "passed", "filePath": "a.test.js"},
+    ]
+    report = Report(parse_ctrf(json.dumps({"results": {"tests": tests}})), None, "ctrf", None)
+    assert (report.passed, report.total, report.duplicates) == (2, 2, 1)
+    assert {o.name for o in report.outcomes} == {"a.test.js::renders", "b.test.js::renders"}
 
 
 def test_the_ctrf_parser_itself_returns_the_file_entries_unfolded():

@@ -63,8 +63,10 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
         text: The content of ``ctrf.json``.
 
     Returns:
-        One outcome per entry of ``results.tests``, in file order. Entries that repeat a name are returned as
-        they are (the file's content); `read_report` folds them with `fold_outcomes`.
+        One outcome per entry of ``results.tests``, in file order. A name that several entries share with
+        different ``filePath`` values is qualified as ``filePath::name`` (distinct tests of a reporter whose
+        names are bare titles); entries that repeat a name otherwise are returned as they are (the file's
+        content), and `read_report` folds them with `fold_outcomes`.
 
     Raises:
         VerifierReportError: invalid JSON; ``results.tests`` missing or not a list; a test without a string
@@ -80,6 +82,7 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     if not isinstance(tests, list):
         raise VerifierReportError("ctrf.json: 'results.tests' is missing or not a list")
     outcomes: list[AssertionOutcome] = []
+    files: list[str | None] = []
     for i, test in enumerate(tests):
         if not isinstance(test, dict):
             raise VerifierReportError(f"ctrf.json: results.tests[{i}] is not an object")
@@ -95,6 +98,17 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
                 f"unknown CTRF status {raw!r}" + (f": {message}" if message else ""),
             )
         outcomes.append(AssertionOutcome(name=name, status=status, message=message))
+        file_path = test.get("filePath")
+        files.append(file_path if isinstance(file_path, str) and file_path else None)
+    # One name in several files is several tests (a non-pytest reporter whose names are bare titles): qualify
+    # those names with their file, so that only true repeats are folded later. pytest node ids are unique.
+    paths_of: dict[str, set[str | None]] = {}
+    for o, f in zip(outcomes, files, strict=True):
+        paths_of.setdefault(o.name, set()).add(f)
+    outcomes = [
+        AssertionOutcome(f"{f}::{o.name}", o.status, o.message) if f and len(paths_of[o.name]) > 1 else o
+        for o, f in zip(outcomes, files, strict=True)
+    ]
     if not outcomes:
         raise VerifierReportError("ctrf.json: 'results.tests' is empty (no assertion was reported)")
     summary = results.get("summary")

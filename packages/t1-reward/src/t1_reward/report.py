@@ -113,7 +113,10 @@ def _fold(
     folded = fold_outcomes(outcomes)
     if len(folded) < len(outcomes):
         repeated = [o for o in folded if o.entries > 1]
-        names = ", ".join(f"{o.name!r} x{o.entries}" for o in repeated[:5])
+        # names are untrusted text: quote at most 5 of them, each cut to 80 characters
+        names = ", ".join(
+            repr(o.name[:80]) + ("..." if len(o.name) > 80 else "") + f" x{o.entries}" for o in repeated[:5]
+        )
         more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
         notes.append(
             f"{what}: {len(outcomes) - len(folded)} duplicate entries folded (a test name must be reported"
