@@ -36,7 +36,7 @@ def _file_kind(mode: int) -> str:
     ):
         if test(mode):
             return kind
-    return "not a regular file"
+    return "of an unknown kind"
 
 
 def _read_text(path: Path) -> str:
