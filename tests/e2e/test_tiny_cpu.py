@@ -164,7 +164,9 @@ def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig):
     assert proc.returncode == 130, out
     assert "Traceback" not in out
     (run,) = runs.iterdir()
-    assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
+    status = json.loads((run / "status.json").read_text())
+    assert status["status"] == "interrupted"
+    assert status["message"].endswith("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C (SIGINT)")
     # every sandbox this run started is gone (allow a moment for init to reap the killed launchers)
     deadline = time.monotonic() + 10
     while not _bwrap_pids() <= before and time.monotonic() < deadline:

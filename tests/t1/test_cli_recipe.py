@@ -142,3 +142,17 @@ def test_diff_field_column_survives_a_narrow_console(monkeypatch) -> None:
     res = runner.invoke(app, ["recipe", "diff", GRPO])
     assert res.exit_code == 0, res.output
     assert "ppo.advantage.group_size" in res.stdout
+
+
+def test_diff_takes_overrides_and_shows_what_they_change() -> None:
+    res = run("diff", TINY, "ppo.steps=1")
+    assert res.exit_code == 0, res.output
+    assert "ppo.steps" in res.stdout and "ppo.batch_size" not in res.stdout
+
+
+def test_schema_out_on_an_existing_file_exits_2(tmp_path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("keep me")
+    res = run("schema", "--out", str(target))
+    assert res.exit_code == 2 and "not a folder" in res.stderr
+    assert target.read_text() == "keep me"

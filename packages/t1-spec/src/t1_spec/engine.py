@@ -33,8 +33,8 @@ class EmbeddedEngine(Spec):
     kind: Literal["embedded"] = "embedded"
     """Discriminator: in-process engine; answers in SGLang's shapes (ids, log-probs, routed experts)."""
 
-    device: str = "cpu"
-    """torch device string, e.g. ``"cpu"`` or ``"cuda:0"``."""
+    device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
+    """torch device string: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
 
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Decoding parameters of training rollouts."""

@@ -31,8 +31,9 @@ class LocalSandbox(Spec):
     shell and a simple pipeline already need several."""
 
     disk_mb: int = Field(default=512, ge=1)
-    """Largest file the sandbox may write (MiB, ``RLIMIT_FSIZE``) and the scratch-directory budget. At least
-    1 MiB."""
+    """Largest single file a sandbox process may write (MiB, ``RLIMIT_FSIZE``). At least 1 MiB. The local
+    sandbox does not cap the total size of its scratch directory yet: many files under the limit can still fill
+    the host disk (the directory is removed when the trial ends)."""
 
     network: bool = False
     """Allow network access from inside the sandbox; off so tasks cannot reach out."""

@@ -17,8 +17,8 @@ class TrainerSpec(Spec):
     (Megatron-Core v0.16.0rc0, T1 §6). The ``megatron`` backend is not built yet (the production recipe
     declares it; ``t1 train`` refuses it): use ``torch``."""
 
-    device: str = "cpu"
-    """torch device string for the ``torch`` backend (``"cpu"``, ``"cuda"``, ``"cuda:0"``); ``"cuda"`` for
+    device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
+    """torch device string for the ``torch`` backend: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ``"cuda"`` for
     ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)

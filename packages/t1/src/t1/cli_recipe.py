@@ -43,6 +43,14 @@ Overrides = Annotated[
 Debug = Annotated[bool, typer.Option("--debug", help="show tracebacks instead of a one-line error")]
 
 
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies under it, as the user typed the recipe."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd())
+    except ValueError:
+        return Path(path)
+
+
 def _console() -> Console:
     # Created per call so CliRunner's captured stdout is used; no soft wrapping of long values.
     return Console(soft_wrap=True, highlight=False)
@@ -118,6 +126,8 @@ def schema(
     """Print the recipe JSON Schema, or write one schema per spec with --out."""
     with reported(debug, invalid=INVALID):
         if out is not None:
+            if out.exists() and not out.is_dir():
+                raise ValueError(f"--out {out}: exists and is not a folder; give a folder (made if missing)")
             for path in export_schemas(out):
                 typer.echo(str(path))
             return
@@ -133,26 +143,35 @@ def schema(
 @app.command()
 def diff(
     recipe: RecipeArg,
+    overrides: Overrides = None,
     against: Annotated[
         Path | None,
         typer.Option("--against", help="recipe to compare with; default: the one this recipe extends"),
     ] = None,
     debug: Debug = False,
 ) -> None:
-    """Show what a recipe changes against its base: dotted field, base value, new value (with defaults)."""
+    """Show what a recipe changes against its base: dotted field, base value, new value (with defaults).
+
+    Overrides apply to the recipe (the new side); with no ``extends:`` and no ``--against``, the base is the
+    recipe itself, so ``t1 recipe diff R ppo.steps=1`` shows what the overrides change.
+    """
     with reported(debug, invalid=INVALID):
         base_path = against if against is not None else base_of(recipe)
         if base_path is None:
-            raise ValueError(
-                f"{recipe} has no extends:; pass --against BASE to compare it with another recipe"
-            )
-        new, base = load_recipe(recipe), load_recipe(base_path)
+            if not overrides:
+                raise ValueError(
+                    f"{recipe} has no extends:; pass --against BASE to compare it with another recipe"
+                )
+            base_path = recipe
+        base_path = _shown(base_path)
+        new, base = load_recipe(recipe, overrides or []), load_recipe(base_path)
         changes = diff_recipes(base, new)
+        shown = " ".join([str(recipe), *(overrides or [])])
         out = _diff_console()
         if not changes:
-            out.print(f"no differences between {recipe} and {base_path}")
+            out.print(f"no differences between {shown} and {base_path}")
             return
-        table = Table(title=f"{recipe} against {base_path}", title_justify="left")
+        table = Table(title=f"{shown} against {base_path}", title_justify="left")
         # A dotted field name is never broken: it is what users copy into an override.
         table.add_column("field", no_wrap=True, min_width=max(len(c.field) for c in changes))
         table.add_column("base", overflow="fold")

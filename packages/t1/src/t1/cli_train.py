@@ -43,23 +43,36 @@ def register(app: typer.Typer) -> None:
         """
         from t1_spec import RecipeError, load_recipe
 
-        # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes reclaimed,
-        # the run directory marked "interrupted".
-        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
         with reported(debug, invalid=(RecipeError,)):
             spec = load_recipe(recipe, overrides or [])
             from t1.training import Trainer
 
-            trainer = Trainer(spec, spec.model_dump(mode="json", by_alias=True))
+            trainer: Trainer | None = None
+
+            def on_sigterm(signum: int, frame: object) -> None:
+                if trainer is not None:
+                    trainer.interrupted_by = "SIGTERM"
+                _stop_as_ctrl_c(signum, frame)
+
+            # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes
+            # reclaimed, the run directory marked "interrupted".
+            signal.signal(signal.SIGTERM, on_sigterm)
             try:
+                trainer = Trainer(spec, spec.model_dump(mode="json", by_alias=True))
                 trainer.run()
             except KeyboardInterrupt:
                 # A second Ctrl-C during shutdown must not print tracebacks from library atexit hooks.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                where = getattr(getattr(trainer, "run", None), "root", None)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                where = trainer.run_dir if trainer is not None else None
                 err_console.print(
-                    "[bold yellow]interrupted:[/] the trials in flight were cancelled and their sandboxes "
-                    + (f"reclaimed; the partial run is in {where}" if where else "reclaimed"),
+                    "[bold yellow]interrupted:[/] "
+                    + (
+                        f"the trials in flight were cancelled and their sandboxes reclaimed; the partial run "
+                        f"is in {where}"
+                        if where is not None
+                        else "during start-up, before any sandbox or run directory"
+                    ),
                     highlight=False,
                     soft_wrap=True,
                 )

@@ -23,6 +23,7 @@ import asyncio
 import copy
 import dataclasses
 import math
+import shutil
 import statistics
 import sys
 import time
@@ -213,6 +214,10 @@ class RunFailed(RuntimeError):
     """A run stopped because a step had nothing to train on; the run directory says why (``status.json``)."""
 
 
+class HostNotReady(RuntimeError):
+    """This machine lacks a prerequisite of the recipe (bubblewrap, a CUDA device); raised before any work."""
+
+
 class Trainer:
     """Wires the packages together for one recipe and runs it.
 
@@ -225,11 +230,15 @@ class Trainer:
         NotImplementedError: listing every part of the recipe the embedded loop does not run yet (SGLang,
             Daytona, Docker, Harbor and Megatron backends, TITO repair cases other than strict, group
             sampling), before anything starts.
+        HostNotReady: bubblewrap is missing, or a ``cuda`` device is asked for where torch sees none.
     """
 
     def __init__(self, recipe: Recipe, resolved: dict[str, Any], console: Console | None = None) -> None:
         self.recipe = recipe
         self.resolved = resolved
+        self.rundir: RunDir | None = None
+        self.interrupted_by = "Ctrl-C (SIGINT)"
+        """What ``status.json`` names on an interrupt; the CLI sets ``"SIGTERM"`` on that signal."""
         # Logs piped to a file keep a wide table instead of rich's 80-column fallback.
         self.console = console or (Console() if sys.stdout.isatty() else Console(width=160))
         missing = unbuilt_parts(recipe)
@@ -237,6 +246,9 @@ class Trainer:
             raise NotImplementedError(
                 "the embedded training loop cannot run this recipe yet:\n  - " + "\n  - ".join(missing)
             )
+        lacking = host_problems(recipe)
+        if lacking:
+            raise HostNotReady("this machine cannot run the recipe:\n  - " + "\n  - ".join(lacking))
 
     def _build(self) -> None:
         """Load pools, tokenizer, engine and trainer backend, then create the run directory.
@@ -308,11 +320,16 @@ class Trainer:
             creation_quota_per_min=ro.creation_quota_per_min,
         )
         try:
-            self.run = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+            self.rundir = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
         except OSError as exc:
             raise ValueError(
                 f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
             ) from None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory, once start-up has created it (None before)."""
+        return self.rundir.root if self.rundir is not None else None
 
     def planned_steps(self) -> int:
         """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer.
@@ -342,11 +359,11 @@ class Trainer:
                     harness=self.harness,
                     limits=self.limits,
                     reward_spec=self.recipe.reward,
-                    out_dir=self.run.verifier_dir,
+                    out_dir=self.rundir.verifier_dir,
                     record=record,
                 )
             finally:
-                self.run.write_trajectory(label, record.trial_id, trial_payload(record))
+                self.rundir.write_trajectory(label, record.trial_id, trial_payload(record))
             scored = rec.status == "finished" and rec.reward is not None and rec.reward.value is not None
             reward = f"{rec.reward.value:.3f}" if scored else "-"
             turns = len(rec.episode.turns) if rec.episode else 0
@@ -360,8 +377,8 @@ class Trainer:
 
         batch = await collect_batch(tasks, run_one, self.scheduler)
         for rec in batch.cancelled:  # cancelled before they started never reached run_one
-            if not (self.run.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
-                self.run.write_trajectory(label, rec.trial_id, trial_payload(rec))
+            if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+                self.rundir.write_trajectory(label, rec.trial_id, trial_payload(rec))
         return batch
 
     def _collect(self, tasks: list[Task], label: str) -> tuple[BatchResult, list[Any]]:
@@ -374,7 +391,7 @@ class Trainer:
             top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
             raise RunFailed(
                 f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
-                f"Every trial's cause is in {self.run.root / 'trajectories' / label}"
+                f"Every trial's cause is in {self.rundir.root / 'trajectories' / label}"
             )
         if len(batch.admitted) < wanted:
             self.console.print(
@@ -400,21 +417,21 @@ class Trainer:
         """
         t_total = time.monotonic()
         self._build()
-        summary = RunSummary(run_dir=self.run.root)
+        summary = RunSummary(run_dir=self.rundir.root)
         summary.wall_s["setup"] = time.monotonic() - t_total
         # "running" until the end: a run killed outright (SIGKILL, power loss) still says it did not finish
-        self.run.write_status("running", 0, None)
+        self.rundir.write_status("running", 0, None)
         try:
             self._run_steps(summary)
         except KeyboardInterrupt:
-            self.run.write_status("interrupted", summary.steps, "interrupted by Ctrl-C (SIGINT)")
+            self.rundir.write_status("interrupted", summary.steps, f"interrupted by {self.interrupted_by}")
             raise
         except BaseException as exc:
-            self.run.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+            self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
             raise
         summary.wall_s["total"] = time.monotonic() - t_total
-        self.run.write_status("finished", summary.steps, None)
-        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.run.root}")
+        self.rundir.write_status("finished", summary.steps, None)
+        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
         return summary
 
     def _run_steps(self, summary: RunSummary) -> None:
@@ -425,7 +442,7 @@ class Trainer:
         steps = self.planned_steps()
         self.console.print(
             f"[bold]t1 train[/] {r.name}: {len(self.pool)} tasks, {steps} steps, "
-            f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.run.root}"
+            f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.rundir.root}"
         )
         for key in ("warmup", "rollout", "train", "publish"):
             summary.wall_s[key] = 0.0
@@ -443,7 +460,7 @@ class Trainer:
                 row["batch_shortfall"] = r.rollout.admitted - len(batch.admitted)
                 row["wall_s"] = {"rollout": batch.wall_s, "total": time.monotonic() - t0}
                 summary.wall_s["warmup"] += time.monotonic() - t0
-                self.run.append_metrics(row)
+                self.rundir.append_metrics(row)
                 summary.warmup_steps += 1
                 ev = _fmt(row.get("critic/explained_variance"))
                 self.console.print(f"critic warm-up {w + 1}/{warm_steps}: EV {ev}")
@@ -487,7 +504,7 @@ class Trainer:
                     "step": time.monotonic() - t_step,
                 },
             }
-            self.run.append_metrics(row)
+            self.rundir.append_metrics(row)
             summary.wall_s["rollout"] += t_rollout
             summary.wall_s["train"] += t_train
             summary.wall_s["publish"] += t_publish
@@ -499,7 +516,7 @@ class Trainer:
                 self.console.print(table)
             self.console.print(f"[bold]step {step + 1}/{steps}[/] done in {row['wall_s']['step']:.1f} s")
 
-        save_weights(self.backend, self.run.root)
+        save_weights(self.backend, self.rundir.root)
 
 
 def unbuilt_parts(recipe: Recipe) -> list[str]:
@@ -536,12 +553,50 @@ def unbuilt_parts(recipe: Recipe) -> list[str]:
             f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: periodic checkpoints are not built "
             "yet; the final weights are written at the end (set it to 0)"
         )
+    if recipe.ppo.normalize_advantages:
+        missing.append(
+            "ppo.normalize_advantages: advantage whitening is not built; T1 §5.2 keeps advantages "
+            "unnormalized (set it to false)"
+        )
+    for name in ("kl_coef", "load_balancing_coef"):
+        if getattr(recipe.ppo, name):
+            missing.append(
+                f"ppo.{name} {getattr(recipe.ppo, name)}: the torch trainer builds no "
+                f"{'KL' if name == 'kl_coef' else 'load-balancing'} loss; T1 runs with it at 0 (set it to 0)"
+            )
     if recipe.ppo.samples_per_task != 1:
         missing.append(
             f"ppo.samples_per_task {recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not built "
             "into the embedded loop yet; the paper's PPO uses one sample per task (T1 §5.2)"
         )
     return missing
+
+
+def host_problems(recipe: Recipe) -> list[str]:
+    """What this machine lacks to run ``recipe``, as one line each (empty: ready).
+
+    Checks the local sandbox's bubblewrap and, for a ``cuda`` device, that torch sees one; run before the
+    model is built, so a missing prerequisite costs no start-up time and leaves no run directory.
+    """
+    problems = []
+    if recipe.sandbox.kind == "local" and shutil.which("bwrap") is None:
+        problems.append(
+            "sandbox.kind 'local': bubblewrap (bwrap) is not installed; run `apt-get install bubblewrap`"
+        )
+    for name, device in (
+        ("engine.device", getattr(recipe.engine, "device", "cpu")),
+        ("trainer.device", recipe.trainer.device),
+    ):
+        if device.startswith("cuda"):
+            import torch
+
+            index = int(device.partition(":")[2] or 0)
+            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+                problems.append(
+                    f"{name} {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here; "
+                    "use 'cpu' or a visible device"
+                )
+    return problems
 
 
 def trial_seed(seed: int, label: str, launch_index: int) -> int:
