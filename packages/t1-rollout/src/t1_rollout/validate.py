@@ -9,6 +9,11 @@ This is the only place they apply; training uses the recipe's ``rollout.agent_de
 ``rollout.verifier_deadline_s`` for every task. Sandbox limits are the ``sandbox_factory``'s (``t1 tasks
 validate``: ``LocalSandbox`` defaults); ``task.toml``'s ``[environment]`` is not used. Broken bundles never
 reach this module: ``load_pool(..., strict=False)`` lists them in ``Pool.broken`` and the CLI reports them.
+
+The expected number of assertions is ``Task.n_assertions``, counted statically from ``tests/*.py`` (test
+functions and ``Test*`` methods times literal ``parametrize`` cases). When it is unknown (None: parametrize
+over a non-literal, fixture params, ...), the verifier's report is trusted for the count; the oracle must
+still pass every reported assertion and the do-nothing agent fail at least one.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from t1_reward import Report, read_report
-from t1_rollout.sandbox.base import Sandbox, SandboxError
+from t1_reward import FallbackCause, Report, read_report
+from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_rollout.verify import VerifierRun, run_verifier
-from t1_tasks import Pool, Task
+from t1_tasks import Pool, Task, format_seconds
 
 __all__ = [
     "CheckResult",
+    "SandboxLedger",
     "TaskValidation",
     "PoolValidation",
     "validate_task",
@@ -36,6 +42,7 @@ __all__ = [
 
 SOLUTION_DIR = "/solution"
 BUILD_TIMEOUT_S = 300.0
+_TAIL_CHARS = 300  # characters of a script's output quoted in a verdict
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ class CheckResult:
             build).
         passed: assertions passed (P).
         total: assertions reported (T).
-        expected_total: the task's assertion count (``def test_`` functions).
+        expected_total: the task's statically counted assertions (``Task.n_assertions``); None when unknown,
+            then ``total`` is trusted.
         error: an infrastructure failure (build, solution, verifier crash or timeout, missing report), or
             None.
         duration_s: wall seconds, sandbox creation to reclamation.
@@ -57,15 +65,20 @@ class CheckResult:
     kind: str
     passed: int
     total: int
-    expected_total: int
+    expected_total: int | None
     error: str | None
     duration_s: float
     failed_assertions: tuple[str, ...] = ()
 
     @property
+    def count_matches(self) -> bool:
+        """The report holds the expected number of assertions (any number > 0 when the count is unknown)."""
+        return self.total == self.expected_total if self.expected_total is not None else self.total > 0
+
+    @property
     def all_passed(self) -> bool:
         """Every expected assertion reported and passed, with no error."""
-        return self.error is None and self.total == self.expected_total and self.passed == self.total
+        return self.error is None and self.count_matches and self.passed == self.total
 
 
 @dataclass(frozen=True)
@@ -84,19 +97,27 @@ class TaskValidation:
 
     @property
     def problems(self) -> list[str]:
-        """Why the task is not valid (empty when it is)."""
+        """Why the task is not valid (empty when it is): one sentence per problem."""
         out = []
-        if self.oracle.error:
-            out.append(f"oracle: {self.oracle.error}")
-        elif not self.oracle.all_passed:
-            failed = ", ".join(self.oracle.failed_assertions) or "assertions missing from the report"
-            out.append(
-                f"oracle passes {self.oracle.passed}/{self.oracle.expected_total} assertions "
-                f"(failed: {failed})"
+        oracle, nop = self.oracle, self.nop
+        failed = ", ".join(oracle.failed_assertions)
+        if oracle.error:
+            out.append(f"oracle: {oracle.error}")
+        elif not oracle.count_matches:
+            where = (
+                f"where tests/ define {oracle.expected_total}"
+                if oracle.expected_total is not None
+                else "(tests/ could not be counted statically)"
             )
-        if self.nop.error:
-            out.append(f"do-nothing: {self.nop.error}")
-        elif self.nop.all_passed:
+            out.append(
+                f"oracle: the verifier reported {oracle.total} assertions {where}"
+                + (f" and {len(oracle.failed_assertions)} failed: {failed}" if failed else "")
+            )
+        elif not oracle.all_passed:
+            out.append(f"oracle passes {oracle.passed}/{oracle.total} assertions (failed: {failed})")
+        if nop.error:
+            out.append(f"do-nothing: {nop.error}")
+        elif nop.all_passed:
             out.append("weak verifier: a do-nothing agent passes every assertion")
         return out
 
@@ -104,6 +125,24 @@ class TaskValidation:
     def ok(self) -> bool:
         """The oracle passes everything and the do-nothing agent fails something."""
         return not self.problems
+
+
+@dataclass
+class SandboxLedger:
+    """Sandboxes a validation created and closed, to tell after an interruption whether all were reclaimed.
+
+    Attributes:
+        opened: sandboxes created by the factory.
+        closed: sandboxes whose ``close`` returned (processes killed, directories deleted).
+    """
+
+    opened: int = 0
+    closed: int = 0
+
+    @property
+    def open_now(self) -> int:
+        """Sandboxes created and not (yet) closed."""
+        return self.opened - self.closed
 
 
 @dataclass(frozen=True)
@@ -125,43 +164,80 @@ class PoolValidation:
         return all(t.ok for t in self.tasks)
 
 
+def _tail(text: str) -> str:
+    """The end of a script's output on one line (whitespace runs collapsed), at most ``_TAIL_CHARS``."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _TAIL_CHARS else "..." + flat[-_TAIL_CHARS:]
+
+
+def _said(output: str, who: str) -> str:
+    """``"; its last output: ..."`` or ``" and printed nothing"``: the end of a verdict sentence."""
+    tail = _tail(output)
+    return f"; {who} last output: {tail}" if tail else " and printed nothing"
+
+
+def _solve_failed(task: Task, solved: ExecResult) -> str:
+    """Why ``solution/solve.sh`` failed, in one sentence (deadline or exit status, then its output)."""
+    if solved.timed_out:
+        why = f"timed out after {format_seconds(task.agent_timeout_s)} s (agent.timeout_sec in task.toml)"
+    elif solved.exit_code is None:
+        why = "was killed"
+    else:
+        why = f"exited {solved.exit_code}"
+    return f"solution/solve.sh {why}" + _said(solved.stdout + solved.stderr, "its")
+
+
+def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None:
+    """Why the verifier gave no usable per-assertion report, in one sentence; None when it did."""
+    if run.error:
+        return run.error
+    if run.timed_out:
+        return (
+            f"verifier timed out after {format_seconds(task.verifier_timeout_s)} s "
+            f"(verifier.timeout_sec in task.toml)" + _said(run.stdout_tail, "test.sh's")
+        )
+    if report.fallback is None:
+        return None
+    exited = f"tests/test.sh exited {run.exit_code}" if run.exit_code is not None else "tests/test.sh ended"
+    if report.fallback is FallbackCause.MISSING:
+        what = "wrote no per-assertion report (ctrf.json or JUnit *.xml in /logs/verifier)"
+    else:
+        what = f"wrote a per-assertion report that cannot be used ({report.detail})"
+    return f"{exited} and {what}" + _said(run.stdout_tail, "its")
+
+
 async def _check(
-    task: Task, kind: str, sandbox_factory: Callable[[], Sandbox], work_dir: Path
+    task: Task, kind: str, sandbox_factory: Callable[[], Sandbox], work_dir: Path, ledger: SandboxLedger
 ) -> CheckResult:
     started = time.monotonic()
     out_dir = work_dir / task.id / kind
     run: VerifierRun | None = None
     error: str | None = None
     try:
-        async with sandbox_factory() as sandbox:
+        sandbox = sandbox_factory()
+        ledger.opened += 1
+        try:
             await sandbox.start(task.environment_dir, timeout_s=BUILD_TIMEOUT_S)
             if kind == "oracle":
                 await sandbox.upload(task.solution_dir, SOLUTION_DIR, timeout_s=60)
                 solved = await sandbox.exec(f"bash {SOLUTION_DIR}/solve.sh", timeout_s=task.agent_timeout_s)
                 if not solved.ok:
-                    why = "timed out" if solved.timed_out else f"exited {solved.exit_code}"
-                    error = f"solution/solve.sh {why}: {(solved.stdout + solved.stderr)[-800:].strip()}"
+                    error = _solve_failed(task, solved)
             if error is None:
                 run = await run_verifier(sandbox, task, timeout_s=task.verifier_timeout_s, out_dir=out_dir)
+        finally:  # also on cancellation (Ctrl-C): counted only once close has returned
+            await sandbox.close()
+            ledger.closed += 1
     except (SandboxError, OSError) as exc:  # infrastructure: recorded for this task, the pool goes on
         error = f"{type(exc).__name__}: {exc}"
     if error is None and run is not None:
         report: Report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
-        if run.error:
-            error = run.error
-        elif run.timed_out:
-            error = f"verifier timed out after {task.verifier_timeout_s:.0f} s"
-        elif report.fallback is not None:
-            error = (
-                f"no per-assertion report ({report.fallback}: {report.detail}); "
-                f"test.sh said: {run.stdout_tail[-500:]}"
-            )
         return CheckResult(
             kind=kind,
             passed=report.passed,
             total=report.total,
             expected_total=task.n_assertions,
-            error=error,
+            error=_verifier_failed(task, run, report),
             duration_s=time.monotonic() - started,
             failed_assertions=tuple(o.name for o in report.outcomes if o.status != "passed"),
         )
@@ -169,7 +245,11 @@ async def _check(
 
 
 async def validate_task(
-    task: Task, *, sandbox_factory: Callable[[], Sandbox], work_dir: Path
+    task: Task,
+    *,
+    sandbox_factory: Callable[[], Sandbox],
+    work_dir: Path,
+    ledger: SandboxLedger | None = None,
 ) -> TaskValidation:
     """Run the oracle check and the do-nothing check of one task, each in a fresh sandbox.
 
@@ -177,12 +257,14 @@ async def validate_task(
         task: the task.
         sandbox_factory: makes a fresh, unstarted sandbox.
         work_dir: host directory for the verifier outputs (``<work_dir>/<task>/{oracle,nop}/``).
+        ledger: counts the sandboxes created and closed (a fresh one when None).
 
     Returns:
         The ``TaskValidation``; infrastructure failures are recorded in it, not raised.
     """
-    oracle = await _check(task, "oracle", sandbox_factory, work_dir)
-    nop = await _check(task, "nop", sandbox_factory, work_dir)
+    ledger = ledger if ledger is not None else SandboxLedger()
+    oracle = await _check(task, "oracle", sandbox_factory, work_dir, ledger)
+    nop = await _check(task, "nop", sandbox_factory, work_dir, ledger)
     return TaskValidation(task_id=task.id, oracle=oracle, nop=nop)
 
 
@@ -193,6 +275,7 @@ async def validate_pool(
     concurrency: int = 2,
     work_dir: Path | None = None,
     on_task_done: Callable[[TaskValidation], None] | None = None,
+    ledger: SandboxLedger | None = None,
 ) -> PoolValidation:
     """Validate every task of ``pool`` (oracle passes all, do-nothing fails some), ``concurrency`` at once.
 
@@ -200,20 +283,35 @@ async def validate_pool(
         pool: the pool.
         sandbox_factory: makes a fresh, unstarted sandbox (one per check).
         concurrency: tasks validated at the same time (>= 1).
-        work_dir: where verifier outputs are kept (default: a temporary directory, deleted afterwards).
+        work_dir: where verifier outputs are kept (created if missing; default: a temporary directory,
+            deleted afterwards).
         on_task_done: called as each task finishes (progress display).
+        ledger: counts the sandboxes created and closed; pass one to learn, after a cancellation (Ctrl-C),
+            whether every sandbox was reclaimed (``ledger.open_now == 0``).
 
     Returns:
         The ``PoolValidation`` with tasks in pool order.
+
+    Raises:
+        ValueError: ``concurrency`` < 1, or ``work_dir`` is not a directory and cannot be created as one.
+        asyncio.CancelledError: when cancelled; every sandbox is closed before it propagates.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if work_dir is not None:
+        try:
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way: fail once here, not once per check
+            raise ValueError(
+                f"work_dir {work_dir}: not a directory and cannot be created as one: {exc}"
+            ) from exc
+    ledger = ledger if ledger is not None else SandboxLedger()
     started = time.monotonic()
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task: Task, root: Path) -> TaskValidation:
         async with gate:
-            result = await validate_task(task, sandbox_factory=sandbox_factory, work_dir=root)
+            result = await validate_task(task, sandbox_factory=sandbox_factory, work_dir=root, ledger=ledger)
         if on_task_done is not None:
             on_task_done(result)
         return result

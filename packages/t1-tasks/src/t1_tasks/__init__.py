@@ -25,7 +25,7 @@ same for every task. ``t1 tasks list`` shows the task.toml timeouts for informat
 """
 
 from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, load_pool
-from t1_tasks.task import Task, TaskError, count_assertions, load_task
+from t1_tasks.task import Task, TaskError, count_assertions, format_seconds, load_task
 
 __all__ = [
     "BUILTIN_POOLS",
@@ -35,6 +35,7 @@ __all__ = [
     "Task",
     "TaskError",
     "count_assertions",
+    "format_seconds",
     "load_pool",
     "load_task",
 ]

@@ -53,10 +53,12 @@ class PoolStatistics:
         n_tasks: number of tasks.
         categories: tasks per ``[metadata].category``.
         difficulties: tasks per ``[metadata].difficulty``.
-        assertions_total: sum of assertion counts.
+        assertions_total: sum of the assertion counts that are known statically.
         assertion_percentiles: assertion count at the 10th, 50th, 90th percentile and the max (linear
-            interpolation between order statistics, numpy's default); T1 §5.2 sets S = 20 near p90 of the
-            production pool.
+            interpolation between order statistics, numpy's default) over the tasks whose count is known; T1
+            §5.2 sets S = 20 near p90 of the production pool.
+        assertions_unknown: tasks whose assertion count is not known statically (``Task.n_assertions`` is
+            None: parametrized over a non-literal, fixture params, ...); left out of the two fields above.
     """
 
     n_tasks: int
@@ -64,6 +66,7 @@ class PoolStatistics:
     difficulties: dict[str, int]
     assertions_total: int
     assertion_percentiles: dict[str, float]
+    assertions_unknown: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,8 @@ class Pool:
         return order
 
     def statistics(self) -> PoolStatistics:
-        """Category mix, difficulty mix and assertion-count percentiles of the pool."""
-        counts = sorted(t.n_assertions for t in self.tasks)
+        """Category mix, difficulty mix and assertion-count percentiles of the pool (known counts only)."""
+        counts = sorted(t.n_assertions for t in self.tasks if t.n_assertions is not None)
         pct = (
             {"p10": _percentile(counts, 10), "p50": _percentile(counts, 50), "p90": _percentile(counts, 90)}
             | {"max": float(counts[-1])}
@@ -134,6 +137,7 @@ class Pool:
             difficulties=dict(sorted(Counter(t.difficulty for t in self.tasks).items())),
             assertions_total=sum(counts),
             assertion_percentiles=pct,
+            assertions_unknown=sum(t.n_assertions is None for t in self.tasks),
         )
 
 

@@ -5,13 +5,14 @@ Source: Harbor task format (``src/harbor/models/task/paths.py``, ``config.py``);
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Task", "TaskError", "load_task", "count_assertions"]
+from t1_tasks.assertions import count_test_items
+
+__all__ = ["Task", "TaskError", "load_task", "count_assertions", "format_seconds"]
 
 # Harbor's code default for the verifier is 600 s; the agent has no limit in code, the docs say 600 s.
 DEFAULT_AGENT_TIMEOUT_S = 600.0
@@ -25,8 +26,6 @@ REQUIRED_FILES = (
     "tests/test.sh",
     "solution/solve.sh",
 )
-
-_TEST_DEF = re.compile(r"^\s*(?:async\s+)?def\s+test_\w*\s*\(", re.MULTILINE)
 
 
 class TaskError(ValueError):
@@ -51,8 +50,11 @@ class Task:
         environment_dir: ``environment/`` (holds the Dockerfile and fixtures).
         tests_dir: ``tests/`` (``test.sh`` plus pytest files); held out from the agent.
         solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent.
-        n_assertions: number of ``def test_`` functions in ``tests/*.py`` (one assertion each; T1 §5.2's P
-            and T).
+        n_assertions: number of pytest test items in ``tests/*.py``, counted statically (one assertion each;
+            T1 §5.2's P and T): test functions and ``Test*`` class methods, times the cases of literal
+            ``@pytest.mark.parametrize`` decorators (``count_assertions``). None when it cannot be known
+            without running pytest (parametrize over a non-literal, fixture ``params``, ...): the verifier's
+            report then gives the count.
         config: the whole parsed ``task.toml``; ``[environment]`` (cpus, memory_mb, ...) is kept here and
             used by nothing: sandbox limits come from the recipe's ``sandbox`` section.
     """
@@ -67,7 +69,7 @@ class Task:
     environment_dir: Path
     tests_dir: Path
     solution_dir: Path
-    n_assertions: int
+    n_assertions: int | None
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -86,19 +88,48 @@ def _read_text(path: Path) -> str:
         raise TaskError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
 
 
-def count_assertions(tests_dir: Path) -> int:
-    """Count the test functions (``def test_...``) in every ``*.py`` file under ``tests_dir``.
+def count_assertions(tests_dir: Path) -> int | None:
+    """Count the assertions (pytest test items) that the ``*.py`` files under ``tests_dir`` define.
+
+    Counted statically with ``ast`` (nothing is imported): test functions (``def test*``) at module level
+    and test methods of ``Test*`` classes without ``__init__``, each multiplied by the number of cases of
+    every literal ``@pytest.mark.parametrize(...)`` on it or its class (stacked decorators multiply; a
+    ``pytest.param(...)`` entry is one case). ``conftest.py`` defines no tests. Details in
+    ``t1_tasks.assertions``.
 
     Args:
         tests_dir: a bundle's ``tests/`` directory.
 
     Returns:
-        The number of assertions; each test function is one assertion by the pool's convention.
+        The number of assertions (0 when no ``def test*`` function exists), or None when it cannot be known
+        statically (parametrize over a non-literal, a fixture with ``params``, ``pytest_generate_tests``,
+        ``unittest.TestCase``, ...); then the verifier's report is the only count.
 
     Raises:
-        TaskError: a test file is not UTF-8 or cannot be read (names it).
+        TaskError: a test file is not UTF-8, cannot be read or is not valid Python (names it and the line).
     """
-    return sum(len(_TEST_DEF.findall(_read_text(p))) for p in sorted(tests_dir.rglob("*.py")))
+    files = {str(p.relative_to(tests_dir)): _read_text(p) for p in sorted(tests_dir.rglob("*.py"))}
+    try:
+        return count_test_items(files)
+    except SyntaxError as exc:
+        where = f"{tests_dir / (exc.filename or '')}:{exc.lineno}"
+        raise TaskError(f"{where}: not valid Python: {exc.msg}") from exc
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for messages and tables, without its unit: ``600``, ``0.5``, ``2.25``, ``12.3``.
+
+    Whole numbers print without decimals, others with 3 significant digits (never rounded to ``0``).
+
+    Args:
+        seconds: the duration in seconds.
+
+    Returns:
+        The number as text; append `` s`` for the unit.
+    """
+    if float(seconds).is_integer() or abs(seconds) >= 100:
+        return f"{seconds:.0f}"
+    return f"{seconds:.3g}"
 
 
 def _number(table: dict[str, Any], key: str, default: float, where: str) -> float:
@@ -160,7 +191,8 @@ def load_task(path: str | Path) -> Task:
     n_assertions = count_assertions(root / "tests")
     if n_assertions == 0:
         raise TaskError(
-            f"{root / 'tests'}: no test functions (def test_...) found; the verifier grades nothing"
+            f"{root / 'tests'}: no test functions (def test_... at module level or in a Test* class) found; "
+            "the verifier grades nothing"
         )
     return Task(
         id=root.name,

@@ -7,17 +7,21 @@ validated and every broken bundle (bad ``task.toml``, missing ``instruction.md``
 
 Exit codes: 0 success; 1 a broken bundle (every verb) or, for ``validate``, a failing task (an oracle that
 does not pass every assertion, a weak verifier that a do-nothing agent satisfies, or an infrastructure
-failure); 2 invalid input (unknown builtin pool, a pool path that is not a readable directory, a pool with no
-bundles, bad arguments).
+failure) or a host that cannot run the local sandbox (no ``bwrap``, not root: said once, up front); 2 invalid
+input (unknown builtin pool, a pool path that is not a readable directory, a pool with no bundles, a
+``--keep`` that is not a directory, bad arguments); 130 ``validate`` interrupted by Ctrl-C (the checks in
+flight are cancelled and their sandboxes reclaimed first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -25,8 +29,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import EXIT_CHECK_FAILED, EXIT_OK, reported
-from t1_tasks import Pool, Task, TaskError, load_pool
+from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, err_console, reported
+from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
+
+if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
+    from t1_rollout.validate import CheckResult, SandboxLedger
 
 app = typer.Typer(help="List, summarise and validate task pools (Harbor task bundles).", no_args_is_help=True)
 
@@ -41,6 +48,11 @@ TASK_TOML_FOOTER = (
     "agent s, verifier s, cpus and memory MB are task.toml's values, shown for information: training applies "
     "the recipe's rollout.agent_deadline_s, rollout.verifier_deadline_s and sandbox limits to every task "
     "instead; only `t1 tasks validate` uses the task.toml timeouts, and nothing uses [environment]."
+)
+# Printed under `t1 tasks list` when some task's assertion count is not known statically.
+UNKNOWN_COUNT_FOOTER = (
+    "assertions ?: not known without running pytest (parametrize over a non-literal, fixture params, "
+    "pytest_generate_tests, ...); `t1 tasks validate` takes the count from the verifier's report."
 )
 
 
@@ -69,6 +81,46 @@ def _env_value(task: Task, key: str) -> str:
     return "-" if value is None else f"{value:g}" if isinstance(value, int | float) else str(value)
 
 
+def _count(n: int | None) -> str:
+    """An assertion count for display: ``?`` when it is not known statically."""
+    return "?" if n is None else str(n)
+
+
+def _keep_dir(keep: Path | None) -> Path | None:
+    """``--keep`` as a directory (created if missing).
+
+    Raises:
+        ValueError: it is a file, or a directory cannot be created there (exit 2, naming --keep).
+    """
+    if keep is None:
+        return None
+    if keep.exists() and not keep.is_dir():
+        raise ValueError(f"--keep {keep}: is a file, not a directory; give a directory (created if missing)")
+    try:
+        keep.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--keep {keep}: cannot create the directory: {exc.strerror or exc}") from exc
+    return keep
+
+
+def _sandbox_host_problems() -> list[str]:
+    """What this machine lacks to run local sandboxes (bubblewrap, root), one line each; empty when ready."""
+    from t1_rollout.sandbox._host import bwrap_path
+    from t1_rollout.sandbox.base import SandboxError
+
+    problems = []
+    try:
+        bwrap_path()
+    except SandboxError as exc:  # its message says how to install it
+        problems.append(str(exc))
+    if os.geteuid() != 0:
+        problems.append(
+            "the local sandbox must run as root (it gives each sandbox its own unprivileged host uid); "
+            "run `t1 tasks validate` as root, e.g. with sudo or in a container"
+        )
+    return problems
+
+
 @app.command("list")
 def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug = False) -> None:
     """One row per task: id, category, difficulty, assertions, task.toml timeouts and resources.
@@ -90,14 +142,16 @@ def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug
                 t.id,
                 t.category,
                 t.difficulty,
-                str(t.n_assertions),
-                f"{t.agent_timeout_s:.0f}",
-                f"{t.verifier_timeout_s:.0f}",
+                _count(t.n_assertions),
+                format_seconds(t.agent_timeout_s),
+                format_seconds(t.verifier_timeout_s),
                 _env_value(t, "cpus"),
                 _env_value(t, "memory_mb"),
             )
         out.print(table)
         out.print(escape(TASK_TOML_FOOTER), style="dim", soft_wrap=True)
+        if any(t.n_assertions is None for t in p.tasks):
+            out.print(escape(UNKNOWN_COUNT_FOOTER), style="dim", soft_wrap=True)
         _print_broken(out, p, "not listed")
         if p.broken:
             code = EXIT_CHECK_FAILED
@@ -117,7 +171,13 @@ def stats(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug = Fa
         p = _load(pool, limit)
         s = p.statistics()
         out = _console()
-        out.print(f"{p.source}: {s.n_tasks} tasks, {s.assertions_total} assertions")
+        unknown = (
+            f" (and {s.assertions_unknown} tasks whose count is known only when run: parametrized over a "
+            "non-literal, fixture params, ...)"
+            if s.assertions_unknown
+            else ""
+        )
+        out.print(f"{p.source}: {s.n_tasks} tasks, {s.assertions_total} assertions{unknown}", soft_wrap=True)
         table = Table(box=box.SIMPLE)
         table.add_column("category")
         table.add_column("tasks", justify="right")
@@ -147,30 +207,51 @@ def validate(
 ) -> None:
     """Run every reference solution (must pass every assertion) and a do-nothing agent (must not).
 
-    Each check runs in a fresh local sandbox (bubblewrap), with the task.toml's [agent] timeout_sec for the
-    solution and [verifier] timeout_sec for the verifier. Broken bundles are reported as failures next to
-    the validated tasks. Exit 0 when every bundle is valid, 1 otherwise.
+    Each check runs in a fresh local sandbox (bubblewrap, as root), with the task.toml's [agent] timeout_sec
+    for the solution and [verifier] timeout_sec for the verifier. Broken bundles are reported as failures
+    next to the validated tasks. A task whose assertion count is not known statically (shown as ``?`` by
+    ``list``) is checked against the count its verifier reports. Exit 0 when every bundle is valid, 1
+    otherwise (or when this machine cannot run local sandboxes, said once up front), 2 for a ``--keep`` that
+    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed).
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
+        from t1_rollout.sandbox.base import SandboxError
         from t1_rollout.sandbox.local import LocalSandbox
-        from t1_rollout.validate import TaskValidation, validate_pool
+        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool
 
+        keep = _keep_dir(keep)
         p = _load(pool, limit)
+        if p.tasks and (problems := _sandbox_host_problems()):
+            raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
         out = _console()
         _print_broken(out, p, "not validated")
         out.print(f"validating {len(p)} tasks of {p.source} in local sandboxes, {concurrency} at a time")
+        done: list[TaskValidation] = []
 
         def progress(r: TaskValidation) -> None:
+            done.append(r)
             mark = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
             out.print(f"  {mark} {r.task_id} ({r.oracle.duration_s + r.nop.duration_s:.1f} s)")
 
         started = time.monotonic()
-        result = asyncio.run(
-            validate_pool(
-                p, sandbox_factory=LocalSandbox, concurrency=concurrency, work_dir=keep, on_task_done=progress
+        ledger = SandboxLedger()
+        try:
+            result = asyncio.run(
+                validate_pool(
+                    p,
+                    sandbox_factory=LocalSandbox,
+                    concurrency=concurrency,
+                    work_dir=keep,
+                    on_task_done=progress,
+                    ledger=ledger,
+                )
             )
-        )
+        except KeyboardInterrupt:
+            # asyncio.run cancelled every check and awaited it: each sandbox's close has run (or failed).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line below
+            _report_interrupt(len(done), len(p), ledger)
+            raise SystemExit(EXIT_INTERRUPTED) from None
         table = Table(
             title=f"{p.source}: validation ({time.monotonic() - started:.1f} s wall)", box=box.SIMPLE
         )
@@ -178,10 +259,8 @@ def validate(
             table.add_column(col, no_wrap=col != "verdict", overflow="fold")
         rows = {}
         for r in result.tasks:
-            oracle = f"{r.oracle.passed}/{r.oracle.expected_total}" + (" (error)" if r.oracle.error else "")
-            nop = f"{r.nop.passed}/{r.nop.expected_total}" + (" (error)" if r.nop.error else "")
             verdict = "[green]ok[/]" if r.ok else "[red]" + escape("; ".join(r.problems)) + "[/]"
-            rows[r.task_id] = (r.task_id, oracle, nop, verdict)
+            rows[r.task_id] = (r.task_id, _score(r.oracle), _score(r.nop), verdict)
         for b in p.broken:
             rows[b.id] = (b.id, "-", "-", "[red]broken bundle (not validated): " + escape(b.message) + "[/]")
         for key in sorted(rows):  # stored order: bundles are sorted by directory name
@@ -197,3 +276,26 @@ def validate(
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
     if code:
         raise typer.Exit(code)
+
+
+def _score(check: CheckResult) -> str:
+    """``passed/expected`` (``passed/reported`` when the count is not known statically), then ``(error)``."""
+    total = check.expected_total if check.expected_total is not None else check.total
+    return f"{check.passed}/{total}" + (" (error)" if check.error else "")
+
+
+def _report_interrupt(n_done: int, n_tasks: int, ledger: SandboxLedger) -> None:
+    """One stderr line after Ctrl-C: how far validation got and whether every sandbox was reclaimed."""
+    if ledger.open_now == 0:
+        sandboxes = f"all {ledger.opened} sandboxes it started were reclaimed"
+    else:
+        sandboxes = (
+            f"{ledger.open_now} of {ledger.opened} sandboxes could not be confirmed reclaimed "
+            "(look for leftover t1-sbx-* directories in the temp directory)"
+        )
+    err_console.print(
+        f"[bold yellow]interrupted:[/] validation stopped after {n_done} of {n_tasks} tasks; "
+        f"the checks in flight were cancelled and {sandboxes}",
+        highlight=False,
+        soft_wrap=True,
+    )
