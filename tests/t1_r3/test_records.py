@@ -74,8 +74,11 @@ def test_check_refuses_expert_ids_outside_range():
     with pytest.raises(RoutingMismatchError, match=r"expert id 8 at \[row 2, layer 1, slot 0\]"):
         check_routing(bad, num_tokens=6, num_layers=3, top_k=2, num_experts=8)
     bad[2, 1, 0] = -1
-    with pytest.raises(RoutingMismatchError, match="outside"):
+    with pytest.raises(
+        RoutingMismatchError, match=r"expert id -1 at \[row 2, layer 1, slot 0\] is negative"
+    ) as info:
         check_routing(bad, num_tokens=6, num_layers=3, top_k=2, num_experts=8)
+    assert "more experts" not in str(info.value)  # a negative id says nothing about the expert count
 
 
 def test_check_refuses_all_zero_moe_layer():
@@ -97,3 +100,47 @@ def test_pad_rows_are_distinct_and_not_constant():
     assert pad.shape == (4, 3, 2) and pad.dtype == np.int32
     assert all(len(set(r)) == 2 for r in pad.reshape(-1, 2).tolist())
     assert len(np.unique(pad)) == 8  # spread over all experts, not one hot expert
+
+
+@pytest.mark.parametrize("start_len", [-1, -5])
+def test_check_refuses_a_negative_start_len(start_len):
+    """Issue: start_len -1 was accepted (rows = T - 1 - (-1) = T matched a record one row too long)."""
+    record = _good(6)  # 6 rows = 6 tokens - 1 - (-1): the old arithmetic accepted it
+    with pytest.raises(ValueError, match="start_len = .* is negative"):
+        check_routing(record, num_tokens=6, num_layers=3, top_k=2, num_experts=8, start_len=start_len)
+
+
+def test_check_refuses_start_len_beyond_the_tokens():
+    with pytest.raises(ValueError, match="start_len = 6 is beyond"):
+        check_routing(_good(0), num_tokens=6, num_layers=3, top_k=2, num_experts=8, start_len=6)
+
+
+@pytest.mark.parametrize(("layers", "k"), [(-1, 8), (48, 0), (0, 8), (48, -8)])
+def test_bytes_per_token_refuses_non_positive_shapes(layers, k):
+    """Issue: bytes_per_token(-1, 8) returned -32 bytes."""
+    with pytest.raises(ValueError, match="num_layers|top_k"):
+        bytes_per_token(layers, k)
+
+
+def test_float_routing_is_refused_not_truncated():
+    """Issue: a float record (2.7) was silently encoded as expert 2."""
+    record = _good(5).astype(np.float64) + 0.7
+    with pytest.raises(RoutingMismatchError, match="not an integer type.*truncate"):
+        encode_routed_experts(record)
+    with pytest.raises(RoutingMismatchError, match="not an integer type"):
+        check_routing(record, num_tokens=6, num_layers=3, top_k=2, num_experts=8)
+    with pytest.raises(RoutingMismatchError, match="not an integer type"):
+        encode_routed_experts(np.ones((1, 1, 2), dtype=bool))
+
+
+def test_integer_routing_of_any_width_still_encodes():
+    """int64 expert ids (torch's default index dtype) encode to the same int32 wire bytes."""
+    record = _good(5)
+    assert encode_routed_experts(record.astype(np.int64)) == encode_routed_experts(record.astype(np.int32))
+
+
+@pytest.mark.parametrize("kwargs", [{"num_rows": -1}, {"num_layers": 0}, {"top_k": 0}, {"num_experts": 0}])
+def test_pad_rows_refuses_bad_shapes(kwargs):
+    args = {"num_rows": 1, "num_layers": 2, "top_k": 2, "num_experts": 4, **kwargs}
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        pad_rows(args.pop("num_rows"), **args)

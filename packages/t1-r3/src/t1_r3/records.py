@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import numbers
 
 import numpy as np
 
@@ -35,8 +36,34 @@ class RoutingMismatchError(Exception):
     """
 
 
+def _positive_int(name: str, value: object) -> int:
+    """``value`` as an int >= 1, or ValueError naming ``name``."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _integer_ids(routing: np.ndarray) -> None:
+    """Refuse a record whose dtype is not an integer type (a float 2.7 would silently become expert 2).
+
+    Raises:
+        RoutingMismatchError: naming the dtype.
+    """
+    if not np.issubdtype(routing.dtype, np.integer):
+        raise RoutingMismatchError(
+            f"routing dtype {routing.dtype} is not an integer type: expert ids are integers, and converting "
+            "would silently truncate (2.7 -> 2); pass the record as an integer array (int32 on the wire)"
+        )
+
+
 def bytes_per_token(num_layers: int, top_k: int) -> int:
-    """Bytes of routing record per token: ``L * k * 4`` (int32); 1,536 B for (L, k) = (48, 8) (T1 §4.2)."""
+    """Bytes of routing record per token: ``L * k * 4`` (int32); 1,536 B for (L, k) = (48, 8) (T1 §4.2).
+
+    Raises:
+        ValueError: ``num_layers`` or ``top_k`` is not an integer >= 1.
+    """
+    num_layers = _positive_int("num_layers", num_layers)
+    top_k = _positive_int("top_k", top_k)
     return num_layers * top_k * _WIRE_DTYPE.itemsize
 
 
@@ -81,11 +108,13 @@ def encode_routed_experts(routing: np.ndarray) -> str:
     """Encodes an int ``[rows, L, k]`` array as SGLang does: base64 of little-endian int32 (ASCII str).
 
     Raises:
-        RoutingMismatchError: the array is not 3-D, or holds values outside int32.
+        RoutingMismatchError: the array is not 3-D, its dtype is not an integer type (floats would be
+            truncated), or it holds values outside int32.
     """
     routing = np.asarray(routing)
     if routing.ndim != 3:
         raise RoutingMismatchError(f"routing must be [rows, L, k]; got shape {routing.shape}")
+    _integer_ids(routing)
     if routing.size and (routing.min() < np.iinfo(np.int32).min or routing.max() > np.iinfo(np.int32).max):
         raise RoutingMismatchError("routing holds values outside int32")
     return base64.b64encode(np.ascontiguousarray(routing, dtype=_WIRE_DTYPE).tobytes()).decode("ascii")
@@ -117,8 +146,29 @@ def check_routing(
         start_len: first row covered (SGLang ``routed_experts_start_len``); 0 = the whole sequence.
 
     Raises:
+        ValueError: ``num_tokens``, ``num_layers``, ``top_k`` or ``num_experts`` below 1, or ``start_len``
+            outside ``[0, num_tokens - 1]`` (bad arguments, not a bad record), naming the argument.
         RoutingMismatchError: naming the first check that failed, with the numbers.
     """
+    for name, value in (
+        ("num_tokens", num_tokens),
+        ("num_layers", num_layers),
+        ("top_k", top_k),
+        ("num_experts", num_experts),
+    ):
+        _positive_int(name, value)
+    if not isinstance(start_len, numbers.Integral) or isinstance(start_len, bool):
+        raise ValueError(f"start_len must be an integer, got {start_len!r}")
+    if start_len < 0:
+        raise ValueError(
+            f"start_len = {start_len} is negative; it is the first position the rows cover (0 = the whole "
+            "sequence)"
+        )
+    if start_len > num_tokens - 1:
+        raise ValueError(
+            f"start_len = {start_len} is beyond the last routed position of {num_tokens} tokens "
+            f"(at most num_tokens - 1 = {num_tokens - 1})"
+        )
     routing = np.asarray(routing)
     if routing.ndim != 3 or routing.shape[1:] != (num_layers, top_k):
         raise RoutingMismatchError(
@@ -126,8 +176,7 @@ def check_routing(
             "the record comes from a "
             "model with another layer count or top-k"
         )
-    if not np.issubdtype(routing.dtype, np.integer):
-        raise RoutingMismatchError(f"routing dtype {routing.dtype} is not an integer type")
+    _integer_ids(routing)
     expected_rows = num_tokens - 1 - start_len
     if routing.shape[0] != expected_rows:
         raise RoutingMismatchError(
@@ -139,12 +188,17 @@ def check_routing(
     if routing.size == 0:
         return
     lo, hi = int(routing.min()), int(routing.max())
-    if lo < 0 or hi >= num_experts:
-        bad = np.argwhere((routing < 0) | (routing >= num_experts))[0]
+    if lo < 0:
+        bad = np.argwhere(routing < 0)[0]
+        raise RoutingMismatchError(
+            f"expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] is "
+            f"negative; expert ids are indices in [0, {num_experts}) (a corrupt or mis-decoded record)"
+        )
+    if hi >= num_experts:
+        bad = np.argwhere(routing >= num_experts)[0]
         raise RoutingMismatchError(
             f"expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
-            "is outside "
-            f"[0, {num_experts}); the record belongs to a model with more experts"
+            f"is outside [0, {num_experts}); the record belongs to a model with more experts"
         )
     if top_k > 1:
         zero_layers = np.flatnonzero(~routing.any(axis=(0, 2)))
@@ -174,8 +228,13 @@ def pad_rows(num_rows: int, *, num_layers: int, top_k: int, num_experts: int, of
         int32 ``[num_rows, L, k]``.
 
     Raises:
-        ValueError: ``top_k > num_experts`` (distinct experts impossible).
+        ValueError: ``num_rows`` < 0; ``num_layers``, ``top_k`` or ``num_experts`` < 1; ``top_k >
+            num_experts`` (distinct experts impossible).
     """
+    if not isinstance(num_rows, numbers.Integral) or isinstance(num_rows, bool) or num_rows < 0:
+        raise ValueError(f"num_rows must be an integer >= 0, got {num_rows!r}")
+    for name, value in (("num_layers", num_layers), ("top_k", top_k), ("num_experts", num_experts)):
+        _positive_int(name, value)
     if top_k > num_experts:
         raise ValueError(f"top_k={top_k} > num_experts={num_experts}")
     cell = offset + np.arange(num_rows * num_layers, dtype=np.int64).reshape(num_rows, num_layers, 1)
