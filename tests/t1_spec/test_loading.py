@@ -281,3 +281,19 @@ def test_a_yaml_error_in_the_file_is_one_line_with_its_line_and_column(tmp_path)
         load_recipe(bad)
     assert "cannot start any token" in str(info.value) and "line 4, column 1" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
+    lines = ["schema: t1/v1", "name: bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for prev, cur in zip("abcdefg", "bcdefgh", strict=True):
+        lines.append(f"{cur}: &{cur} [{', '.join([f'*{prev}'] * 10)}]")  # 10**8 values once expanded
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecipeError, match="expands to .* values through anchors and aliases"):
+        load_recipe(bomb)
+
+
+@pytest.mark.parametrize("override", ["ppo=3", "ppo=[1]", "ppo=null"])
+def test_a_section_replaced_by_a_scalar_is_named_itself(override):
+    with pytest.raises(RecipeError, match=r"ppo: a section is a mapping of fields"):
+        load_recipe(RECIPES / "tiny-cpu.yaml", [override])

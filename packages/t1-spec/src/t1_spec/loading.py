@@ -56,6 +56,10 @@ POLYMORPHIC_SECTIONS: dict[tuple[str, ...], str] = {
 changes."""
 
 _DISCRIMINATORS = frozenset(POLYMORPHIC_SECTIONS.values())
+# the recipe's sections (mappings); the other top-level keys are scalars
+_SECTIONS = tuple(
+    name for name in Recipe.model_fields if name not in ("schema_", "name", "description", "seed")
+)
 
 
 def merge_recipe_dicts(base: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,6 +142,18 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise RecipeError(
             path, [Problem("", "a recipe must be a YAML mapping of sections (model:, pool:, ...)")]
         )
+    size = _expanded_size(data, {})
+    if size > MAX_RECIPE_VALUES:
+        raise RecipeError(
+            path,
+            [
+                Problem(
+                    "",
+                    f"the YAML expands to {size:,} values through anchors and aliases (at most "
+                    f"{MAX_RECIPE_VALUES:,}); a recipe holds a few hundred: remove the nested aliases",
+                )
+            ],
+        )
     if "schema" not in data:
         raise RecipeError(
             path, [Problem("schema", f"missing `schema:`; add `schema: {SCHEMA_VERSION}` as the first key")]
@@ -145,6 +161,29 @@ def _read_file(path: Path) -> dict[str, Any]:
     if data["schema"] != SCHEMA_VERSION:
         raise RecipeError(path, [Problem("schema", unknown_schema_message(data["schema"]))])
     return data
+
+
+MAX_RECIPE_VALUES = 100_000
+"""Most values a recipe may expand to, an alias counted each time it is used (guards against alias bombs)."""
+
+
+def _expanded_size(node: Any, memo: dict[int, int]) -> int:
+    """Values in ``node`` once every alias is expanded, computed without expanding.
+
+    PyYAML shares aliased objects, so each is measured once; the count stops growing past the cap.
+    """
+    if not isinstance(node, dict | list):
+        return 1
+    if id(node) in memo:
+        return memo[id(node)]
+    children = node.values() if isinstance(node, dict) else node
+    total = 1
+    for child in children:
+        total += _expanded_size(child, memo)
+        if total > MAX_RECIPE_VALUES:
+            break
+    memo[id(node)] = total
+    return total
 
 
 def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
@@ -244,13 +283,26 @@ def resolve_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str,
         tree = merge_recipe_dicts(tree, _overrides_tree(path, overrides))
     if tree.get("schema") != SCHEMA_VERSION:
         raise RecipeError(path, [Problem("schema", unknown_schema_message(tree.get("schema")))])
+    # a section set to a scalar (`ppo=3`) would otherwise surface as an interpolation error elsewhere
+    for section in _SECTIONS:
+        if section in tree and not isinstance(tree[section], dict):
+            raise RecipeError(
+                path,
+                [
+                    Problem(
+                        section,
+                        f"a section is a mapping of fields, got {tree[section]!r}; "
+                        f"set one field instead, e.g. {section}.<field>=<value>",
+                    )
+                ],
+            )
     try:
         resolved = OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or ""
-        raise RecipeError(
-            path, [Problem(str(key), f"interpolation failed: {exc.msg if hasattr(exc, 'msg') else exc}")]
-        ) from None
+        text = str(getattr(exc, "msg", None) or exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__  # OmegaConf appends key/type lines
+        raise RecipeError(path, [Problem(str(key), f"interpolation failed: {first}")]) from None
     assert isinstance(resolved, dict)
     return resolved
 

@@ -32,8 +32,8 @@ class LocalSandbox(Spec):
 
     disk_mb: int = Field(default=512, ge=1)
     """Largest single file a sandbox process may write (MiB, ``RLIMIT_FSIZE``). At least 1 MiB. The local
-    sandbox does not cap the total size of its scratch directory yet: many files under the limit can still fill
-    the host disk (the directory is removed when the trial ends)."""
+    sandbox does not cap the total size of its scratch directory yet: many files under the limit can still
+    fill the host disk (the directory is removed when the trial ends)."""
 
     network: bool = False
     """Allow network access from inside the sandbox; off so tasks cannot reach out."""
