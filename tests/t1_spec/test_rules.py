@@ -292,11 +292,13 @@ def test_rules_markdown_lists_every_rule() -> None:
     assert all(f"`{r.id}`" in text for r in (*RULES, *ADVISORIES))
 
 
-def test_reward_scale_must_be_positive(tiny_path, problems_of) -> None:
-    # S > 0 (T1 §5.2): r = P / S.
+def test_reward_scale_must_be_a_positive_count(tiny_path, problems_of) -> None:
+    # S is a count of assertions, at least 1 (T1 §5.2): r = P / S.
     probs = problems_of(tiny_path, "reward.scale=0")
     assert [p.field for p in probs] == ["reward.scale"]
-    assert "greater than 0" in probs[0].message
+    assert "greater than or equal to 1" in probs[0].message
+    probs = problems_of(tiny_path, "reward.scale=17.5")
+    assert [p.field for p in probs] == ["reward.scale"] and "integer" in probs[0].message
 
 
 def test_r3_off_admits_kl_and_load_balancing(tiny_path) -> None:

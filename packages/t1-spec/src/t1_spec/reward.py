@@ -15,7 +15,7 @@ class DenseReward(Spec):
     kind: Literal["dense"] = "dense"
     """Discriminator: the dense per-assertion reward, the paper's default."""
 
-    scale: float = Field(default=20.0, gt=0)
+    scale: int = Field(default=20, ge=1)
     """S: fixed global scale (assertions). 20, near the 90th percentile of assertion counts in T1-15k (median
     4, max about 35), never changed during a run so the critic's target stays comparable across steps
     (T1 §5.2)."""

@@ -190,6 +190,8 @@ def rollout_metrics(batch: BatchResult) -> dict[str, Any]:
         "assertions_passed_mean": statistics.fmean(passed) if passed else None,
         "assertions_total_mean": statistics.fmean(total) if total else None,
         "fallbacks": dict(fallbacks),
+        # verifier reports that listed an assertion more than once (folded to one, never counted twice)
+        "report_duplicates": sum(getattr(r.reward, "duplicates", 0) for r in admitted if r.reward),
         "parse_failure_rate": parse_fail / sum(n_turns) if sum(n_turns) else None,
         "turns_mean": statistics.fmean(n_turns) if n_turns else None,
         "tokens_mean": statistics.fmean(len(s.token_ids) for s in samples) if samples else None,
