@@ -166,3 +166,162 @@ def test_validate_runs_the_good_tasks_and_reports_the_broken_next_to_them(tmp_pa
     assert all("broken bundle" in rows[task_id] for task_id in BROKEN)
     assert "3 of 4 tasks failed validation: b-bad-toml, c-no-test-sh, d-no-instruction" in result.stdout
     assert result.stderr == ""
+
+
+# ------------------------------------------------------------ assertion counts, verdict texts, host, Ctrl-C
+
+PARAMETRIZED = """
+    import pytest
+    from pathlib import Path
+
+    @pytest.mark.parametrize("line", [0, 1, 2])
+    def test_lines(line):
+        assert Path("/app/out.txt").read_text().splitlines()[line] == "hello"
+
+    class TestFile:
+        def test_exists(self):
+            assert Path("/app/out.txt").is_file()
+"""
+NON_LITERAL = """
+    import pytest
+
+    CASES = ["a", "b"]
+
+    @pytest.mark.parametrize("c", CASES)
+    def test_c(c):
+        assert c
+"""
+
+
+def _parametrized_pool(root: Path) -> Path:
+    _task(root, "a-parametrized", PARAMETRIZED)
+    solve = root / "a-parametrized" / "solution" / "solve.sh"
+    solve.write_text("printf 'hello\\nhello\\nhello\\n' > /app/out.txt\n")
+    toml = root / "a-parametrized" / "task.toml"
+    toml.write_text(toml.read_text() + "[verifier]\ntimeout_sec = 0.5\n[agent]\ntimeout_sec = 90\n")
+    _task(root, "b-non-literal", NON_LITERAL)
+    return root
+
+
+def _row(output: str, task_id: str) -> list[str]:
+    return next(line.split() for line in output.splitlines() if line.split()[:1] == [task_id])
+
+
+def test_list_counts_parametrize_cases_and_class_methods_and_marks_unknown_counts(tmp_path):
+    result = runner.invoke(app, ["tasks", "list", str(_parametrized_pool(tmp_path))])
+    assert result.exit_code == 0, result.output
+    # id, category, difficulty, assertions, agent s, verifier s, cpus, memory MB
+    assert _row(result.stdout, "a-parametrized")[3:6] == ["4", "90", "0.5"]  # 3 cases + 1 method; not "0" s
+    assert _row(result.stdout, "b-non-literal")[3] == "?"
+    assert "assertions ?: not known without running pytest" in " ".join(result.stdout.split())
+
+
+def test_stats_leaves_unknown_counts_out_and_says_how_many(tmp_path):
+    result = runner.invoke(app, ["tasks", "stats", str(_parametrized_pool(tmp_path))])
+    assert result.exit_code == 0, result.output
+    assert "2 tasks, 4 assertions (and 1 tasks whose count is known only when run" in result.stdout
+
+
+@pytest.mark.parametrize("keep", ["file", "file/below"])
+def test_validate_keep_that_is_not_a_directory_is_refused_up_front_with_exit_2(tmp_path, keep):
+    (tmp_path / "file").write_text("not a directory")
+    result = runner.invoke(app, ["tasks", "validate", "--keep", str(tmp_path / keep)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("--keep") == 1 and "error:" in result.stderr
+    assert "validating" not in result.stdout  # refused before any task ran
+
+
+def test_validate_keep_creates_a_missing_directory(tmp_path):
+    # the pool is absent (exit 2 after --keep was checked): no sandbox is needed to see the directory made
+    keep = tmp_path / "a" / "b"
+    result = runner.invoke(app, ["tasks", "validate", str(tmp_path / "absent"), "--keep", str(keep)])
+    assert result.exit_code == 2 and "not a directory" in result.stderr and "--keep" not in result.stderr
+    assert keep.is_dir()
+
+
+def test_validate_without_bwrap_says_once_how_to_install_it(tmp_path, monkeypatch):
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name))
+    result = runner.invoke(app, ["tasks", "validate"])
+    assert result.exit_code == 1, result.output
+    assert result.output.count("apt-get install bubblewrap") == 1
+    assert "validating" not in result.stdout and "FAIL" not in result.stdout
+
+
+def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_reclaimed(tmp_path, monkeypatch):
+    import asyncio
+    import signal
+
+    import t1_rollout.sandbox.local
+    from t1 import cli_tasks
+    from t1_rollout.sandbox.base import Sandbox
+
+    made: list = []
+
+    class CtrlCSandbox(Sandbox):
+        """Presses Ctrl-C (SIGINT to this process) while its solution runs."""
+
+        def __init__(self):
+            self.closed = False
+            made.append(self)
+
+        async def start(self, environment_dir, *, timeout_s):
+            pass
+
+        async def upload(self, local, remote, *, timeout_s=60):
+            pass
+
+        async def exec(self, command, *, timeout_s, cwd=None, env=None, cpu_time_s=None):
+            if len(made) == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.sleep(60)
+
+        async def download(self, remote, local, *, timeout_s=60):
+            pass
+
+        async def open_shell(self):
+            raise NotImplementedError
+
+        async def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(cli_tasks, "_sandbox_host_problems", lambda: [])
+    monkeypatch.setattr(t1_rollout.sandbox.local, "LocalSandbox", CtrlCSandbox)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        result = runner.invoke(app, ["tasks", "validate", "-j", "2"])
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert result.exit_code == 130, result.output
+    assert len(made) == 2 and all(s.closed for s in made)
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        "interrupted: validation stopped after 0 of 9 tasks; the checks in flight were cancelled and all 2 "
+        "sandboxes it started were reclaimed"
+    )
+
+
+@needs_bwrap
+def test_validate_passes_a_parametrized_task_and_trusts_the_report_for_an_unknown_count(tmp_path):
+    root = _parametrized_pool(tmp_path)
+    toml = root / "a-parametrized" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 0.5", "timeout_sec = 60"))
+    result = runner.invoke(app, ["tasks", "validate", str(root)])
+    # b-non-literal's verifier passes whatever the agent does: weak, judged on the 2 cases it reported
+    assert result.exit_code == 1, result.output
+    a, b = _row(result.stdout, "a-parametrized"), _row(result.stdout, "b-non-literal")
+    assert a[1:4] == ["4/4", "0/4", "ok"], a
+    assert b[1:3] == ["2/2", "2/2"] and "weak verifier" in " ".join(b), b
+
+
+@needs_bwrap
+def test_validate_verifier_timeout_of_half_a_second_is_printed_as_such(tmp_path):
+    root = tmp_path / "pool"
+    _task(root, "slow", "import time\n\ndef test_slow():\n    time.sleep(5)\n")
+    toml = root / "slow" / "task.toml"
+    toml.write_text(toml.read_text() + "[verifier]\ntimeout_sec = 0.5\n")
+    result = runner.invoke(app, ["tasks", "validate", str(root)])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.stdout.split())
+    assert "verifier timed out after 0.5 s (verifier.timeout_sec in task.toml)" in text
+    assert "after 0 s" not in text

@@ -171,9 +171,9 @@ def _tail(text: str) -> str:
 
 
 def _said(output: str, who: str) -> str:
-    """``"; its last output: ..."`` or ``" and printed nothing"``: the end of a verdict sentence."""
+    """``"; its last output: ..."`` or ``"; it printed nothing"``: the end of a verdict sentence."""
     tail = _tail(output)
-    return f"; {who} last output: {tail}" if tail else " and printed nothing"
+    return f"; {who} last output: {tail}" if tail else "; it printed nothing"
 
 
 def _solve_failed(task: Task, solved: ExecResult) -> str:
