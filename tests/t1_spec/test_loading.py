@@ -297,3 +297,11 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
 def test_a_section_replaced_by_a_scalar_is_named_itself(override):
     with pytest.raises(RecipeError, match=r"ppo: a section is a mapping of fields"):
         load_recipe(RECIPES / "tiny-cpu.yaml", [override])
+
+
+def test_an_override_without_a_value_is_refused_not_read_as_null():
+    with pytest.raises(
+        RecipeError, match=r"ppo.steps: override 'ppo.steps=' has no value; write ppo.steps=null"
+    ):
+        load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.steps="])
+    assert load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.steps=null"]).ppo.steps is None

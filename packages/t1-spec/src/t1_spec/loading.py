@@ -232,6 +232,19 @@ def _overrides_tree(path: Path, overrides: Sequence[str]) -> dict[str, Any]:
             raise RecipeError(
                 path, [Problem("", f"override {item!r} is not key=value (e.g. ppo.batch_size=2)")]
             )
+    for item in overrides:
+        key, value = item.split("=", 1)
+        if not value.strip():
+            # YAML reads an empty value as null, which silently means "default" for many fields
+            raise RecipeError(
+                path,
+                [
+                    Problem(
+                        key.strip(),
+                        f"override {item!r} has no value; write {key.strip()}=null to unset the field",
+                    )
+                ],
+            )
     # each value is parsed as YAML: name the override at fault, in one line (PyYAML's errors span several)
     for item in overrides:
         try:
