@@ -305,3 +305,10 @@ def test_an_override_without_a_value_is_refused_not_read_as_null():
     ):
         load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.steps="])
     assert load_recipe(RECIPES / "tiny-cpu.yaml", ["ppo.steps=null"]).ppo.steps is None
+
+
+@pytest.mark.parametrize("override", ["ppo.steps=true", "seed=false", "rollout.max_turns=true"])
+def test_a_boolean_where_a_number_belongs_is_refused_not_read_as_1(override):
+    field = override.split("=")[0]
+    with pytest.raises(RecipeError, match=rf"{field}: expected a number, got a boolean"):
+        load_recipe(RECIPES / "tiny-cpu.yaml", [override])

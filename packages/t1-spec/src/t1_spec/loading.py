@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -392,9 +392,29 @@ def validate_recipe(data: Mapping[str, Any], path: str | Path | None = None) -> 
     if data.get("schema") != SCHEMA_VERSION:
         raise RecipeError(path, [Problem("schema", unknown_schema_message(data.get("schema")))])
     try:
-        return Recipe.model_validate(data)
+        recipe = Recipe.model_validate(data)
     except ValidationError as exc:
         raise RecipeError(path, _problems(exc, data)) from None
+    coerced = list(_bools_read_as_numbers(data, recipe, ()))
+    if coerced:
+        raise RecipeError(
+            path,
+            [Problem(f, "expected a number, got a boolean (true/false)", "bool_as_number") for f in coerced],
+        )
+    return recipe
+
+
+def _bools_read_as_numbers(node: Any, value: Any, at: tuple[str, ...]) -> Iterator[str]:
+    """Dotted fields where the YAML held true/false and the spec took it as a number (pydantic's lax mode)."""
+    if isinstance(node, Mapping):
+        for key, child in node.items():
+            sub = value.get(key) if isinstance(value, Mapping) else getattr(value, str(key), None)
+            yield from _bools_read_as_numbers(child, sub, (*at, str(key)))
+    elif isinstance(node, list) and isinstance(value, list | tuple):
+        for i, (child, sub) in enumerate(zip(node, value, strict=False)):
+            yield from _bools_read_as_numbers(child, sub, (*at, str(i)))
+    elif isinstance(node, bool) and isinstance(value, int | float) and not isinstance(value, bool):
+        yield ".".join(at)
 
 
 def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
