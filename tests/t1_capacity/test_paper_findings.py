@@ -188,3 +188,20 @@ def test_without_critic_only_the_actor_counts_when_co_resident():
     verdict = check_plan(PAPER_MODEL, plan, PAPER_CONSTANTS)
     assert verdict.critic is None
     assert verdict.coresident_gib == pytest.approx(verdict.actor.total_gib)
+
+
+def test_alpha_interval_that_reproduces_both_findings_ends_where_the_docs_say():
+    """docs/concepts/capacity.md: the two cp findings hold for alpha in about [53.6k, 82.8k] B at b0 = 3 GiB.
+
+    Upper end from first principles: at cp 2 the actor's last stage holds 36 / 4 = 9 recurrent layers, so the
+    recurrent term alpha * T * 9 / 2 overtakes the logit buffer T * |V| * 6 / (tp 2 * cp 2) at
+    alpha = |V| * 6 / 4 * 2 / 9 = 82,773.3 B.
+    """
+    upper = VOCAB * 6 / 4 * 2 / 9
+    assert upper == pytest.approx(82_773.3, abs=0.1)
+    below, above = CapacityConstants(alpha=upper - 50), CapacityConstants(alpha=upper + 50)
+    assert check_plan(PAPER_MODEL, PROD_CP2, below).actor.binding.name == "logit_buffer"
+    assert check_plan(PAPER_MODEL, PROD_CP2, above).actor.binding.name == "recurrent_activations"
+    # Lower end: below ~53.6k B the cp 2 plan would fit M, contradicting T1 §7.1.
+    assert check_plan(PAPER_MODEL, PROD_CP2, CapacityConstants(alpha=53_400.0)).fits
+    assert not check_plan(PAPER_MODEL, PROD_CP2, CapacityConstants(alpha=53_800.0)).fits

@@ -191,3 +191,17 @@ def test_activation_recomputation_replays_the_same_routing(make_model, ids):
         assert len(calls) == (2 if checkpointing else 1)  # the router really ran again in backward
         grads.append(moe_routers(model)[0].weight.grad.clone())
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+def test_replaying_a_live_record_selects_the_same_experts_and_logprobs_to_float_rounding(model, ids):
+    """docs/concepts/r3.md: selection identical; numerics equal to float32 rounding (~1e-7), not bitwise."""
+    with capture_routing(model) as rec, torch.no_grad():
+        live = model(ids).logits
+    routing = rec.rows()[: ids.shape[1] - 1]
+    with capture_routing(model) as again, replay_routing(model, routing), torch.no_grad():
+        replayed = model(ids).logits
+    assert np.array_equal(again.rows()[: ids.shape[1] - 1], routing)  # the recorded selection is what ran
+    targets = ids[0, 1:, None]
+    lp_live = torch.log_softmax(live[0, :-1].double(), -1).gather(-1, targets)
+    lp_replay = torch.log_softmax(replayed[0, :-1].double(), -1).gather(-1, targets)
+    assert float((lp_live - lp_replay).abs().max()) < 1e-6

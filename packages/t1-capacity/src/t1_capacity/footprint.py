@@ -69,7 +69,7 @@ class CapacityConstants:
             measured alpha without printing it (T1 §7.1); for its production plan (tp 2, pp 4, dp 2, 84k wall)
             Eq. 21 reproduces both findings (cp 2 exceeds M with the logit buffer binding, cp 4 fits) for
             alpha
-            in about [54.6k, 82.2k] B at b0 = 3 GiB, and 22 h sits near the middle. Calibrate it with
+            in about [53.6k, 82.8k] B at b0 = 3 GiB, and 22 h sits near the middle. Calibrate it with
             ``t1 plan calibrate`` (``t1_capacity.calibrate``).
         b0_gib: allocator residue, GiB: fragmentation, NCCL and kernel workspaces. T1 §7.1 says "a few
             percent of
