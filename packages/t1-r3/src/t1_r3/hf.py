@@ -8,8 +8,9 @@ router_indices [N, k])``: softmax over all E logits, top-k, weights renormalised
 * Replay (the trainer's side) replaces the selection with the record and recomputes the weights from the live
   logits restricted to the recorded experts, T1 §4.2:
   ``g_e = exp(s_e) / sum_{e' in I^r} exp(s_e')`` for ``e in I^r``, so the router still receives gradients.
-  When the record equals the live top-k, the replayed weights are bit-identical to the live ones (same ops in
-  the same order).
+  When the record equals the live top-k, a router given the same input returns bit-identical weights (same ops
+  in the same order), but the whole forward agrees only to float32 rounding (~1e-7 in logits and log-probs):
+  the padded last row changes which tokens each expert's matmul groups, so later routers' inputs differ.
 
 Replay is keyed by layer, not by a FIFO cursor: every forward inside the context covers the same sequence, so
 an old-log-prob pass, the training pass and activation recomputation in backward all see the same record.
