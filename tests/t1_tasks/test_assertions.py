@@ -1,4 +1,4 @@
-"""Static assertion counts agree with what pytest itself collects (the verifier's report has one entry each)."""
+"""Static assertion counts agree with what pytest itself collects (the verifier reports one entry each)."""
 
 import re
 import subprocess
@@ -195,7 +195,8 @@ def pytest_collected(tmp_path_factory) -> dict[str, int]:
     for case, files in KNOWN.items():
         _write(root / case, files)
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio", "--import-mode=importlib"]
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--import-mode=importlib"]
+        + ["-p", "no:cacheprovider", "-p", "no:asyncio"]
         + [str(root / case / "tests") for case in KNOWN],
         cwd=root,
         capture_output=True,
@@ -247,7 +248,8 @@ def test_an_unknown_count_loads_and_statistics_leave_it_out(tmp_path):
     pool = load_pool(str(pool_dir))
     assert [t.n_assertions for t in pool] == [4, None]
     stats = pool.statistics()
-    assert (stats.assertions_total, stats.assertions_unknown, stats.assertion_percentiles["max"]) == (4, 1, 4.0)
+    assert (stats.assertions_total, stats.assertions_unknown) == (4, 1)
+    assert stats.assertion_percentiles["max"] == 4.0
 
 
 def test_a_test_file_that_is_not_python_is_a_task_error_naming_file_and_line(tmp_path):

@@ -5,6 +5,9 @@ A bundle is a directory holding ``task.toml``, ``instruction.md``, ``environment
 strict by default (the first broken bundle raises ``TaskError``); ``load_pool(..., strict=False)`` returns
 the good tasks and lists the broken bundles in ``Pool.broken``.
 
+``Task.n_assertions`` is counted statically from ``tests/*.py`` (``t1_tasks.assertions``: test functions
+and ``Test*`` methods times literal ``parametrize`` cases); it is None when only running pytest could tell.
+
 Which ``task.toml`` fields are used:
 
 - ``[metadata] category`` and ``difficulty`` (required), ``tags``: shown by ``t1 tasks list`` and
