@@ -13,9 +13,9 @@ TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
 
 
 def test_missing_bubblewrap_is_named_with_how_to_install_it(monkeypatch):
-    import t1.training
+    import t1_rollout.sandbox._host as host
 
-    monkeypatch.setattr(t1.training.shutil, "which", lambda name: None)
+    monkeypatch.setattr(host.shutil, "which", lambda name: None)
     (line,) = host_problems(load_recipe(TINY))
     assert line.startswith("sandbox.kind 'local'") and "apt-get install bubblewrap" in line
     with pytest.raises(HostNotReady, match="bubblewrap"):

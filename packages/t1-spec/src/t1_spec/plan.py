@@ -21,8 +21,8 @@ DEFAULT_ALPHA = 22.0 * 3072
 """Default activation bytes per token per layer: 22 * h with h = 3072, i.e. Korthikanti et al. (2022)
 ``sbh(10 + 24/t)`` at t = 2 (selective recompute). The paper measured its own alpha without stating the value
 (T1 §7.1); with the recurrent blocks not tensor-sharded, Eq. 21 reproduces both of the paper's findings at an
-84k wall (cp = 2 exceeds M with the logit buffer binding, cp = 4 fits) only for alpha between about 54.6k and
-82.2k bytes (at b0 = 3 GiB), and 22 * h = 67,584 sits near the middle. ``t1 plan calibrate`` fits it from
+84k wall (cp = 2 exceeds M with the logit buffer binding, cp = 4 fits) only for alpha between about 53.6k and
+82.8k bytes (at b0 = 3 GiB), and 22 * h = 67,584 sits near the middle. ``t1 plan calibrate`` fits it from
 measured peaks."""
 
 

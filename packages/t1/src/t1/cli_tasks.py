@@ -16,7 +16,6 @@ flight are cancelled and their sandboxes reclaimed first).
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
@@ -105,20 +104,9 @@ def _keep_dir(keep: Path | None) -> Path | None:
 
 def _sandbox_host_problems() -> list[str]:
     """What this machine lacks to run local sandboxes (bubblewrap, root), one line each; empty when ready."""
-    from t1_rollout.sandbox._host import bwrap_path
-    from t1_rollout.sandbox.base import SandboxError
+    from t1_rollout.sandbox import local_sandbox_problems
 
-    problems = []
-    try:
-        bwrap_path()
-    except SandboxError as exc:  # its message says how to install it
-        problems.append(str(exc))
-    if os.geteuid() != 0:
-        problems.append(
-            "the local sandbox must run as root (it gives each sandbox its own unprivileged host uid); "
-            "run `t1 tasks validate` as root, e.g. with sudo or in a container"
-        )
-    return problems
+    return local_sandbox_problems()
 
 
 @app.command("list")

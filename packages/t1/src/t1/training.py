@@ -23,7 +23,6 @@ import asyncio
 import copy
 import dataclasses
 import math
-import shutil
 import statistics
 import sys
 import time
@@ -577,14 +576,15 @@ def unbuilt_parts(recipe: Recipe) -> list[str]:
 def host_problems(recipe: Recipe) -> list[str]:
     """What this machine lacks to run ``recipe``, as one line each (empty: ready).
 
-    Checks the local sandbox's bubblewrap and, for a ``cuda`` device, that torch sees one; run before the
-    model is built, so a missing prerequisite costs no start-up time and leaves no run directory.
+    Checks the local sandbox's prerequisites (bubblewrap, root) and, for a ``cuda`` device, that torch sees
+    one; run before the model is built, so a missing prerequisite costs no start-up time and leaves no run
+    directory.
     """
     problems = []
-    if recipe.sandbox.kind == "local" and shutil.which("bwrap") is None:
-        problems.append(
-            "sandbox.kind 'local': bubblewrap (bwrap) is not installed; run `apt-get install bubblewrap`"
-        )
+    if recipe.sandbox.kind == "local":
+        from t1_rollout.sandbox import local_sandbox_problems
+
+        problems += [f"sandbox.kind 'local': {line}" for line in local_sandbox_problems()]
     for name, device in (
         ("engine.device", getattr(recipe.engine, "device", "cpu")),
         ("trainer.device", recipe.trainer.device),

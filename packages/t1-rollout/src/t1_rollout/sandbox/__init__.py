@@ -4,6 +4,7 @@ Backends: ``LocalSandbox`` (bubblewrap, this machine), which builds only a Docke
 debian:bookworm[-slim], WORKDIR, COPY, ENV, RUN). Not built yet: the docker, daytona and harbor sandboxes.
 """
 
+from t1_rollout.sandbox._host import bwrap_path, local_sandbox_problems
 from t1_rollout.sandbox.base import (
     ExecResult,
     Sandbox,
@@ -24,5 +25,7 @@ __all__ = [
     "SandboxTimeout",
     "Shell",
     "UnsupportedDockerfileInstruction",
+    "bwrap_path",
+    "local_sandbox_problems",
     "parse_dockerfile",
 ]

@@ -20,6 +20,7 @@ from t1_rollout.sandbox.base import SandboxError
 
 __all__ = [
     "bwrap_path",
+    "local_sandbox_problems",
     "UidSlot",
     "acquire_uid_slot",
     "pids_of_uid",
@@ -53,6 +54,24 @@ def bwrap_path() -> str:
             "run `apt-get install bubblewrap`"
         )
     return found
+
+
+def local_sandbox_problems() -> list[str]:
+    """What this machine lacks to start local sandboxes, one line each saying how to fix it (empty: ready).
+
+    The local sandbox needs bubblewrap, and root: it gives each sandbox its own unprivileged host uid.
+    """
+    problems = []
+    try:
+        bwrap_path()
+    except SandboxError as exc:  # its message says how to install it
+        problems.append(str(exc))
+    if os.geteuid() != 0:
+        problems.append(
+            "the local sandbox must run as root (it gives each sandbox its own unprivileged host uid); "
+            "run as root, e.g. with sudo or in a container"
+        )
+    return problems
 
 
 @dataclass
