@@ -312,3 +312,10 @@ def test_a_boolean_where_a_number_belongs_is_refused_not_read_as_1(override):
     field = override.split("=")[0]
     with pytest.raises(RecipeError, match=rf"{field}: expected a number, got a boolean"):
         load_recipe(RECIPES / "tiny-cpu.yaml", [override])
+
+
+def test_extends_pointing_at_a_directory_says_so(tmp_path):
+    child = tmp_path / "child.yaml"
+    child.write_text(f"schema: t1/v1\nextends: {tmp_path}\nname: child\n")
+    with pytest.raises(RecipeError, match="extends: base recipe .* is a directory"):
+        load_recipe(child)

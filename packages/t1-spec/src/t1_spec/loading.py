@@ -206,8 +206,9 @@ def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
             [
                 Problem(
                     "extends",
-                    f"base recipe {parent!r} not found (looked for {base_path}); "
-                    "extends is relative to this file",
+                    f"base recipe {parent!r} "
+                    + ("is a directory" if base_path.is_dir() else "not found")
+                    + f" (looked for {base_path}); extends is a YAML file, relative to this one",
                 )
             ],
         )
