@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from t1_rollout.actions import ActionParseError, parse_action, truncate_output
 from t1_rollout.engine.base import Engine, SamplingParams
+from t1_rollout.sandbox.base import ShellDied
 from t1_tito import TitoSession, Turn
 
 SYSTEM_PROMPT = """You are an AI agent working in a Linux terminal to complete a task.
@@ -123,8 +124,9 @@ async def run_episode(
 
     Returns:
         The :class:`Episode`. Engine and shell errors propagate (they are infrastructure failures, recorded
-        by the
-        caller with their cause, never scored as the agent's 0).
+        by the caller with their cause, never scored as the agent's 0), except the shell exiting on its own
+        (:class:`t1_rollout.sandbox.ShellDied`, or ``shell.alive`` turning false after a command): that is the
+        agent's doing, the rest of the action is skipped and the episode ends with ``finish = "shell_died"``.
     """
     start = time.monotonic()
     episode = episode if episode is not None else Episode()
@@ -171,12 +173,12 @@ async def run_episode(
         text = tito.tokenizer.decode([i for i in gen.output_ids if i not in tito.tokenizer.eos_ids])
         episode.messages.append({"role": "assistant", "content": text})
 
-        observation, status = await _act(text, shell, config, episode, pending_complete)
+        observation, status, died = await _act(text, shell, config, episode, pending_complete)
         if status == "done":
             episode.finish = "task_complete"
             break
         pending_complete = status == "confirm"
-        if shell_dead := not await _shell_alive(shell):
+        if shell_dead := died or not await _shell_alive(shell):
             observation = observation + "\n[the shell exited; the episode ends]"
         new_message = {"role": "user", "content": observation}
         episode.messages.append(new_message)
@@ -190,28 +192,43 @@ async def run_episode(
 
 async def _act(
     text: str, shell: Any, config: HarnessConfig, episode: Episode, pending_complete: bool
-) -> tuple[str, Literal["continue", "confirm", "done"]]:
-    """Execute one answer; return the next observation and whether to continue, ask to confirm, or stop."""
+) -> tuple[str, Literal["continue", "confirm", "done"], bool]:
+    """Execute one answer: ``(next observation, continue | confirm | done, the shell died)``.
+
+    When the agent's own keystrokes end the shell (``exit``, ``set -e`` and a failing command, Ctrl-D at the
+    prompt), the rest of the action is not sent: the shell's death is the agent's outcome (the caller ends the
+    episode with ``finish = "shell_died"`` and the task is still graded), not an infrastructure failure.
+    Other shell errors propagate.
+    """
     try:
         action = parse_action(text)
     except ActionParseError as exc:
         episode.parse_failures += 1
-        return (
-            f"Previous response had parsing errors: {exc}.",
-            "continue",
-        )
+        return f"Previous response had parsing errors: {exc}.", "continue", False
     outputs: list[str] = []
-    for command in action.commands:
-        out = await shell.send(
-            command.keystrokes, duration_s=command.duration_s, max_wait_s=config.max_command_wait_s
-        )
-        outputs.append(out)
-    if action.task_complete:
+    died = False
+    for i, command in enumerate(action.commands):
+        try:
+            out = await shell.send(
+                command.keystrokes, duration_s=command.duration_s, max_wait_s=config.max_command_wait_s
+            )
+        except ShellDied:  # it exited between the previous liveness check and this send
+            died = True
+        else:
+            outputs.append(out)
+            died = not await _shell_alive(shell)
+        if died:
+            left = len(action.commands) - i - 1
+            if left:
+                outputs.append(f"\n[the shell exited; the {left} remaining command(s) were not run]")
+            break
+    if action.task_complete and not died:
         if pending_complete:
-            return "", "done"
-        return COMPLETE_CONFIRM, "confirm"
+            return "", "done", False
+        return COMPLETE_CONFIRM, "confirm", False
     body = "".join(outputs) if outputs else "(no commands were run)"
-    return "New terminal output:\n" + truncate_output(body, config.observation_max_bytes), "continue"
+    observation = "New terminal output:\n" + truncate_output(body, config.observation_max_bytes)
+    return observation, "continue", died
 
 
 async def _shell_alive(shell: Any) -> bool:

@@ -11,6 +11,7 @@ from t1_rollout.sandbox.base import (
     SandboxError,
     SandboxTimeout,
     Shell,
+    ShellDied,
     UnsupportedDockerfileInstruction,
 )
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
@@ -24,6 +25,7 @@ __all__ = [
     "SandboxError",
     "SandboxTimeout",
     "Shell",
+    "ShellDied",
     "UnsupportedDockerfileInstruction",
     "bwrap_path",
     "local_sandbox_problems",

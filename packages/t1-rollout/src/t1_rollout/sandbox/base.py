@@ -18,6 +18,7 @@ __all__ = [
     "SandboxError",
     "SandboxTimeout",
     "Shell",
+    "ShellDied",
     "UnsupportedDockerfileInstruction",
 ]
 
@@ -28,6 +29,22 @@ class SandboxError(Exception):
 
 class SandboxTimeout(SandboxError):
     """A sandbox control call (build, upload, download, shell start) ran past its deadline."""
+
+
+class ShellDied(SandboxError):
+    """The persistent shell's process exited on its own: the agent's doing, not the infrastructure's.
+
+    ``exit``, ``set -e`` and a failing command, Ctrl-D at the prompt, or a limit that killed bash. The harness
+    ends the episode with ``finish = "shell_died"`` and the verifier still grades the task; a shell killed by
+    the sandbox itself (``close``) raises a plain :class:`SandboxError` instead.
+
+    Attributes:
+        exit_code: the shell's exit status (negative: killed by that signal), when known.
+    """
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class UnsupportedDockerfileInstruction(SandboxError):
@@ -81,7 +98,8 @@ class Shell(abc.ABC):
             New output (stdout and stderr interleaved as a terminal shows them, typed keystrokes echoed).
 
         Raises:
-            SandboxError: the shell is dead.
+            ShellDied: the shell process exited on its own before this call (the agent ended it).
+            SandboxError: the shell was closed by the sandbox, or another infrastructure failure.
         """
 
     @property

@@ -71,6 +71,7 @@ from t1_rollout.sandbox.base import (
     SandboxError,
     SandboxTimeout,
     Shell,
+    ShellDied,
     UnsupportedDockerfileInstruction,
 )
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
@@ -903,10 +904,17 @@ class LocalShell(Shell):
         """Type ``keystrokes``; wait up to ``min(duration_s, max_wait_s)`` s or until idle; return new output.
 
         Raises:
-            SandboxError: the shell is dead (its final output is in the message).
+            ShellDied: bash exited on its own before this call (``exit``, ``set -e``, Ctrl-D: the agent's
+                doing; the output it left is returned by the call during which it exited).
+            SandboxError: the shell was closed (killed by the sandbox).
         """
+        if self._closed:
+            raise SandboxError("send on a closed shell (the sandbox killed it); open a new sandbox")
         if not self.alive:
-            raise SandboxError(f"the shell is dead (exit {self._proc.returncode}); open a new sandbox")
+            raise ShellDied(
+                f"the shell exited (exit {self._proc.returncode}); open a new sandbox",
+                exit_code=self._proc.returncode,
+            )
         started = time.monotonic()
         end = started + max(0.0, min(duration_s, max_wait_s))
         if keystrokes:
