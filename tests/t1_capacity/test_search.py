@@ -82,8 +82,10 @@ def test_raising_cp_consumes_data_parallelism():
 
 def test_refusals_are_explained_with_a_term():
     result = search_plans(PAPER_MODEL, BASE, PAPER_CONSTANTS, training_devices=64)
-    text = result.refused[0].explain(PAPER_MODEL, PAPER_CONSTANTS)
-    assert "over M by" in text and "binding" in text
+    cand = result.refused[0]
+    text = cand.explain(PAPER_MODEL, PAPER_CONSTANTS)
+    assert "exceeds M" in text and f"(by {-cand.headroom_gib:.1f} GiB); binding term" in text
+    assert text == check_plan(PAPER_MODEL, cand.plan, PAPER_CONSTANTS).reason()  # one wording, one rule
 
 
 def test_1024_devices_search_runs():
@@ -174,3 +176,81 @@ def test_dp_must_divide_batch_times_samples_per_task():
     assert dps and dps <= {1, 2, 3, 6}
     assert 4 not in dps and 12 not in dps
     assert Plan(dp=3, batch_size=3, samples_per_task=2).microbatches_per_rank == 2
+
+
+# --- offload "none": search admits and ranks by the same co-resident rule as check -------------------------
+
+TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
+
+
+def tiny_coresident_gib() -> float:
+    """recipes/tiny-cpu.yaml priced by hand (Eq. 21, tp = pp = cp = dp = ep = 1, T = 4096, no padding).
+
+    h 64, L 4 (3 Gated DeltaNet + 1 full attention), E 8 x F 32, shared F 32, |V| 248,320, alpha 67,584 B,
+    b0 3 GiB; 2 + 4 + 12 = 18 B per parameter (one optimizer shard). Co-resident: actor + critic with the
+    allocator residue counted once.
+    """
+    h, v, t, alpha, b0 = 64, 248_320, 4096, 67_584, 3 * 2**30
+    experts = 3 * h * 32 * 8 * 4
+    per_layer = 3 * h * 32 + (h * 8 + h + 2 * h)  # shared expert; router, shared gate, two norms
+    attention = 2 * h * 4 * 16 + 2 * h * 2 * 16 + 2 * 16  # q/o, k/v, q/k norms
+    dk, dv = 2 * 16, 4 * 16
+    recurrent = h * (2 * dk + 2 * dv) + h * 2 * 4 + (2 * dk + dv) * 4 + dv * h + 2 * 4 + 16
+    body = 4 * per_layer + attention + 3 * recurrent + v * h + h  # embedding, final norm
+    activations = alpha * t * 4
+    actor = 18 * (experts + body + v * h) + activations + t * v * 6 + b0  # LM head, logit buffer
+    critic = 18 * (experts + body + h) + activations + b0  # value head h -> 1
+    return (actor + critic - b0) / 2**30
+
+
+def test_tiny_recipe_coresident_total_is_the_hand_figure():
+    from t1_capacity import load
+
+    inputs = load(TINY)
+    verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
+    assert verdict.coresident_gib == pytest.approx(tiny_coresident_gib(), rel=1e-12)  # 11.555 GiB
+
+
+def test_offload_none_search_headroom_is_m_minus_coresident_as_check_says():
+    """Issue: search printed headroom 84.7 (M - actor alone) where check printed 83.4 (M - co-resident)."""
+    from t1_capacity import load
+
+    inputs = load(TINY)
+    result = search_plans(inputs.model, inputs.plan, inputs.constants)
+    (cand,) = result.fitting
+    assert cand.headroom_gib == pytest.approx(95.0 - tiny_coresident_gib())  # 83.44, not 95 - 10.25
+    verdict = check_plan(inputs.model, cand.plan, inputs.constants)
+    assert cand.headroom_gib == verdict.headroom_gib
+    assert f"{cand.headroom_gib:.1f} GiB headroom" in cand.explain(inputs.model, inputs.constants)
+
+
+def test_offload_none_refusal_names_coresidency_not_a_negative_overflow():
+    """Issue: at M = 11 search said "actor over M by -0.7 GiB".
+
+    The actor alone (10.25 GiB) fits; actor + critic co-resident (11.56 GiB) does not.
+    """
+    from t1_capacity import load
+
+    inputs = load(TINY, ["plan.memory_budget_gib=11"])
+    result = search_plans(inputs.model, inputs.plan, inputs.constants)
+    assert not result.fitting
+    (cand,) = result.refused
+    over = tiny_coresident_gib() - 11.0
+    assert cand.headroom_gib == pytest.approx(-over)
+    text = cand.explain(inputs.model, inputs.constants)
+    assert "co-resident" in text and f"exceeds M by {over:.1f} GiB" in text and "-0." not in text
+    verdict = check_plan(inputs.model, cand.plan, inputs.constants)
+    assert text == verdict.reason() and cand.fits == verdict.fits
+
+
+@pytest.mark.parametrize("budget", [11.5, 11.6, 12.0, 95.0])
+def test_search_and_check_share_one_admission_rule(budget):
+    """Near the co-resident total (11.555 GiB) both admit exactly when actor + critic - b0 <= M."""
+    from t1_capacity import load
+
+    inputs = load(TINY, [f"plan.memory_budget_gib={budget}"])
+    result = search_plans(inputs.model, inputs.plan, inputs.constants)
+    (cand,) = result.fitting + result.refused
+    verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
+    assert cand.fits == verdict.fits == (tiny_coresident_gib() <= budget)
+    assert cand.headroom_gib == verdict.headroom_gib == pytest.approx(budget - tiny_coresident_gib())

@@ -11,12 +11,80 @@ from t1_capacity.footprint import (
     PAPER_CONSTANTS,
     CapacityConstants,
     Footprint,
+    allocator_residue_bytes,
+    distinct_stages,
     footprint,
+    stage_total_bytes_fast,
     stages,
     total_gib_fast,
 )
 from t1_capacity.plan import Plan, batch_splits_dp_ok, plan_problems, validate_plan
 from t1_capacity.shapes import ModelShape
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The admission rule's verdict on one plan: what must fit M, and by how much it clears or misses it.
+
+    The one copy of the rule (T1 §7.1, Eq. 21; T1 §4.5): under ``offload="forced"`` actor and critic
+    time-share the devices, so each must fit M alone and the larger binds; under ``offload="none"`` both stay
+    resident, so their per-stage sum with one allocator residue must fit. ``check_plan``, ``search_plans``
+    and ``smallest_fix`` all decide and rank through it.
+
+    Attributes:
+        actor_gib: the actor's binding-stage total, GiB.
+        critic_gib: the critic's binding-stage total, GiB; 0 when the run trains no critic (GRPO).
+        coresident_gib: with ``offload="none"``, the largest per-stage actor + critic total (one b0), GiB;
+            None under forced offload.
+        budget_gib: M, GiB.
+    """
+
+    actor_gib: float
+    critic_gib: float
+    coresident_gib: float | None
+    budget_gib: float
+
+    @property
+    def needed_gib(self) -> float:
+        """What must fit M, GiB: the co-resident total, or the larger network under forced offload."""
+        if self.coresident_gib is not None:
+            return self.coresident_gib
+        return max(self.actor_gib, self.critic_gib)
+
+    @property
+    def headroom_gib(self) -> float:
+        """M minus ``needed_gib``, GiB (negative when the plan is refused)."""
+        return self.budget_gib - self.needed_gib
+
+    @property
+    def fits(self) -> bool:
+        """Whether the plan is admitted: ``needed_gib`` <= M."""
+        return self.needed_gib <= self.budget_gib
+
+    def describe(self) -> str:
+        """The figures, e.g. ``actor 10.3 GiB, critic 4.3 GiB, co-resident 11.6 GiB, headroom 83.4 GiB``."""
+        co = "" if self.coresident_gib is None else f", co-resident {self.coresident_gib:.1f} GiB"
+        return (
+            f"actor {self.actor_gib:.1f} GiB, critic {self.critic_gib:.1f} GiB{co}, "
+            f"headroom {self.headroom_gib:.1f} GiB"
+        )
+
+
+def admission(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CONSTANTS) -> Admission:
+    """Apply the admission rule to a valid plan (see ``Admission``), without building footprints.
+
+    Args:
+        model: the model shape.
+        plan: the plan (assumed valid; ``check_plan`` validates it first).
+        c: the constants.
+
+    Returns:
+        The ``Admission``: totals in GiB, the verdict and the headroom against M.
+    """
+    a = total_gib_fast(model, plan, c, ACTOR)
+    k = total_gib_fast(model, plan, c, CRITIC) if plan.critic else 0.0
+    co = coresident_gib(model, plan, c) if plan.offload == "none" else None
+    return Admission(a, k, co, plan.memory_budget_gib)
 
 
 @dataclass(frozen=True)
@@ -27,18 +95,32 @@ class PlanCheck:
         plan: the plan checked.
         actor: the actor's binding-stage footprint.
         critic: the critic's binding-stage footprint, or None when the run trains no critic (GRPO).
-        coresident_gib: with ``offload="none"``, the largest per-stage actor + critic total (one b0), GiB;
-            None under forced offload, where each network is checked alone (T1 §4.5).
-        fits: whether the plan is admitted.
-        advice: when refused, the smallest change found that admits the plan (or why none was found).
+        admitted: the admission rule's verdict (``admission``); ``fits``, ``headroom_gib`` and
+            ``coresident_gib`` read it, so check and search can never disagree.
+        advice: when refused, the smallest change found that admits the plan (or why none was found); None
+            when admitted or when the verdict was built without advice (``verdict``).
     """
 
     plan: Plan
     actor: Footprint
     critic: Footprint | None
-    coresident_gib: float | None
-    fits: bool
+    admitted: Admission
     advice: str | None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the plan is admitted (``Admission.fits``)."""
+        return self.admitted.fits
+
+    @property
+    def headroom_gib(self) -> float:
+        """M minus what must fit (the co-resident total, or the larger network), GiB; negative if refused."""
+        return self.admitted.headroom_gib
+
+    @property
+    def coresident_gib(self) -> float | None:
+        """With ``offload="none"``, the largest per-stage actor + critic total (one b0), GiB; else None."""
+        return self.admitted.coresident_gib
 
     @property
     def binding(self) -> Footprint:
@@ -47,22 +129,25 @@ class PlanCheck:
         return min(nets, key=lambda f: f.headroom_gib)
 
     def reason(self) -> str:
-        """One sentence: which network and term bind, and by how much it misses or clears M."""
+        """One sentence: which network and term bind, and by how much the plan misses or clears M."""
         f = self.binding
+        head = self.headroom_gib
         if self.coresident_gib is not None:
-            over = self.coresident_gib - f.budget_gib
-            state = f"exceeds M by {over:.1f} GiB" if over > 0 else f"fits with {-over:.1f} GiB headroom"
+            state = f"exceeds M by {-head:.1f} GiB" if head < 0 else f"fits with {head:.1f} GiB headroom"
             who = "actor + critic co-resident" if self.critic is not None else "actor (no critic)"
-            return f"{who} (offload none): {self.coresident_gib:.1f} GiB, {state}"
-        if f.fits:
+            return (
+                f"{who} (offload none): {self.coresident_gib:.1f} of {f.budget_gib:.1f} GiB, {state}; "
+                f"largest term {f.network} {f.binding.name} ({f.binding.gib:.1f} GiB)"
+            )
+        if self.fits:
             return (
                 f"fits: tightest is the {f.network} on stage {f.stage}, {f.total_gib:.1f} of "
-                f"{f.budget_gib:.1f} GiB ({f.headroom_gib:.1f} GiB headroom), largest term "
+                f"{f.budget_gib:.1f} GiB ({head:.1f} GiB headroom), largest term "
                 f"{f.binding.name} ({f.binding.gib:.1f} GiB)"
             )
         return (
             f"{f.network} exceeds M on stage {f.stage}: {f.total_gib:.1f} > {f.budget_gib:.1f} GiB "
-            f"(by {-f.headroom_gib:.1f} GiB); binding term {f.binding.name} = {f.binding.gib:.1f} GiB "
+            f"(by {-head:.1f} GiB); binding term {f.binding.name} = {f.binding.gib:.1f} GiB "
             f"({100 * f.binding.bytes / f.budget_bytes:.0f}% of M)"
         )
 
@@ -70,26 +155,12 @@ class PlanCheck:
 def coresident_gib(model: ModelShape, plan: Plan, c: CapacityConstants) -> float:
     """Largest per-stage actor + critic total, allocator residue counted once (offload ``"none"``), GiB."""
     worst = 0.0
-    for s in range(plan.pp):
-        a = footprint(model, plan, c, ACTOR, s).total_bytes
-        if not plan.critic:
-            worst = max(worst, a)
-            continue
-        k = footprint(model, plan, c, CRITIC, s).total_bytes
-        worst = max(worst, a + k - c.b0_gib * GIB)
+    for s in distinct_stages(model, plan.pp):
+        total = stage_total_bytes_fast(model, plan, s, c, ACTOR)
+        if plan.critic:
+            total += stage_total_bytes_fast(model, plan, s, c, CRITIC) - allocator_residue_bytes(c)
+        worst = max(worst, total)
     return worst / GIB
-
-
-def fits_fast(model: ModelShape, plan: Plan, c: CapacityConstants) -> tuple[bool, float, float]:
-    """(fits, actor GiB, critic GiB) for a valid plan, without building footprints (search inner loop).
-
-    The critic's GiB is 0 when the plan trains no critic.
-    """
-    a = total_gib_fast(model, plan, c, ACTOR)
-    k = total_gib_fast(model, plan, c, CRITIC) if plan.critic else 0.0
-    if plan.offload == "none":
-        return coresident_gib(model, plan, c) <= plan.memory_budget_gib, a, k
-    return max(a, k) <= plan.memory_budget_gib, a, k
 
 
 def max_expert_parallel(model: ModelShape, plan: Plan) -> int:
@@ -131,11 +202,11 @@ def max_token_wall(
     Every term is non-decreasing in the token wall, so the admissible walls form an interval from 0.
     """
     lo, hi = 0, max(1, plan.token_wall // step)
-    if fits_fast(model, replace(plan, token_wall=hi * step), c)[0]:
+    if admission(model, replace(plan, token_wall=hi * step), c).fits:
         return hi * step
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fits_fast(model, replace(plan, token_wall=mid * step), c)[0]:
+        if admission(model, replace(plan, token_wall=mid * step), c).fits:
             lo = mid
         else:
             hi = mid
@@ -150,9 +221,9 @@ def smallest_fix(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CON
     """
     admitted = []
     for desc, new in _neighbours(model, plan):
-        ok, a, k = fits_fast(model, new, c)
-        if ok:
-            admitted.append((new.dp, new.memory_budget_gib - max(a, k), desc, a, k))
+        adm = admission(model, new, c)
+        if adm.fits:
+            admitted.append((new.dp, adm.headroom_gib, desc, adm))
     wall = max_token_wall(model, plan, c)
     wall_txt = f"lower token_wall {plan.token_wall} -> {wall}" if wall else "no token wall admits this layout"
     if not admitted:
@@ -161,8 +232,8 @@ def smallest_fix(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CON
             f"{wall_txt}"
         )
     admitted.sort(key=lambda t: (-t[0], -t[1]))
-    dp, head, desc, a, k = admitted[0]
-    return f"{desc}: actor {a:.1f} GiB, critic {k:.1f} GiB, headroom {head:.1f} GiB; or {wall_txt}"
+    _dp, _head, desc, adm = admitted[0]
+    return f"{desc}: {adm.describe()}; or {wall_txt}"
 
 
 def check_plan(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CONSTANTS) -> PlanCheck:
@@ -179,15 +250,36 @@ def check_plan(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CONST
     Raises:
         PlanError: when the plan cannot be laid out at all (see ``t1_capacity.plan.validate_plan``).
     """
+    _check_types(model, plan, c)
     validate_plan(model=model, plan=plan)
     stages(model, plan.pp)
+    v = verdict(model, plan, c)
+    return v if v.fits else replace(v, advice=smallest_fix(model, plan, c))
+
+
+def verdict(model: ModelShape, plan: Plan, c: CapacityConstants = PAPER_CONSTANTS) -> PlanCheck:
+    """The ``PlanCheck`` of a valid plan without the smallest-fix search (explaining a searched plan).
+
+    Args:
+        model: the model shape.
+        plan: the plan (assumed valid).
+        c: the constants.
+
+    Returns:
+        Both footprints and the ``admission`` verdict; ``advice`` is None.
+    """
     actor = footprint(model, plan, c, ACTOR)
     critic = footprint(model, plan, c, CRITIC) if plan.critic else None
-    if plan.offload == "none":
-        co = coresident_gib(model, plan, c)
-        fits = co <= plan.memory_budget_gib
-    else:
-        co = None
-        fits = actor.fits and (critic is None or critic.fits)
-    advice = None if fits else smallest_fix(model, plan, c)
-    return PlanCheck(plan, actor, critic, co, fits, advice)
+    return PlanCheck(plan, actor, critic, admission(model, plan, c), None)
+
+
+def _check_types(model: object, plan: object, c: object) -> None:
+    """Refuse arguments of the wrong type before pricing anything.
+
+    Raises:
+        TypeError: naming the argument that is not a ``ModelShape``, ``Plan`` or ``CapacityConstants``.
+    """
+    kinds = (("model", model, ModelShape), ("plan", plan, Plan), ("c", c, CapacityConstants))
+    for name, value, kind in kinds:
+        if not isinstance(value, kind):
+            raise TypeError(f"check_plan: {name} must be a {kind.__name__}, got {type(value).__name__}")

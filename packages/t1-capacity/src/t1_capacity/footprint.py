@@ -451,11 +451,14 @@ def footprint(
 
     Raises:
         ValueError: unknown network, or pp not dividing the layer count, or stage out of range.
+        TypeError: ``stage`` is not an integer (a bool such as True is refused, not read as stage 1).
     """
     if network not in (ACTOR, CRITIC):
         raise ValueError(f"network must be 'actor' or 'critic', got {network!r}")
     all_stages = stages(model, plan.pp)
     if stage is not None:
+        if not isinstance(stage, numbers.Integral) or isinstance(stage, bool):
+            raise TypeError(f"stage must be an integer pipeline stage index or None, got {stage!r}")
         if not 0 <= stage < plan.pp:
             raise ValueError(f"stage {stage} out of range for pp={plan.pp}")
         return stage_footprint(model, plan, all_stages[stage], c, network)
@@ -475,20 +478,29 @@ def _distinct_stages(all_stages: tuple[Stage, ...]) -> list[Stage]:
     return out
 
 
+def stage_total_bytes_fast(
+    model: ModelShape, plan: Plan, stage: Stage, c: CapacityConstants, network: str
+) -> float:
+    """One stage's total in bytes without building a ``Footprint`` (plan search inner loop), Eq. 21."""
+    return (
+        expert_weight_bytes(model, plan, stage, c)
+        + expert_grad_bytes(model, plan, stage, c)
+        + expert_optimizer_bytes(model, plan, stage, c)
+        + (c.weight_bytes + c.grad_bytes + c.optimizer_bytes / (plan.dp * plan.cp))
+        * dense_params_on_device(model, plan, stage, network)
+        + recurrent_activation_bytes(plan, stage, c)
+        + attention_activation_bytes(model, plan, stage, c)
+        + logit_buffer_bytes(model, plan, stage, c, network)
+        + allocator_residue_bytes(c)
+    )
+
+
+def distinct_stages(model: ModelShape, pp: int) -> list[Stage]:
+    """The stages whose totals can differ (first, last, one per distinct inner layer mix), ``[<= pp]``."""
+    return _distinct_stages(stages(model, pp))
+
+
 def total_gib_fast(model: ModelShape, plan: Plan, c: CapacityConstants, network: str) -> float:
     """The binding stage's total in GiB without building ``Footprint`` objects (plan search inner loop)."""
-    best = 0.0
-    for s in _distinct_stages(stages(model, plan.pp)):
-        total = (
-            expert_weight_bytes(model, plan, s, c)
-            + expert_grad_bytes(model, plan, s, c)
-            + expert_optimizer_bytes(model, plan, s, c)
-            + (c.weight_bytes + c.grad_bytes + c.optimizer_bytes / (plan.dp * plan.cp))
-            * dense_params_on_device(model, plan, s, network)
-            + recurrent_activation_bytes(plan, s, c)
-            + attention_activation_bytes(model, plan, s, c)
-            + logit_buffer_bytes(model, plan, s, c, network)
-            + allocator_residue_bytes(c)
-        )
-        best = max(best, total)
-    return best / GIB
+    totals = [stage_total_bytes_fast(model, plan, s, c, network) for s in distinct_stages(model, plan.pp)]
+    return max(totals) / GIB

@@ -77,6 +77,12 @@ def format_search(
             )
     else:
         lines.append("no plan fits at this device count and token wall")
+    priced = result.fitting + result.refused
+    if priced and priced[0].admitted.coresident_gib is not None:
+        lines.append(
+            "offload none: actor and critic co-resident; headroom = M - (actor + critic - one b0), "
+            "per stage, as plan check"
+        )
     best_dp = result.fitting[0].plan.dp if result.fitting else 0
     shown = [c for c in result.refused if c.plan.dp >= best_dp][:refused] or list(result.refused[:refused])
     if shown:

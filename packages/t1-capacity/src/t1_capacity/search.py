@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from t1_capacity.check import fits_fast
-from t1_capacity.footprint import ACTOR, CRITIC, PAPER_CONSTANTS, CapacityConstants, Footprint, footprint
+from t1_capacity.check import Admission, admission, verdict
+from t1_capacity.footprint import PAPER_CONSTANTS, CapacityConstants
 from t1_capacity.plan import Plan, batch_splits_dp_ok, head_counts
 from t1_capacity.shapes import ModelShape
 from t1_spec.plan import (
@@ -82,37 +82,40 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
 class Candidate:
     """One priced plan.
 
+    Admission and headroom are the admission rule's (``t1_capacity.check.admission``), the same that
+    ``check_plan`` applies: under ``offload="none"`` the co-resident actor + critic total must fit M.
+
     Attributes:
         plan: the plan.
-        actor_gib: the actor's binding-stage total, GiB.
-        critic_gib: the critic's binding-stage total, GiB.
-        fits: admitted or not.
+        admitted: the admission rule's verdict on it.
     """
 
     plan: Plan
-    actor_gib: float
-    critic_gib: float
-    fits: bool
+    admitted: Admission
+
+    @property
+    def actor_gib(self) -> float:
+        """The actor's binding-stage total, GiB."""
+        return self.admitted.actor_gib
+
+    @property
+    def critic_gib(self) -> float:
+        """The critic's binding-stage total, GiB (0 without a critic)."""
+        return self.admitted.critic_gib
+
+    @property
+    def fits(self) -> bool:
+        """Admitted or not."""
+        return self.admitted.fits
 
     @property
     def headroom_gib(self) -> float:
-        """M minus the larger of the two networks, GiB."""
-        return self.plan.memory_budget_gib - max(self.actor_gib, self.critic_gib)
-
-    def binding_footprint(self, model: ModelShape, c: CapacityConstants) -> Footprint:
-        """The full footprint of the tighter network (for explaining a refusal)."""
-        net = ACTOR if self.actor_gib >= self.critic_gib else CRITIC
-        return footprint(model, self.plan, c, net)
+        """M minus what must fit (co-resident total, or the larger network under forced offload), GiB."""
+        return self.admitted.headroom_gib
 
     def explain(self, model: ModelShape, c: CapacityConstants) -> str:
-        """Why the plan is refused (or that it fits): network, stage, overflow and binding term."""
-        f = self.binding_footprint(model, c)
-        if self.fits:
-            return f"fits, {self.headroom_gib:.1f} GiB headroom"
-        return (
-            f"{f.network} over M by {-f.headroom_gib:.1f} GiB on stage {f.stage}; "
-            f"binding {f.binding.name} {f.binding.gib:.1f} GiB"
-        )
+        """Why the plan is refused (or that it fits): ``PlanCheck.reason`` of the same plan, word for word."""
+        return verdict(model, self.plan, c).reason()
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,8 @@ def search_plans(
                 best[key] = p
         plans = list(best.values())
     for p in plans:
-        ok, a, k = fits_fast(model, p, c)
-        (fitting if ok else refused).append(Candidate(p, a, k, ok))
+        cand = Candidate(p, admission(model, p, c))
+        (fitting if cand.fits else refused).append(cand)
     if rank == "dp":
         fitting.sort(key=lambda x: (-x.plan.dp, -x.headroom_gib, x.plan.tp, x.plan.pp))
     else:
