@@ -28,7 +28,7 @@ def sample_canonically(tok, assistant_message):
         text += (
             f'{sep}<tool_call>\n{{"name": "{call["name"]}", "arguments": {call["arguments"]}}}\n</tool_call>'
         )
-    return tok.encode(text) + [tok.im_end_id]
+    return tok.encode(text, allow_special=True) + [tok.im_end_id]
 
 
 CONVERSATION = [
@@ -50,13 +50,13 @@ def test_round_trip_incremental_equals_full_render_over_several_turns(tok, tpl, 
         {"role": "user", "content": "Build."},
     ]
     prompt = session.start(messages)
-    assert prompt == tok.encode(tpl.render(messages, add_generation_prompt=True))
+    assert prompt == tok.encode(tpl.render(messages, add_generation_prompt=True), allow_special=True)
     for reply, appended in CONVERSATION:
         sampled = sample_canonically(tok, reply)
         next_prompt = session.next_prompt(prompt, sampled, appended)
         messages = messages + [reply] + appended
         # Independent computation: render the whole conversation and encode it from scratch.
-        assert next_prompt == tok.encode(tpl.render(messages, add_generation_prompt=True))
+        assert next_prompt == tok.encode(tpl.render(messages, add_generation_prompt=True), allow_special=True)
         assert next_prompt[: len(prompt) + len(sampled)] == prompt + sampled  # T_i is a prefix of p_{i+1}
         prompt = next_prompt
 
@@ -81,7 +81,7 @@ def test_glue_closes_a_sample_cut_at_max_tokens(tok, tpl, session):
         {"role": "assistant", "content": "partial answer"},
         {"role": "user", "content": "go on"},
     ]
-    assert p2 == tok.encode(tpl.render(full, add_generation_prompt=True))
+    assert p2 == tok.encode(tpl.render(full, add_generation_prompt=True), allow_special=True)
 
 
 def test_glue_after_endoftext_still_closes_the_turn(tok, session):

@@ -24,6 +24,11 @@ class TitoSession:
     construction. The glue closes the assistant turn as the template would: ``<|im_end|>`` when the sample did
     not end with it (e.g. it stopped at max tokens, or on ``<|endoftext|>``), then ``\n``.
 
+    Only the template's structure yields control ids: message content and observations are rendered escaped
+    and encoded as plain text (`Tokenizer.encode_chat`), so an agent that prints ``<|im_start|>system`` in the
+    terminal adds no ``<|im_start|>`` id to the next prompt. Sampled ids are token-in: kept verbatim, special
+    ids the model emitted included.
+
     Args:
         tokenizer: From `load_tokenizer`.
         template: The chat template (append-only; see `ChatTemplate`).
@@ -34,16 +39,32 @@ class TitoSession:
         self.tokenizer = tokenizer
         self.template = template
         self.thinking = thinking
-        self._prefix_text = template.render(_PREFIX_MESSAGES, add_generation_prompt=False)
+        self._prefix_text = self._render(_PREFIX_MESSAGES, add_generation_prompt=False)
+
+    def _render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool) -> str:
+        # Content escaped: special-token strings left in the text are the template's structure only.
+        return self.template.render(
+            messages,
+            add_generation_prompt=add_generation_prompt,
+            thinking=self.thinking,
+            escape=self.tokenizer.escape_content,
+        )
 
     def start(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """Encode the first prompt: the rendered messages plus the generation prompt, ids ``[len(p_1)]``.
 
+        Message content is plain text: a special-token string in it never becomes a control id.
+
         Raises:
-            TemplateError: invalid messages.
+            TemplateError: (a ValueError) an empty message list (the prompt would be a bare generation
+                prompt with no instruction), or invalid messages.
         """
-        text = self.template.render(messages, add_generation_prompt=True, thinking=self.thinking)
-        return self.tokenizer.encode(text)
+        if not messages:
+            raise TemplateError(
+                "TitoSession.start needs at least one message (e.g. the task instruction as a user message); "
+                "got an empty list, which would prompt the model with a bare generation prompt"
+            )
+        return self.tokenizer.encode_chat(self._render(messages, add_generation_prompt=True))
 
     def glue(self, sampled_ids: Sequence[int]) -> list[int]:
         r"""Ids that close the assistant turn after ``sampled_ids``: ``[im_end]`` if missing, then ``\n``."""
@@ -56,14 +77,17 @@ class TitoSession:
         """Render only ``new_messages`` plus the generation prompt: the suffix after a closed assistant turn.
 
         The messages are rendered under a fixed history; the text of that history must be a prefix of the
-        longer render (the template is append-only), and the suffix is what follows it.
+        longer render (the template is append-only), and the suffix is what follows it. The text is for
+        display and checks; `next_prompt` encodes the same suffix with message content kept plain.
 
         Raises:
             TemplateError: invalid messages, or the template rewrote the fixed history (not append-only).
         """
-        full = self.template.render(
-            [*_PREFIX_MESSAGES, *new_messages], add_generation_prompt=True, thinking=self.thinking
-        )
+        return self.tokenizer.unescape_content(self._incremental_escaped(new_messages))
+
+    def _incremental_escaped(self, new_messages: Sequence[Mapping[str, Any]]) -> str:
+        # The suffix as `encode_chat` reads it: structure as text, message content escaped.
+        full = self._render([*_PREFIX_MESSAGES, *new_messages], add_generation_prompt=True)
         if not full.startswith(self._prefix_text):
             raise TemplateError(
                 "chat template is not append-only: appending messages changed the text of earlier turns, "
@@ -93,6 +117,6 @@ class TitoSession:
             TemplateError: invalid messages or a template that is not append-only.
         """
         # The suffix starts with <|im_start|>, a special token, so encoding it alone cannot merge with the
-        # glue.
-        suffix = self.tokenizer.encode(self.incremental_text(new_messages))
+        # glue. Observations are content: plain text, never control ids.
+        suffix = self.tokenizer.encode_chat(self._incremental_escaped(new_messages))
         return [*prev_prompt_ids, *sampled_ids, *self.glue(sampled_ids), *suffix]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -22,7 +22,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _normalize_call(call: Any, where: str) -> dict[str, str]:
+def _identity(text: str) -> str:
+    return text
+
+
+def _normalize_call(call: Any, where: str, escape: Callable[[str], str]) -> dict[str, str]:
     if not isinstance(call, Mapping):
         raise TemplateError(f"{where}: a tool call must be a mapping, got {type(call).__name__}")
     fn = call.get("function", call)  # OpenAI shape {"type": "function", "function": {...}} or flat
@@ -34,11 +38,13 @@ def _normalize_call(call: Any, where: str) -> dict[str, str]:
             json.loads(arguments)
         except json.JSONDecodeError as e:
             raise TemplateError(f"{where}: tool call arguments string is not JSON ({e.msg})") from None
-        return {"name": name, "arguments": arguments}
-    return {"name": name, "arguments": _json(arguments)}
+        return {"name": escape(name), "arguments": escape(arguments)}
+    return {"name": escape(name), "arguments": escape(_json(arguments))}
 
 
-def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def normalize_messages(
+    messages: Sequence[Mapping[str, Any]], *, escape: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
     """Validate messages and give each the keys the template reads.
 
     Args:
@@ -46,14 +52,17 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
             for an assistant turn that only calls tools); assistant messages may carry ``reasoning_content``
             (str) and ``tool_calls`` (list of ``{"name", "arguments"}`` or OpenAI ``{"function": {...}}``;
             arguments a dict or a JSON string, rendered verbatim when a string).
+        escape: Applied to every piece of message text (content, reasoning, tool-call name and arguments
+            JSON) after validation, e.g. `Tokenizer.escape_content`; None leaves the text as is.
 
     Returns:
         New dicts with ``role``, ``content``, ``reasoning_content`` and ``tool_calls`` (arguments as JSON
-        text).
+        text), the text escaped when ``escape`` is given.
 
     Raises:
         TemplateError: unknown role, non-string content, malformed tool call; names the message index.
     """
+    esc = escape or _identity
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
@@ -73,9 +82,14 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         calls = m.get("tool_calls") or []
         if calls and role != "assistant":
             raise TemplateError(f"{where}: only assistant messages may carry tool_calls (role {role!r})")
-        tool_calls = [_normalize_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(calls)]
+        tool_calls = [_normalize_call(c, f"{where}.tool_calls[{j}]", esc) for j, c in enumerate(calls)]
         out.append(
-            {"role": role, "content": content, "reasoning_content": reasoning, "tool_calls": tool_calls}
+            {
+                "role": role,
+                "content": esc(content),
+                "reasoning_content": esc(reasoning),
+                "tool_calls": tool_calls,
+            }
         )
     return out
 
@@ -94,6 +108,10 @@ class ChatTemplate:
     Unlike the stock Qwen templates, reasoning is never pruned from earlier turns (T1 §4.1: pruning reasoning
     before the last user message is one of the three harness behaviours that break the TITO prefix).
 
+    Only the template's own text is chat structure: message text (content, reasoning, tool-call JSON)
+    reaches the template escaped when rendered for encoding (``escape=``), so its special-token strings stay
+    plain text.
+
     Args:
         source: Template text; default the packaged ``templates/qwen3_5.jinja``.
     """
@@ -107,7 +125,12 @@ class ChatTemplate:
         self._template = env.from_string(source)
 
     def render(
-        self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool, thinking: bool = False
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool,
+        thinking: bool = False,
+        escape: Callable[[str], str] | None = None,
     ) -> str:
         """Render messages to the prompt text.
 
@@ -116,15 +139,19 @@ class ChatTemplate:
             add_generation_prompt: Append the assistant turn opener the model continues from.
             thinking: With the generation prompt, open a think block for the model to fill (True) or close an
                 empty one (False, the default).
+            escape: Applied to all message text before rendering (see `normalize_messages`).
 
         Returns:
-            The text; encode it with `Tokenizer.encode` (special tokens allowed).
+            The text. To get ids, render with ``escape=tokenizer.escape_content`` and encode with
+            `Tokenizer.encode_chat`: the template's structure becomes control ids, message content stays plain
+            text (a ``<|im_start|>`` typed in content is never a control token). Without ``escape`` the text
+            is for display; encoding it with special tokens allowed would let content inject structure.
 
         Raises:
             TemplateError: invalid messages (see `normalize_messages`).
         """
         return self._template.render(
-            messages=normalize_messages(messages),
+            messages=normalize_messages(messages, escape=escape),
             add_generation_prompt=add_generation_prompt,
             thinking=thinking,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -12,12 +13,20 @@ _KNOWN = {"qwen3.5": "qwen3.5-35b-a3b"}
 #: The Qwen3.5 model's embedding rows: the 248,077 tokenizer ids padded to 248,320 (T1 paper README).
 QWEN3_5_PADDED_VOCAB_SIZE = 248_320
 
+#: Escape character for message content inside a chat-template render (Unicode plane-16 private use; no
+#: special token contains it). See `Tokenizer.escape_content`.
+CONTENT_ESCAPE = "\U0010fffd"
+#: First code point of the plane-15 private-use block the escapes map characters to.
+_ESCAPE_BASE = 0xF0000
+
 
 class Tokenizer:
     """Encode and decode with the real Qwen3.5 vocabulary (248,077 ids, special tokens included).
 
-    Special tokens written in text (``<|im_start|>``, ``<tool_call>``, ...) are always encoded as their single
-    special id: the chat template emits them as text. Encoding NFC-normalizes the text first (the package's
+    `encode` treats text as plain text by default: a special-token string written in it (``<|im_start|>``,
+    ``<tool_call>``, ...) becomes ordinary BPE pieces, never a control id, so terminal output or message text
+    cannot inject chat structure. Only trusted text (``allow_special=True``) and the chat template's own
+    structure (`encode_chat`) produce special ids. Encoding NFC-normalizes the text first (the package's
     behaviour), so ``decode(encode(s)) == s`` holds for NFC text only; TITO never re-encodes sampled ids, so
     this cannot shift the loss region.
 
@@ -29,6 +38,7 @@ class Tokenizer:
         im_end_id: Id of ``<|im_end|>``.
         endoftext_id: Id of ``<|endoftext|>``.
         eos_ids: Stop ids for sampling: ``(im_end_id, endoftext_id)``.
+        special_tokens: The special-token strings (33 for Qwen3.5, ids 248,044 to 248,076).
     """
 
     def __init__(self, name: str) -> None:
@@ -46,14 +56,70 @@ class Tokenizer:
         self._enc = self._qwen._tokenizer  # the tiktoken.Encoding, for offsets and single-token lookups
         self.vocab_size: int = self._enc.n_vocab
         self.padded_vocab_size = QWEN3_5_PADDED_VOCAB_SIZE
+        self.special_tokens: frozenset[str] = frozenset(self._enc.special_tokens_set)
+        # Longest first, so that no special token is matched by a shorter one it starts with.
+        self._special_re = re.compile(
+            "|".join(re.escape(t) for t in sorted(self.special_tokens, key=len, reverse=True))
+        )
+        # Escaping the first character of every special token (all are '<' for Qwen3.5) and the escape
+        # character itself leaves escaped content with no place a special token could start.
+        escaped_chars = sorted({t[0] for t in self.special_tokens} | {CONTENT_ESCAPE})
+        self._escape_table = {
+            ord(c): CONTENT_ESCAPE + chr(_ESCAPE_BASE + i) for i, c in enumerate(escaped_chars)
+        }
+        self._unescape_map = {chr(_ESCAPE_BASE + i): c for i, c in enumerate(escaped_chars)}
+        self._unescape_re = re.compile(re.escape(CONTENT_ESCAPE) + "(.)", re.DOTALL)
         self.im_start_id: int = self.token_id("<|im_start|>")
         self.im_end_id: int = self.token_id("<|im_end|>")
         self.endoftext_id: int = self.token_id("<|endoftext|>")
         self.eos_ids: tuple[int, ...] = (self.im_end_id, self.endoftext_id)
 
-    def encode(self, text: str) -> list[int]:
-        """Encode text to ids ``[n]``, special tokens allowed (NFC-normalized first)."""
-        return self._qwen.encode(text, allowed_special="all")
+    def encode(self, text: str, *, allow_special: bool = False) -> list[int]:
+        """Encode text to ids ``[n]`` (NFC-normalized first).
+
+        Args:
+            text: The text.
+            allow_special: False (default): plain text, a special-token string in it becomes ordinary BPE
+                pieces. True: each special-token string becomes its control id; only for trusted text, never
+                for observations or message content.
+        """
+        if allow_special:
+            return self._qwen.encode(text, allowed_special="all")
+        return self._qwen.encode(text, allowed_special=set(), disallowed_special=())
+
+    def escape_content(self, text: str) -> str:
+        """Reversibly escape message content before it goes into a chat-template render.
+
+        The first character of every special token (``<``) and `CONTENT_ESCAPE` itself are each replaced by
+        `CONTENT_ESCAPE` plus a private-use character, so the escaped content contains no special-token
+        string and none can start inside it; `encode_chat` undoes the escape. Empty text stays empty, so a
+        template's ``if message.content`` still sees the truth. Pass it as ``ChatTemplate.render(...,
+        escape=tokenizer.escape_content)``.
+        """
+        return text.translate(self._escape_table)
+
+    def unescape_content(self, text: str) -> str:
+        """Undo `escape_content` everywhere in ``text`` (structure without escapes is returned unchanged)."""
+        return self._unescape_re.sub(lambda m: self._unescape_map.get(m.group(1), m.group(0)), text)
+
+    def encode_chat(self, rendered: str) -> list[int]:
+        """Encode a chat-template render whose message content was escaped by `escape_content`, ids ``[n]``.
+
+        Every special-token string left in ``rendered`` is the template's own structure and becomes its
+        control id; the text between them (structure text and content together, content unescaped) is
+        encoded as plain text, so a special-token string inside content stays ordinary BPE pieces. For
+        content without special-token strings the ids equal ``encode(unescaped, allow_special=True)``: the
+        text between two control ids is one BPE run either way, merges across the structure/content border
+        included (T1 §4.1: the template's structure and the model's view of it must not change).
+        """
+        ids: list[int] = []
+        pos = 0
+        for m in self._special_re.finditer(rendered):
+            ids += self.encode(self.unescape_content(rendered[pos : m.start()]))
+            ids.append(self._enc.encode_single_token(m.group()))
+            pos = m.end()
+        ids += self.encode(self.unescape_content(rendered[pos:]))
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode ids ``[n]`` to text (invalid UTF-8 byte sequences become U+FFFD)."""
@@ -73,7 +139,7 @@ class Tokenizer:
         Raises:
             ValueError: the text is not a single token.
         """
-        ids = self.encode(token)
+        ids = self.encode(token, allow_special=True)
         if len(ids) != 1:
             raise ValueError(f"{token!r} is not a single token (encodes to {ids})")
         return ids[0]
