@@ -304,7 +304,7 @@ def test_reward_txt_out_of_range_is_not_finite(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "value"),
-    [("1", 1.0), (" 0.5\n", 0.5), ("-1", -1.0), ("+1", 1.0), (".5", 0.5), ("1.", 1.0), ("1e-05", 1e-05)],
+    [("1", 1.0), (" 0.5\n", 0.5), ("-0", 0.0), ("+1", 1.0), (".5", 0.5), ("1.", 1.0), ("1e-05", 1e-05)],
 )
 def test_reward_txt_plain_decimals_are_read(content, value):
     assert parse_reward_txt(content) == value
@@ -351,3 +351,89 @@ def test_a_directory_named_ctrf_json_is_unparsable(tmp_path):
     report = read_report(tmp_path)
     assert report.fallback is FallbackCause.UNPARSABLE and "directory" in report.detail
     assert compute_reward(report, DENSE).value == 1.0
+
+
+# --- 8. a CTRF status outside the spec is a report format slip, never the agent's 0 ---------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [("PASSED", P), ("Passed", P), ("FAILED", F), ("Skipped", S), ("PENDING", S),
+     ("Other", AssertionStatus.OTHER)],
+)  # fmt: skip
+def test_ctrf_statuses_match_case_insensitively(raw, status):
+    """CTRF's five statuses (passed, failed, skipped, pending, other) in any letter case."""
+    (outcome,) = parse_ctrf(ctrf(("a", raw)))
+    assert outcome.status is status
+
+
+def test_upper_case_passed_scores_as_passed(tmp_path):
+    """Issue: {"name": "a", "status": "PASSED"} gave P = 0, scored as the agent's 0; one pass is 1/20."""
+    (tmp_path / "ctrf.json").write_text(ctrf(("a", "PASSED"), ("b", "passed"), ("c", "FAILED")))
+    report = read_report(tmp_path)
+    assert report.fallback is None and (report.passed, report.total) == (2, 3)
+    assert compute_reward(report, DENSE).value == pytest.approx(2 / 20)
+
+
+@pytest.mark.parametrize("raw", ["ok", "pass", "error", "", "passed ", "PASSED\n"])
+def test_unknown_ctrf_status_makes_the_report_unparsable_and_names_it(tmp_path, raw):
+    """Issue: status "ok" silently counted as failed (P = 0, r = 0, empty detail)."""
+    (tmp_path / "ctrf.json").write_text(ctrf(("a", "passed"), ("b", raw)))
+    report = read_report(tmp_path)
+    assert report.fallback is FallbackCause.UNPARSABLE
+    assert repr(raw) in report.detail and "results.tests[1]" in report.detail
+    assert compute_reward(report, DENSE).value is None  # no binary either: an infrastructure failure
+
+
+def test_unknown_ctrf_status_falls_back_to_the_binary_outcome(tmp_path):
+    (tmp_path / "ctrf.json").write_text(ctrf(("a", "ok")))
+    (tmp_path / "reward.txt").write_text("1")
+    report = read_report(tmp_path)
+    result = compute_reward(report, DENSE)
+    assert (result.value, result.kind, result.fallback) == (1.0, "binary_fallback", FallbackCause.UNPARSABLE)
+    assert "'ok'" in report.detail
+
+
+# --- 9. a binary outcome lies in [0, 1] ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "quoted"),
+    [('{"reward": -1}', "-1"), ('{"reward": 2.5}', "2.5"), ('{"reward": 1.0000001}', "1.0000001"),
+     ('{"reward": -0.5, "extra": 3}', "-0.5")],
+)  # fmt: skip
+def test_reward_json_outside_0_1_is_unparsable_not_a_reward(tmp_path, content, quoted):
+    """Issue: {"reward": -1} / 2.5 without a per-assertion report was scored -1.0 / 2.5 (binary_fallback)."""
+    (tmp_path / "reward.json").write_text(content)
+    report = read_report(tmp_path)
+    assert report.binary is None and report.fallback is FallbackCause.UNPARSABLE
+    assert "reward.json" in report.detail and quoted in report.detail and "[0, 1]" in report.detail
+    for kind in ("dense", "ratio", "binary"):
+        assert compute_reward(report, Spec(kind)).value is None
+
+
+@pytest.mark.parametrize(("content", "quoted"), [("-1", "'-1'"), ("2.5\n", "'2.5'"), ("1e3", "'1e3'")])
+def test_reward_txt_outside_0_1_is_unparsable_not_a_reward(tmp_path, content, quoted):
+    (tmp_path / "reward.txt").write_text(content)
+    report = read_report(tmp_path)
+    assert report.binary is None and report.fallback is FallbackCause.UNPARSABLE
+    assert quoted in report.detail and "[0, 1]" in report.detail
+    assert compute_reward(report, Spec("binary")).value is None
+
+
+@pytest.mark.parametrize(
+    "content", ['{"reward": 0}', '{"reward": 1}', '{"reward": 0.25}', '{"reward": -0.0}']
+)
+def test_reward_json_inside_0_1_is_the_binary(tmp_path, content):
+    (tmp_path / "reward.json").write_text(content)
+    report = read_report(tmp_path)
+    assert report.binary == json.loads(content)["reward"] and report.fallback is FallbackCause.MISSING
+
+
+def test_out_of_range_reward_file_does_not_spoil_a_good_ctrf(tmp_path):
+    """The dense reward still comes from the assertions; the bad binary is noted, not used."""
+    (tmp_path / "ctrf.json").write_text(ctrf(("a", "passed"), ("b", "failed")))
+    (tmp_path / "reward.json").write_text('{"reward": 2.5}')
+    report = read_report(tmp_path)
+    assert report.fallback is None and report.binary is None and "2.5" in report.detail
+    assert compute_reward(report, DENSE).value == pytest.approx(1 / 20)

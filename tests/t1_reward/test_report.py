@@ -180,10 +180,10 @@ def test_malformed_junit_is_unparsable(tmp_path):
     assert read_report(tmp_path).fallback is FallbackCause.UNPARSABLE
 
 
-def test_unknown_ctrf_status_is_kept_as_other():
-    outcomes = parse_ctrf(json.dumps({"results": {"tests": [{"name": "a", "status": "exploded"}]}}))
-    assert outcomes[0].status is AssertionStatus.OTHER
-    assert "exploded" in outcomes[0].message
+def test_unknown_ctrf_status_is_a_typed_error_naming_it():
+    """CTRF's statuses are passed, failed, skipped, pending, other; anything else is not a CTRF report."""
+    with pytest.raises(VerifierReportError, match="'exploded'"):
+        parse_ctrf(json.dumps({"results": {"tests": [{"name": "a", "status": "exploded"}]}}))
 
 
 def test_old_plugin_output_with_only_results_and_pending():

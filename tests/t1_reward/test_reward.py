@@ -1,5 +1,6 @@
 """Dense reward, ratio variant and the fallback rule (T1 §5.2)."""
 
+import math
 from dataclasses import dataclass
 
 import pytest
@@ -170,3 +171,12 @@ def test_accepts_the_t1_spec_reward_sections():
     assert compute_reward(report, DenseReward()).value == pytest.approx(0.5)  # S = 20 by default
     assert compute_reward(report, RatioReward()).value == pytest.approx(0.4 * 10 / 20)
     assert compute_reward(report, BinaryReward()).value == 0.0
+
+
+@pytest.mark.parametrize("binary", [-1.0, 2.5, math.nan])
+def test_out_of_range_binary_is_never_a_reward(binary):
+    """A binary outcome lies in [0, 1]; a hand-built report with b = -1 or 2.5 is a programmer error."""
+    report = Report(outcomes=(), binary=binary, source="reward.json", fallback=FallbackCause.MISSING)
+    for kind in ("dense", "ratio", "binary"):
+        with pytest.raises(ValueError, match=r"report.binary \(b\) must lie in \[0, 1\]"):
+            compute_reward(report, Spec(kind))

@@ -18,7 +18,8 @@ class VerifierReportError(ValueError):
 class AssertionStatus(StrEnum):
     """Outcome of one assertion (one test case).
 
-    CTRF's five statuses map onto four: `pending` is reported as `SKIPPED` (the test did not run).
+    CTRF's five statuses map onto four: `pending` is reported as `SKIPPED` (the test did not run). A status
+    outside CTRF's five makes the report unparsable (`parse_ctrf`), so `OTHER` is only CTRF's own ``other``.
     Only `PASSED` counts towards P; every status counts towards T (see `Report.total`).
     """
 
@@ -36,8 +37,7 @@ class AssertionOutcome:
         name: Test identifier as reported (pytest node id for CTRF, ``classname::name`` for JUnit). One name
             is one assertion: parametrized cases have distinct names (``test_x[a]``, ``test_x[b]``).
         status: The assertion's outcome.
-        message: Failure, skip or error message if the report carries one; for an unknown raw status the raw
-            status is kept here so nothing is lost.
+        message: Failure, skip or error message if the report carries one.
         entries: How many report entries carried this name (1 normally; more when `fold_outcomes` folded
             repeated entries of a malformed report into this one).
     """

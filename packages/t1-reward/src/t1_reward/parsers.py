@@ -17,7 +17,8 @@ from typing import Any
 
 from t1_reward.outcomes import AssertionOutcome, AssertionStatus, VerifierReportError
 
-# CTRF statuses (schema enum) -> our four. `pending` did not run, like `skipped`.
+# CTRF statuses (schema enum) -> our four. `pending` did not run, like `skipped`. Matched ignoring ASCII
+# letter case; any other string is not a CTRF status and makes the report unparsable (never a silent failure).
 _CTRF_STATUS = {
     "passed": AssertionStatus.PASSED,
     "failed": AssertionStatus.FAILED,
@@ -53,8 +54,11 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     """Parse a CTRF report into per-assertion outcomes.
 
     Accepts the current schema (``reportFormat``/``specVersion`` present) and the older plugin output (only
-    ``results``). An unknown status string becomes `AssertionStatus.OTHER` with the raw status kept in
-    `message`.
+    ``results``). A status is one of CTRF's five, ``passed``, ``failed``, ``skipped``, ``pending`` (read as
+    skipped: it did not run) and ``other``, matched ignoring ASCII letter case (``PASSED`` is ``passed``).
+    Any other status (``ok``, ``error``, ``passed `` with a space) is not CTRF: the whole report is refused,
+    so that a verifier's format slip falls back to the binary outcome with its cause instead of being
+    scored as a failed assertion, the agent's 0 (T1 §5.2, Fallback).
     Verifiers should pin pytest-json-ctrf >= 0.6: earlier versions (Harbor's template pins 0.3.5) report a
     parametrized test as one entry with retries, which collapses its assertions into one.
     A leading UTF-8 byte-order mark is ignored.
@@ -70,7 +74,8 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
 
     Raises:
         VerifierReportError: invalid JSON; ``results.tests`` missing or not a list; a test without a string
-            ``name`` or ``status``; zero tests (a report that lists nothing carries no per-assertion
+            ``name`` or ``status``; a status that is not one of CTRF's five (the message quotes it and the
+            test's index and name); zero tests (a report that lists nothing carries no per-assertion
             information); or ``results.summary.tests`` disagreeing with the number of entries (a partial
             report).
     """
@@ -91,11 +96,11 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
             raise VerifierReportError(f"ctrf.json: results.tests[{i}] lacks a string 'name' and 'status'")
         message = test.get("message")
         message = message if isinstance(message, str) else None
-        status = _CTRF_STATUS.get(raw)
+        status = _CTRF_STATUS.get(raw.lower()) if raw.isascii() else None
         if status is None:
-            status, message = (
-                AssertionStatus.OTHER,
-                f"unknown CTRF status {raw!r}" + (f": {message}" if message else ""),
+            raise VerifierReportError(
+                f"ctrf.json: results.tests[{i}] ({_quote(name)}) has status {_quote(raw)}, not a CTRF status "
+                f"({', '.join(_CTRF_STATUS)}, in any letter case)"
             )
         outcomes.append(AssertionOutcome(name=name, status=status, message=message))
         file_path = test.get("filePath")
@@ -213,11 +218,13 @@ def parse_reward_json(text: str) -> float:
         text: The content of ``reward.json`` (a leading UTF-8 byte-order mark is ignored).
 
     Returns:
-        The binary (terminal) outcome b.
+        The binary (terminal) outcome b, in [0, 1] (1 solved, 0 not; a fraction is kept as the verifier's
+        partial credit).
 
     Raises:
         VerifierReportError: invalid JSON, not an object, any non-numeric (or boolean, or non-finite) value,
-            or no ``"reward"`` key.
+            no ``"reward"`` key, or a ``"reward"`` outside [0, 1] (the message quotes it): an outcome such as
+            -1 or 2.5 is a verifier slip, never a reward.
     """
     data = _load_json(text, "reward.json")
     if not isinstance(data, dict):
@@ -229,7 +236,20 @@ def parse_reward_json(text: str) -> float:
         )
     if "reward" not in data:
         raise VerifierReportError(f"reward.json: no 'reward' key (keys: {sorted(data)})")
-    return float(data["reward"])
+    return _binary_in_range(float(data["reward"]), f"reward.json: 'reward' = {data['reward']!r}")
+
+
+def _binary_in_range(value: float, what: str) -> float:
+    """``value`` if it lies in [0, 1] (-0.0 read as 0.0).
+
+    Raises:
+        VerifierReportError: outside [0, 1]; the message opens with ``what``, which quotes the value.
+    """
+    if not 0.0 <= value <= 1.0:
+        raise VerifierReportError(
+            f"{what} is outside [0, 1]: a binary outcome is 1 (solved), 0 (not) or a fraction between"
+        )
+    return value + 0.0
 
 
 # A plain decimal number (ASCII digits, optional sign, fraction and exponent) with optional ASCII whitespace
@@ -239,22 +259,22 @@ _REWARD_TXT = re.compile(_WS + r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+
 
 
 def parse_reward_txt(text: str) -> float:
-    """Parse Harbor's ``reward.txt``: one finite decimal number.
+    """Parse Harbor's ``reward.txt``: one finite decimal number in [0, 1].
 
     Accepted: optional ASCII whitespace around an optional sign, ASCII digits with an optional decimal point
-    and fraction, and an optional exponent (``1``, ``0.5``, ``-1``, ``.5``, ``1e-05`` as Python prints small
-    floats). Refused, unlike Python's ``float()``: digit separators (``1_0``), ``nan``/``inf``, non-ASCII
-    digits, two numbers (``1 0``). A leading UTF-8 byte-order mark is ignored.
+    and fraction, and an optional exponent (``1``, ``0.5``, ``+1``, ``.5``, ``1e-05`` as Python prints small
+    floats), whose value lies in [0, 1]. Refused, unlike Python's ``float()``: digit separators (``1_0``),
+    ``nan``/``inf``, non-ASCII digits, two numbers (``1 0``). A leading UTF-8 byte-order mark is ignored.
 
     Args:
         text: The content of ``reward.txt``.
 
     Returns:
-        The binary (terminal) outcome b.
+        The binary (terminal) outcome b, in [0, 1].
 
     Raises:
         VerifierReportError: empty file, not a plain decimal number (the message quotes the text, truncated
-            to 40 characters), or not finite (e.g. ``1e999``).
+            to 40 characters), not finite (e.g. ``1e999``), or outside [0, 1] (``-1``, ``2.5``; quoted).
     """
     text = text.removeprefix("\ufeff")
     if not text.strip():
@@ -265,4 +285,4 @@ def parse_reward_txt(text: str) -> float:
     value = float(match.group(1))
     if not math.isfinite(value):
         raise VerifierReportError(f"reward.txt: not finite: {_quote(match.group(1))}")
-    return value
+    return _binary_in_range(value, f"reward.txt: {_quote(match.group(1))}")

@@ -149,13 +149,17 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
     entries were folded.
 
     Raises:
-        ValueError: unknown ``spec.kind``, a scale S that is not a positive integer, or a coefficient c
-            outside [0, 1] (programmer or recipe error).
+        ValueError: unknown ``spec.kind``, a scale S that is not a positive integer, a coefficient c
+            outside [0, 1] (programmer or recipe error), or a hand-built ``report.binary`` outside [0, 1]
+            (`read_report` never yields one: such a reward file is unparsable).
         AttributeError: ``spec`` lacks ``kind``, or a dense spec lacks ``scale``.
     """
     kind = str(spec.kind)
     if kind not in ("dense", "ratio", "binary"):
         raise ValueError(f"unknown reward kind {kind!r}; expected 'dense', 'ratio' or 'binary'")
+    if report.binary is not None and not 0.0 <= report.binary <= 1.0:
+        b = report.binary
+        raise ValueError(f"report.binary (b) must lie in [0, 1], got {b!r} (read_report refuses it)")
     passed, total = report.passed, report.total
 
     def result(value: float | None, used: str) -> RewardResult:
