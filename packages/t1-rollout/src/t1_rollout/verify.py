@@ -8,18 +8,38 @@ deadline).
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from t1_rollout.sandbox.base import Sandbox, SandboxError
+from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
 
-__all__ = ["VerifierRun", "run_verifier", "TESTS_DIR", "VERIFIER_LOG_DIR"]
+__all__ = [
+    "VerifierRun",
+    "run_verifier",
+    "TESTS_DIR",
+    "VERIFIER_LOG_DIR",
+    "MAX_FILE_BYTES",
+    "MAX_TOTAL_BYTES",
+    "OMITTED_NOTE",
+    "REPORT_PATTERNS",
+    "LOG_PATTERNS",
+]
 
 TESTS_DIR = "/tests"
 VERIFIER_LOG_DIR = "/logs/verifier"
+MAX_FILE_BYTES = 8 * 1024 * 1024  # one file copied back, bytes
+MAX_TOTAL_BYTES = 32 * 1024 * 1024  # all files copied back for one trial, bytes
+OMITTED_NOTE = "t1-omitted.txt"  # lists what was not copied back (written only when something was left out)
+# What t1_reward.read_report reads, in the order it is copied back (the total cap serves these first) ...
+REPORT_PATTERNS = ("ctrf.json", "reward.json", "reward.txt", "*.xml")
+# ... and the test output logs, copied after them (head and tail kept when over the per-file cap).
+LOG_PATTERNS = ("test-stdout.txt", "test-stderr.txt", "*.log")
+_STAGE_DIR = "/tmp/.t1-verifier-out"
 _TAIL_CHARS = 4000
+_NOTE_LINES = 200
 
 
 class _TaskLike(Protocol):
@@ -42,6 +62,8 @@ class VerifierRun:
         stdout_tail: the last 4000 characters of test.sh's stdout and stderr.
         error: why the verifier could not run or be collected (upload, exec or download failure), or None. A
             non-None error is a verifier crash: infrastructure, never an agent score.
+        omitted: one line saying which of ``/logs/verifier``'s entries were left out or cut (details in
+            ``out_dir / OMITTED_NOTE``), or None when everything was copied back.
     """
 
     out_dir: Path
@@ -50,6 +72,7 @@ class VerifierRun:
     duration_s: float
     stdout_tail: str
     error: str | None = None
+    omitted: str | None = None
 
     @property
     def crashed(self) -> bool:
@@ -57,8 +80,16 @@ class VerifierRun:
         return self.error is not None
 
 
-async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, out_dir: Path) -> VerifierRun:
-    """Upload ``task.tests_dir`` to ``/tests``, run ``bash /tests/test.sh``, download ``/logs/verifier/``.
+async def run_verifier(
+    sandbox: Sandbox,
+    task: _TaskLike,
+    *,
+    timeout_s: float,
+    out_dir: Path,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    max_total_bytes: int = MAX_TOTAL_BYTES,
+) -> VerifierRun:
+    """Upload ``task.tests_dir`` to ``/tests``, run ``bash /tests/test.sh``, copy back its reports and logs.
 
     Call it only after the agent has finished: the tests are not in the sandbox before this call, and the call
     first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running are
@@ -66,15 +97,38 @@ async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, o
     toolchain (``sandbox.verifier_env()``: python3 with pytest and pytest-json-ctrf) is put on PATH for this
     exec only. ``test.sh``'s stdout and stderr are also saved as ``test-stdout.txt`` in ``out_dir``.
 
+    Only what the reward reader uses and what helps debugging is copied back from ``/logs/verifier``: its
+    top-level regular files named like `REPORT_PATTERNS` (``ctrf.json``, ``reward.json``, ``reward.txt``,
+    JUnit ``*.xml``: what ``t1_reward.read_report`` reads), then `LOG_PATTERNS` (the test output logs),
+    each at most ``max_file_bytes`` and together at most ``max_total_bytes`` (the captured ``test-stdout.txt``
+    counts). A log over the per-file cap keeps its head and tail around a marker line. A report file that
+    does not fit is not cut (a cut report could still parse and give a wrong reward): an empty file of the
+    same name takes its place, so the reader sees the report present but unusable, as the verifier's own
+    unreadable report would be (``unparsable`` fallback), never a silently different reward. Everything left
+    out (other files, sub-directories, links, over-cap files) is listed in ``out_dir / OMITTED_NOTE`` and
+    summed up in ``VerifierRun.omitted``.
+
     Args:
         sandbox: a started sandbox in which the agent has finished.
         task: the task (``t1_tasks.Task``: ``id``, ``tests_dir``).
         timeout_s: the verifier's wall-clock deadline in seconds (``[verifier].timeout_sec``; T1 §7: 900 s).
         out_dir: host directory to receive the verifier's output (created).
+        max_file_bytes: the largest file copied back, bytes (> 0; default 8 MiB).
+        max_total_bytes: all files copied back together, bytes (>= ``max_file_bytes``; default 32 MiB).
 
     Returns:
         The ``VerifierRun``; failures are recorded in it with their cause, never raised (cancellation aside).
+
+    Raises:
+        ValueError: a non-positive cap, or ``max_total_bytes < max_file_bytes``.
     """
+    for name, cap in (("max_file_bytes", max_file_bytes), ("max_total_bytes", max_total_bytes)):
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap <= 0:
+            raise ValueError(f"run_verifier: {name} must be a positive int of bytes, got {cap!r}")
+    if max_total_bytes < max_file_bytes:
+        raise ValueError(
+            f"run_verifier: max_total_bytes ({max_total_bytes}) must be >= max_file_bytes ({max_file_bytes})"
+        )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -100,11 +154,17 @@ async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, o
             error = f"verifier of task {task.id} was killed by signal {exit_code - 128} (exit {exit_code})"
         combined = result.stdout + (("\n[stderr]\n" + result.stderr) if result.stderr else "")
         tail = combined[-_TAIL_CHARS:]
-        (out_dir / "test-stdout.txt").write_text(combined, encoding="utf-8")
+        log = _head_tail(combined.encode("utf-8"), max_file_bytes)
+        (out_dir / "test-stdout.txt").write_bytes(log)
+        log_bytes = len(log)
     except SandboxError as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
+        log_bytes = 0
+    omitted: str | None = None
     try:
-        await sandbox.download(VERIFIER_LOG_DIR, out_dir, timeout_s=60)
+        omitted = await _copy_back(
+            sandbox, out_dir, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes, used=log_bytes
+        )
     except SandboxError as exc:
         if error is None:
             error = f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
@@ -115,4 +175,152 @@ async def run_verifier(sandbox: Sandbox, task: _TaskLike, *, timeout_s: float, o
         duration_s=time.monotonic() - started,
         stdout_tail=tail,
         error=error,
+        omitted=omitted,
     )
+
+
+def _head_tail(data: bytes, cap: int) -> bytes:
+    """``data`` if it fits in ``cap`` bytes, else its head and tail around a marker line (about ``cap``)."""
+    if len(data) <= cap:
+        return data
+    half = max(cap // 2 - 64, 0)
+    marker = f"\n[... {len(data) - 2 * half} bytes omitted: over the {cap}-byte cap ...]\n".encode()
+    return data[:half] + marker + data[len(data) - half :]
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _shq(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+async def _copy_back(
+    sandbox: Sandbox, out_dir: Path, *, max_file_bytes: int, max_total_bytes: int, used: int
+) -> str | None:
+    """Copy the selected files of ``/logs/verifier`` into ``out_dir`` within the caps; return the summary.
+
+    The selection and the cut are made inside the sandbox (``find``, ``head -c``, ``tail -c`` into a staging
+    directory), so an oversized output never crosses to the host.
+
+    Raises:
+        SandboxError: ``/logs/verifier`` is missing or could not be listed, staged or downloaded.
+    """
+    listing = await sandbox.exec(
+        f"[ -d {VERIFIER_LOG_DIR} ] || {{ echo '{VERIFIER_LOG_DIR} is missing' >&2; exit 3; }}; "
+        f"find {VERIFIER_LOG_DIR} -mindepth 1 -printf '%y %s %P\\0'",
+        timeout_s=60,
+        cwd="/",
+    )
+    if not listing.ok:
+        why = (
+            "timed out" if listing.timed_out else f"exit {listing.exit_code}: {listing.stderr.strip()[-500:]}"
+        )
+        raise SandboxError(f"listing {VERIFIER_LOG_DIR} failed ({why})")
+    entries: list[tuple[str, int, str]] = []  # (find's type letter, size in bytes, relative path)
+    for item in listing.stdout.split("\0"):
+        kind, _, rest = item.partition(" ")
+        size, _, path = rest.partition(" ")
+        if len(kind) == 1 and size.isdigit() and path:
+            entries.append((kind, int(size), path))
+    budget = max_total_bytes - used  # ``used``: bytes already written to out_dir (the captured log)
+    copy: list[tuple[str, int]] = []  # (name, bytes to keep: a log over the cap keeps head and tail)
+    placeholders: list[str] = []
+    left_out: list[str] = []
+    # a name that did not decode (invalid UTF-8) or holds a control character cannot be named back safely
+    files = {
+        path: size
+        for kind, size, path in entries
+        if kind == "f" and "/" not in path and path.isprintable() and "\ufffd" not in path
+    }
+    reports = sorted((n for n in files if _matches(n, REPORT_PATTERNS)), key=_report_order)
+    logs = sorted(n for n in files if n not in reports and _matches(n, LOG_PATTERNS))
+    for name in reports:
+        size = files[name]
+        if size > min(max_file_bytes, budget):
+            cap = "per-file" if size > max_file_bytes else "total"
+            left_out.append(f"{name}: {size} bytes, over the {cap} cap; replaced by an empty file (unusable)")
+            placeholders.append(name)
+            continue
+        copy.append((name, size))
+        budget -= size
+    over_total: list[str] = []
+    for name in logs:
+        size = files[name]
+        keep = min(size, max_file_bytes, budget)
+        if keep < size:
+            if keep < 1024:
+                left_out.append(f"{name}: {size} bytes, over the total cap; not copied")
+                over_total.append(name)
+                continue
+            left_out.append(f"{name}: {size} bytes, cut to its head and tail ({keep} bytes)")
+        copy.append((name, keep))
+        budget -= keep
+    handled = {name for name, _ in copy} | set(placeholders) | set(over_total)
+    # Everything else, by top-level entry (a directory with the count and bytes of the files under it),
+    # largest first: the note names what filled the verifier's directory.
+    tops: dict[str, list[Any]] = {}  # name -> [kind, files, bytes]
+    for kind, size, path in entries:
+        top, _, below = path.partition("/")
+        if top in handled:
+            continue
+        slot = tops.setdefault(top, ["d" if below else kind, 0, 0])
+        if kind == "f":
+            slot[1] += 1
+            slot[2] += size
+    skipped_bytes = sum(nbytes for _, _, nbytes in tops.values())
+    for top, (kind, nfiles, nbytes) in sorted(tops.items(), key=lambda kv: (-kv[1][2], kv[0])):
+        what = {
+            "f": f"{nbytes} bytes",
+            "d": f"directory ({nfiles} files, {nbytes} bytes)",
+            "l": "symbolic link",
+        }.get(kind, f"type {kind}")
+        left_out.append(f"{top}: {what}, not a report or log file; not copied")
+
+    if copy:
+        parts = [f"rm -rf {_STAGE_DIR} && mkdir -p {_STAGE_DIR}"]
+        for name, keep in copy:
+            src, dst = _shq(f"{VERIFIER_LOG_DIR}/{name}"), _shq(f"{_STAGE_DIR}/{name}")
+            if keep >= files[name]:
+                parts.append(f"head -c {keep} -- {src} > {dst}")  # head -c: bounded even if it grew
+            else:
+                half = max(keep // 2 - 64, 0)
+                marker = f"\\n[... {files[name] - 2 * half} bytes omitted: over the cap ...]\\n"
+                parts.append(
+                    f"{{ head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}; }} > {dst}"
+                )
+        staged = await sandbox.exec(" && ".join(parts), timeout_s=60, cwd="/")
+        if not staged.ok:
+            why = (
+                "timed out"
+                if staged.timed_out
+                else f"exit {staged.exit_code}: {staged.stderr.strip()[-500:]}"
+            )
+            raise SandboxError(f"staging the verifier output failed ({why})")
+        await sandbox.download(_STAGE_DIR, out_dir, timeout_s=60)
+        await sandbox.exec(f"rm -rf {_STAGE_DIR}", timeout_s=60, cwd="/")
+    for name in placeholders:
+        (out_dir / name).write_bytes(b"")
+    if not left_out:
+        return None
+    summary = (
+        f"{len(left_out)} top-level entries of {VERIFIER_LOG_DIR} left out or cut "
+        f"({skipped_bytes} bytes of other files not copied; caps: {max_file_bytes} bytes per file, "
+        f"{max_total_bytes} in all); see {OMITTED_NOTE}"
+    )
+    lines = left_out[:_NOTE_LINES]
+    if len(left_out) > _NOTE_LINES:
+        lines.append(f"... and {len(left_out) - _NOTE_LINES} more")
+    (out_dir / OMITTED_NOTE).write_text(summary + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return summary
+
+
+def _why(result: ExecResult) -> str:
+    return "timed out" if result.timed_out else f"exit {result.exit_code}: {result.stderr.strip()[-500:]}"
+
+
+def _report_order(name: str) -> tuple[int, str]:
+    """Copy order of report files: ``ctrf.json``, ``reward.json``, ``reward.txt``, then ``*.xml`` by name."""
+    fixed = REPORT_PATTERNS[:-1]
+    return (fixed.index(name), "") if name in fixed else (len(fixed), name)
