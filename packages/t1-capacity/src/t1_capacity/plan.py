@@ -42,8 +42,11 @@ class Plan:
 
     Raises:
         PlanError: ``memory_budget_gib`` not a finite number > 0 (a NaN budget would silently refuse every
-            plan), or ``batch_size`` / ``samples_per_task`` not an integer >= 1. The parallel degrees are
-            checked by ``plan_problems`` / ``validate_plan``, which list every broken rule at once.
+            plan), ``batch_size`` / ``samples_per_task`` not an integer >= 1, or ``inference_devices`` < 0.
+            The ranges of the parallel degrees and the token wall are checked by ``plan_problems`` /
+            ``validate_plan``, which list every broken rule at once.
+        TypeError: a parallel degree, ``token_wall`` or ``inference_devices`` that is not an integer (a bool
+            or a float such as 2.0 is refused: ``tp=True`` is not read as tp 1).
     """
 
     tp: int = 1
@@ -65,6 +68,14 @@ class Plan:
         m = self.memory_budget_gib
         if not isinstance(m, numbers.Real) or isinstance(m, bool) or not math.isfinite(m) or m <= 0:
             raise PlanError(f"plan.memory_budget_gib must be a finite number of GiB > 0, got {m!r}")
+        for name in ("tp", "pp", "cp", "dp", "ep", "etp", "token_wall", "inference_devices"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise TypeError(f"plan.{name} must be an integer, got {value!r} ({type(value).__name__})")
+        if self.inference_devices < 0:
+            raise PlanError(
+                f"plan.inference_devices must be >= 0 (0 = co-located), got {self.inference_devices}"
+            )
         for name in ("batch_size", "samples_per_task"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:

@@ -8,6 +8,7 @@ micro-batches per rank) and their headroom against M.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -50,7 +51,10 @@ def enumerate_plans(model: ModelShape, training_devices: int, base: Plan) -> Ite
 
     Raises:
         ValueError: when ``training_devices`` < 1.
+        TypeError: when ``training_devices`` is not an integer (a bool or a float included).
     """
+    if not isinstance(training_devices, numbers.Integral) or isinstance(training_devices, bool):
+        raise TypeError(f"training_devices must be an integer, got {training_devices!r}")
     if training_devices < 1:
         raise ValueError(f"training_devices must be >= 1, got {training_devices}")
     g = training_devices
@@ -165,7 +169,8 @@ def search_plans(
         The fitting plans ranked, and the refused plans ordered by how little they miss M.
 
     Raises:
-        ValueError: unknown ``rank``.
+        ValueError: unknown ``rank``, or ``training_devices`` < 1.
+        TypeError: ``training_devices`` not an integer (a bool or a float included).
     """
     if rank not in RANKINGS:
         raise ValueError(f"rank must be one of {RANKINGS}, got {rank!r}")

@@ -9,11 +9,33 @@ full-attention mixer shard only up to the number of key/value heads.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
+
+# Sizes that must be at least 1 in every model, at least 0, and at least 1 when Gated DeltaNet layers exist.
+_POSITIVE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "full_attention_interval",
+)
+_NON_NEGATIVE_FIELDS = ("num_experts", "top_k", "moe_intermediate_size", "shared_expert_intermediate_size")
+_LINEAR_FIELDS = (
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+)
+_INT_FIELDS = _POSITIVE_FIELDS + _NON_NEGATIVE_FIELDS + _LINEAR_FIELDS
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,16 @@ class ModelShape:
         qk_norm: whether full attention has query/key RMSNorms (Qwen3.5: yes; a classic GPT: no).
         declared_expert_params: the paper's P_e (T1 §7.1: 116.0B), reported next to the structural count.
         declared_dense_params: the paper's P_d (T1 §7.1: 5.86B), reported next to the structural count.
+
+    Raises:
+        TypeError: a size that is not an integer (a bool or a float such as 48.0 included), or
+            ``tie_word_embeddings`` / ``qk_norm`` not a bool; the message names the field.
+        ValueError: naming the field: a size that would price nothing or has no meaning: ``vocab_size``,
+            ``hidden_size``, ``num_layers``, the attention head counts, ``head_dim`` or
+            ``full_attention_interval`` below 1; ``num_experts`` or ``shared_expert_intermediate_size``
+            below 0; a routed model (E >= 1) with ``top_k`` outside [1, E] or ``moe_intermediate_size`` < 1;
+            a model with Gated DeltaNet layers whose ``linear_*`` sizes are below 1; a declared count that is
+            not a finite number > 0.
     """
 
     vocab_size: int = 248_320
@@ -69,6 +101,33 @@ class ModelShape:
     qk_norm: bool = True
     declared_expert_params: float | None = 116.0e9
     declared_dense_params: float | None = 5.86e9
+
+    def __post_init__(self) -> None:
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                kind = type(value).__name__
+                raise TypeError(f"ModelShape.{name} must be an integer, got {value!r} ({kind})")
+        for name in ("tie_word_embeddings", "qk_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"ModelShape.{name} must be a bool, got {getattr(self, name)!r}")
+        at_least = dict.fromkeys(_POSITIVE_FIELDS, 1) | dict.fromkeys(_NON_NEGATIVE_FIELDS, 0)
+        if self.num_experts >= 1:
+            at_least |= {"top_k": 1, "moe_intermediate_size": 1}
+        if self.full_attention_interval > 1:  # Gated DeltaNet layers exist
+            at_least |= dict.fromkeys(_LINEAR_FIELDS, 1)
+        for name, low in at_least.items():
+            if getattr(self, name) < low:
+                raise ValueError(f"ModelShape.{name} must be >= {low}, got {getattr(self, name)}")
+        if self.num_experts >= 1 and self.top_k > self.num_experts:
+            raise ValueError(f"ModelShape.top_k={self.top_k} exceeds num_experts={self.num_experts}")
+        for name in ("declared_expert_params", "declared_dense_params"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok or value <= 0:
+                raise ValueError(f"ModelShape.{name} must be None or a finite count > 0, got {value!r}")
 
     @cached_property
     def layer_types(self) -> tuple[str, ...]:
