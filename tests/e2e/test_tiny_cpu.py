@@ -138,8 +138,16 @@ def _bwrap_pids() -> set[str]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=[
+        "ctrl-c",
+        "sigterm",
+        "sigterm-background-job",
+    ],  # a script's background job starts with SIGINT ignored
+)
+def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig, sigint_ignored):
     runs = tmp_path / "runs"
     before = _bwrap_pids()
     proc = subprocess.Popen(
@@ -155,6 +163,7 @@ def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig):
         stderr=subprocess.STDOUT,
         text=True,
         cwd=tmp_path,
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((runs).glob("*/trajectories/step-0000/*.json")):

@@ -15,6 +15,6 @@ def test_metrics_lines_are_strict_json(tmp_path):
 def test_run_directory_layout_and_resolved_recipe(tmp_path):
     run = RunDir.create(tmp_path, "tiny", {"name": "tiny", "seed": 0})
     assert (run.root / "recipe.yaml").read_text().startswith("name: tiny")
-    assert {p.name for p in run.root.iterdir()} == {"recipe.yaml", "trajectories", "verifier", "weights"}
+    assert {p.name for p in run.root.iterdir()} == {"recipe.yaml", "trajectories", "verifier"}
     again = RunDir.create(tmp_path, "tiny", {"name": "tiny", "seed": 0})
     assert again.root != run.root  # two runs in the same second never share a directory

@@ -38,3 +38,20 @@ def test_deferred_draws_are_kept_so_every_epoch_runs_every_task(pool6):
 def test_a_step_larger_than_the_pool_is_refused(pool6):
     with pytest.raises(ValueError, match="pool of 6"):
         StepTasks(pool6, 0).draw(7)
+
+
+@pytest.mark.parametrize(("epochs", "steps", "want"), [(1, None, 1), (3, None, 5), (3, 2, 2), (3, 9, 5)])
+def test_planned_steps_never_reach_into_a_pass_beyond_ppo_epochs(epochs, steps, want):
+    from pathlib import Path
+
+    from t1.training import Trainer
+    from t1_spec import load_recipe
+
+    # the mini pool's 9 tasks, 5 launched per step: one pass holds 1 whole step, three passes hold 5 (27 // 5)
+    tiny = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
+    trainer = Trainer(
+        load_recipe(tiny, [f"ppo.epochs={epochs}", f"ppo.steps={'null' if steps is None else steps}"]), {}
+    )
+    trainer.pool = load_pool("builtin:mini")
+    assert len(trainer.pool) == 9
+    assert trainer.planned_steps() == want

@@ -89,7 +89,9 @@ class PPOSpec(Spec):
     whichever is reached first ends it."""
 
     epochs: int = Field(default=3, gt=0)
-    """Passes over the task pool (epochs), each with a fresh seeded permutation. 3 in the paper (T1 §1)."""
+    """Passes over the task pool (epochs), each with a fresh seeded permutation. 3 in the paper (T1 §1). With
+    ``steps`` null the run takes floor(pool size x epochs / rollout.launched) steps: whole steps only, never
+    reaching into a further pass."""
 
     ppo_epochs: int = Field(default=1, gt=0)
     """Optimizer passes over each step's batch (epochs); one update per batch in the paper)."""

@@ -46,8 +46,9 @@ class Recipe(Spec):
     description: str = ""
     """Free text: what this run is for."""
 
-    seed: int
-    """Global seed: model initialisation, sampling and every derived random stream."""
+    seed: int = Field(ge=0, lt=2**63)
+    """Global seed: model initialisation, sampling and every derived random stream. In [0, 2**63): torch's
+    generators take a 64-bit seed."""
 
     model: ModelSpec
     """Policy (and critic) architecture and starting weights."""

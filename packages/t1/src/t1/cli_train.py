@@ -10,18 +10,18 @@ from t1._errors import EXIT_INTERRUPTED, err_console, reported
 
 
 def _stop_as_ctrl_c(signum: int, frame: object) -> None:
-    """SIGTERM handler: do exactly what Ctrl-C would do now.
+    """SIGTERM handler: do what Ctrl-C would do now, even where SIGINT is ignored.
 
     Inside ``asyncio.run`` the SIGINT handler cancels the main task instead of raising. That matters here: the
     sandbox launches fork, and a handler that raises while Python runs its at-fork hooks has its exception
-    swallowed ("Exception ignored in _releaseLock"), so a raising SIGTERM handler would sometimes be lost.
+    swallowed ("Exception ignored in _releaseLock"). Where SIGINT is ignored (a background job of a script)
+    or default, this raises ``KeyboardInterrupt``; the training loop's own stop check backs that up.
     """
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
         handler(signal.SIGINT, frame)
-    elif handler == signal.SIG_DFL:
+    else:
         raise KeyboardInterrupt
-    # SIG_IGN: already shutting down after an interrupt; nothing more to do
 
 
 def register(app: typer.Typer) -> None:
@@ -48,10 +48,14 @@ def register(app: typer.Typer) -> None:
             from t1.training import Trainer
 
             trainer: Trainer | None = None
+            stopping = False
 
             def on_sigterm(signum: int, frame: object) -> None:
+                if stopping:  # shutdown already under way
+                    return
                 if trainer is not None:
                     trainer.interrupted_by = "SIGTERM"
+                    trainer.stop_requested = True
                 _stop_as_ctrl_c(signum, frame)
 
             # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes
@@ -62,6 +66,7 @@ def register(app: typer.Typer) -> None:
                 trainer.run()
             except KeyboardInterrupt:
                 # A second Ctrl-C during shutdown must not print tracebacks from library atexit hooks.
+                stopping = True
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 where = trainer.run_dir if trainer is not None else None

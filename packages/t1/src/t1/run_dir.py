@@ -56,7 +56,7 @@ class RunDir:
             root = run_root / f"{name}-{stamp}-{digest}-{suffix}"
         root.mkdir(parents=True)
         (root / "recipe.yaml").write_text(text)
-        for sub in ("trajectories", "verifier", "weights"):
+        for sub in ("trajectories", "verifier"):  # weights/ appears with the final weights only
             (root / sub).mkdir()
         return cls(root)
 
@@ -81,9 +81,12 @@ class RunDir:
             fh.write(json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False) + "\n")
 
     def write_status(self, status: str, steps: int, message: str | None) -> None:
-        """Write ``status.json``: how the run ended (finished, failed, interrupted) and its steps."""
+        """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done."""
         payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
-        (self.root / "status.json").write_text(json.dumps(payload, indent=1) + "\n")
+        # written whole then renamed: a reader polling a live run never sees half a file
+        tmp = self.root / "status.json.tmp"
+        tmp.write_text(json.dumps(payload, indent=1) + "\n")
+        tmp.replace(self.root / "status.json")
 
     def write_trajectory(self, step_label: str, trial_id: str, payload: dict[str, Any]) -> Path:
         """Write one trial's record under ``trajectories/<step_label>/<trial_id>.json``."""

@@ -239,6 +239,9 @@ class Trainer:
         self.resolved = resolved
         self.rundir: RunDir | None = None
         self.interrupted_by = "Ctrl-C (SIGINT)"
+        self.stop_requested = False
+        """Set by a signal handler; checked after every trial and step, so a stop is never lost even where the
+        handler's own KeyboardInterrupt was (one raised inside a fork hook is swallowed)."""
         """What ``status.json`` names on an interrupt; the CLI sets ``"SIGTERM"`` on that signal."""
         # Logs piped to a file keep a wide table instead of rich's 80-column fallback.
         self.console = console or (Console() if sys.stdout.isatty() else Console(width=160))
@@ -327,6 +330,10 @@ class Trainer:
                 f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
             ) from None
 
+    def _check_stop(self) -> None:
+        if self.stop_requested:
+            raise KeyboardInterrupt
+
     @property
     def run_dir(self) -> Path | None:
         """The run directory, once start-up has created it (None before)."""
@@ -336,10 +343,12 @@ class Trainer:
         """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer.
 
         A pass counts the tasks drawn, ``rollout.launched`` per step: a cancelled trial used up its task's
-        turn in the epoch (the oversampling tail is lost signal, T1 §10), as in the task stream itself.
+        turn in the epoch (the oversampling tail is lost signal, T1 §10), as in the task stream itself. Only
+        whole steps that fit in ``epochs`` passes run (floor), so no step reaches into a pass beyond them; the
+        tasks left over at the end are not drawn.
         """
         r = self.recipe
-        by_epochs = -(-len(self.pool) * r.ppo.epochs // r.rollout.launched)
+        by_epochs = len(self.pool) * r.ppo.epochs // r.rollout.launched
         return by_epochs if r.ppo.steps is None else min(r.ppo.steps, by_epochs)
 
     async def _rollout(self, tasks: list[Task], label: str) -> BatchResult:
@@ -365,6 +374,7 @@ class Trainer:
                 )
             finally:
                 self.rundir.write_trajectory(label, record.trial_id, trial_payload(record))
+            self._check_stop()
             scored = rec.status == "finished" and rec.reward is not None and rec.reward.value is not None
             reward = f"{rec.reward.value:.3f}" if scored else "-"
             turns = len(rec.episode.turns) if rec.episode else 0
@@ -468,6 +478,7 @@ class Trainer:
 
         stream = StepTasks(self.pool, r.pool.shuffle_seed)
         for step in range(steps):
+            self._check_stop()
             t_step = time.monotonic()
             drawn = stream.draw(r.rollout.launched)
             tasks = [task for _, task in drawn]
@@ -476,6 +487,7 @@ class Trainer:
             batch, samples = self._collect(tasks, f"step-{step:04d}")
             t_rollout = time.monotonic() - t0
 
+            self._check_stop()
             t0 = time.monotonic()
             train_metrics = ppo_step(self.backend, samples, r.ppo)
             t_train = time.monotonic() - t0
@@ -511,6 +523,7 @@ class Trainer:
             summary.wall_s["publish"] += t_publish
             summary.steps += 1
             summary.last_metrics = row
+            self.rundir.write_status("running", summary.steps, None)
             if r.logging.print_table:
                 table = _metrics_table()
                 _add_row(table, row)
