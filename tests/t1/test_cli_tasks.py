@@ -248,7 +248,10 @@ def test_validate_without_bwrap_says_once_how_to_install_it(tmp_path, monkeypatc
     assert "validating" not in result.stdout and "FAIL" not in result.stdout
 
 
-def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_reclaimed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_reclaimed(
+    tmp_path, monkeypatch, signame
+):
     import asyncio
     import signal
 
@@ -273,7 +276,7 @@ def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_recla
 
         async def exec(self, command, *, timeout_s, cwd=None, env=None, cpu_time_s=None):
             if len(made) == 2:
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), getattr(signal, signame))
             await asyncio.sleep(60)
 
         async def download(self, remote, local, *, timeout_s=60):
@@ -287,11 +290,12 @@ def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_recla
 
     monkeypatch.setattr(cli_tasks, "_sandbox_host_problems", lambda: [])
     monkeypatch.setattr(t1_rollout.sandbox.local, "LocalSandbox", CtrlCSandbox)
-    handler = signal.getsignal(signal.SIGINT)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = runner.invoke(app, ["tasks", "validate", "-j", "2"])
     finally:
-        signal.signal(signal.SIGINT, handler)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     assert result.exit_code == 130, result.output
     assert len(made) == 2 and all(s.closed for s in made)
     (line,) = result.stderr.splitlines()

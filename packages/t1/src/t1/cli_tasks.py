@@ -224,6 +224,10 @@ def validate(
 
         started = time.monotonic()
         ledger = SandboxLedger()
+        from t1.cli_train import _stop_as_ctrl_c
+
+        # SIGTERM (a scheduler, `kill`) stops as Ctrl-C does, so every sandbox is reclaimed
+        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
         try:
             result = asyncio.run(
                 validate_pool(
@@ -238,6 +242,7 @@ def validate(
         except KeyboardInterrupt:
             # asyncio.run cancelled every check and awaited it: each sandbox's close has run (or failed).
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line below
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _report_interrupt(len(done), len(p), ledger)
             raise SystemExit(EXIT_INTERRUPTED) from None
         table = Table(
