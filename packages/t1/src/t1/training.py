@@ -275,12 +275,14 @@ class Trainer:
         warm = r.critic_warmup.pool or r.pool
         self.warmup_pool = self.pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
         self.warmup_seed = warm.shuffle_seed
-        for name, pool in (("pool", self.pool), ("critic_warmup.pool", self.warmup_pool)):
+        for name, pool, spec in (("pool", self.pool, r.pool), ("critic_warmup.pool", self.warmup_pool, warm)):
             if r.rollout.launched > len(pool):
+                limited = f" (cut to {spec.limit} by {name}.limit)" if spec.limit is not None else ""
                 raise ValueError(
                     f"rollout.launched={r.rollout.launched} exceeds the {len(pool)} tasks of {name} "
-                    f"{pool.source!r}: one step would run a task more than once (T1: one sample per task per "
-                    "step); lower rollout.launched (and rollout.admitted, ppo.batch_size) or use more tasks"
+                    f"{pool.source!r}{limited}: one step would run a task more than once (T1: one sample "
+                    "per task per step); lower rollout.launched (and rollout.admitted, ppo.batch_size) "
+                    "or use more tasks"
                 )
         self.tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
         model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
