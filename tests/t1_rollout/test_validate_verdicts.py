@@ -75,6 +75,11 @@ class ScriptedSandbox(Sandbox):
     async def exec(self, command, *, timeout_s, cwd=None, env=None, cpu_time_s=None):
         if "solve.sh" in command:
             return self.solve
+        if "find /logs/verifier" in command:  # run_verifier lists /logs/verifier, then copies a selection
+            report = self.report[self.kind]
+            return ran(f"f {len(json.dumps(report))} ctrf.json\0" if report is not None else "")
+        if command.startswith("rm -rf /tmp/.t1-verifier-out"):  # staging the selection, and clearing it
+            return ran()
         return self.verify[self.kind]
 
     async def download(self, remote, local, *, timeout_s=60):

@@ -16,6 +16,7 @@ therefore reports retention by family, so the selection bias is visible in the r
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +42,28 @@ class SchedulerConfig:
     creation_rate_per_s: float
     creation_quota_per_min: float
 
+    def __post_init__(self) -> None:
+        """Refuse a config no batch can run under.
+
+        Raises:
+            TypeError: a field of the wrong type (a bool, a string).
+            ValueError: ``admitted`` or ``concurrency`` below 1, a creation rate that is not a finite number
+                > 0, or a quota that is not a finite number >= 1 (the bucket must hold one creation).
+        """
+        for name in ("admitted", "concurrency"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"SchedulerConfig.{name} must be an int, got {value!r}")
+            if value < 1:
+                raise ValueError(f"SchedulerConfig.{name} must be >= 1, got {value}")
+        for name, low in (("creation_rate_per_s", 0.0), ("creation_quota_per_min", 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"SchedulerConfig.{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < low or value == 0:
+                need = "> 0" if low == 0 else f">= {low:g}"
+                raise ValueError(f"SchedulerConfig.{name} must be a finite number {need}, got {value}")
+
 
 class TokenBucket:
     """A token bucket: ``rate`` tokens per second, at most ``capacity`` stored.
@@ -50,11 +73,11 @@ class TokenBucket:
         capacity: bucket size, tokens (>= 1); the bucket starts full.
 
     Raises:
-        ValueError: for a non-positive rate or a capacity below 1.
+        ValueError: for a rate that is not a finite number > 0 or a capacity that is not finite and >= 1.
     """
 
     def __init__(self, rate: float, capacity: float) -> None:
-        if rate <= 0 or capacity < 1:
+        if not (math.isfinite(rate) and math.isfinite(capacity)) or rate <= 0 or capacity < 1:
             raise ValueError(
                 f"token bucket needs rate > 0 and capacity >= 1, got rate={rate}, capacity={capacity}"
             )
@@ -124,8 +147,19 @@ async def collect_batch(
         finished trial is admitted and the shortfall is visible in the counts.
 
     Raises:
-        ValueError: when fewer tasks are given than the batch admits.
+        ValueError: when fewer tasks are given than the batch admits, or a config field is out of range
+            (``admitted`` or ``concurrency`` below 1, a creation rate or quota that is not finite and > 0).
+        TypeError: a config field of the wrong type.
     """
+    if not isinstance(config, SchedulerConfig):  # a duck-typed config gets the same checks
+        config = SchedulerConfig(
+            admitted=config.admitted,
+            concurrency=config.concurrency,
+            creation_rate_per_s=config.creation_rate_per_s,
+            creation_quota_per_min=config.creation_quota_per_min,
+        )
+    else:
+        config.__post_init__()  # a frozen config can still be altered with object.__setattr__
     if len(tasks) < config.admitted:
         raise ValueError(
             f"launched {len(tasks)} trials for a batch of {config.admitted}: launch at least as many"

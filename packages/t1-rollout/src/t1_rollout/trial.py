@@ -23,7 +23,7 @@ from typing import Any, Literal
 from t1_reward import Report, RewardResult, compute_reward, read_report
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig, run_episode
-from t1_rollout.sandbox.base import Sandbox
+from t1_rollout.sandbox.base import Sandbox, format_seconds
 from t1_rollout.verify import VerifierRun, run_verifier
 from t1_tasks import Task
 from t1_tito import Sample, StitchResult, TitoSession, stitch
@@ -198,7 +198,7 @@ async def run_trial(
         raise
     except TimeoutError:
         rec.status = "failed"
-        rec.cause = f"{stage}: remote deadline of {limits.remote_deadline_s:.0f} s exceeded"
+        rec.cause = f"{stage}: remote deadline of {format_seconds(limits.remote_deadline_s)} exceeded"
         return rec
     except Exception as exc:  # noqa: BLE001 - a trial records every failure with its stage and cause
         rec.status = "failed"

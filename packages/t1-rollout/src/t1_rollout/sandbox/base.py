@@ -20,7 +20,18 @@ __all__ = [
     "Shell",
     "ShellDied",
     "UnsupportedDockerfileInstruction",
+    "format_seconds",
 ]
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for messages: ``2.6 s``, ``0.05 s``, ``12.3 s``, ``5400 s`` (3 significant digits < 100).
+
+    Never rounds a deadline to a different-looking whole number (2.6 s is not "3 s").
+    """
+    if abs(seconds) >= 100:
+        return f"{seconds:.0f} s"
+    return f"{seconds:.3g} s"
 
 
 class SandboxError(Exception):

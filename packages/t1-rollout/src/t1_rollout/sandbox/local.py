@@ -41,6 +41,7 @@ import atexit
 import codecs
 import contextlib
 import fcntl
+import math
 import os
 import pty
 import resource
@@ -73,6 +74,7 @@ from t1_rollout.sandbox.base import (
     Shell,
     ShellDied,
     UnsupportedDockerfileInstruction,
+    format_seconds,
 )
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
 
@@ -106,6 +108,22 @@ def _inner(path: str, where: str) -> str:
     return str(p)
 
 
+def _positive(name: str, value: Any, *, whole: bool) -> float:
+    """``value`` as a float after checking it is a finite number > 0 (and whole when ``whole``).
+
+    Raises:
+        TypeError: not an int or a float (bools and strings included).
+        ValueError: NaN, infinite, not > 0, or (``whole``) not a whole number.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"LocalSandbox: {name} must be a number, got {type(value).__name__} {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"LocalSandbox: {name} must be a finite number > 0, got {value!r}")
+    if whole and value != int(value):
+        raise ValueError(f"LocalSandbox: {name} must be a whole number, got {value!r}")
+    return float(value)
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -124,6 +142,9 @@ class LocalSandbox(Sandbox):
         extra_env: variables added to every exec and the shell.
 
     Raises:
+        TypeError: a limit that is not a number (a string, a bool) or a ``network`` that is not a bool.
+        ValueError: a limit that is not finite and > 0, or a MiB / process count that is not a whole number
+            (``memory_mb=0.5`` would become 0).
         SandboxError: at ``start`` when bubblewrap is missing (``apt-get install bubblewrap``) or not root.
     """
 
@@ -138,13 +159,13 @@ class LocalSandbox(Sandbox):
         work_dir: Path | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
-        if min(cpu_time_s, memory_mb, max_processes, disk_mb) <= 0:
-            raise ValueError("LocalSandbox limits must be positive")
-        self.cpu_time_s = float(cpu_time_s)
-        self.memory_mb = int(memory_mb)
-        self.max_processes = int(max_processes)
-        self.disk_mb = int(disk_mb)
-        self.network = bool(network)
+        self.cpu_time_s = _positive("cpu_time_s", cpu_time_s, whole=False)
+        self.memory_mb = int(_positive("memory_mb", memory_mb, whole=True))
+        self.max_processes = int(_positive("max_processes", max_processes, whole=True))
+        self.disk_mb = int(_positive("disk_mb", disk_mb, whole=True))
+        if not isinstance(network, bool):
+            raise TypeError(f"LocalSandbox: network must be True or False, got {network!r}")
+        self.network = network
         self._work_dir = work_dir
         self._extra_env = dict(extra_env or {})
         self._slot: UidSlot | None = None
@@ -329,7 +350,9 @@ class LocalSandbox(Sandbox):
             where = f"{dockerfile}:{ins.line}"
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SandboxTimeout(f"{where}: environment build ran past its {timeout_s:.0f} s deadline")
+                raise SandboxTimeout(
+                    f"{where}: environment build ran past its {format_seconds(timeout_s)} deadline"
+                )
             if ins.name == "FROM":
                 continue
             if ins.name == "ENV":
@@ -363,7 +386,9 @@ class LocalSandbox(Sandbox):
                     root_set = True
                 result = await self.exec(ins.args[0], timeout_s=left)
                 if result.timed_out:
-                    raise SandboxTimeout(f"{where}: RUN ran past the build deadline ({timeout_s:.0f} s)")
+                    raise SandboxTimeout(
+                        f"{where}: RUN ran past the build deadline ({format_seconds(timeout_s)})"
+                    )
                 if result.exit_code != 0:
                     tail = (result.stdout + result.stderr)[-2000:]
                     raise SandboxError(f"{where}: RUN exited {result.exit_code}: {ins.args[0]!r}\n{tail}")
@@ -422,16 +447,26 @@ class LocalSandbox(Sandbox):
             The ``ExecResult`` (``timed_out=True`` and ``exit_code=None`` when killed at the deadline).
 
         Raises:
-            SandboxError: the sandbox is not started or already closed.
+            TypeError, ValueError: ``cpu_time_s`` is not a finite number > 0.
+            SandboxError: the sandbox is not started or already closed, or ``cwd`` does not exist in it (or
+                is not a directory).
         """
+        if cpu_time_s is not None:
+            _positive("exec cpu_time_s", cpu_time_s, whole=False)
         if self._root is None or self._closed:
             raise SandboxError("exec on a sandbox that is not started (call start) or already closed")
-        argv = self._argv(
-            ["bash", "-c", command], cwd=_inner(cwd or self._workdir, "exec"), env=self._merged_env(env)
-        )
+        inner_cwd = _inner(cwd or self._workdir, "exec")
+        argv = self._argv(["bash", "-c", command], cwd=inner_cwd, env=self._merged_env(env))
         stdout, stderr, code, timed_out, duration = await self._run(
             argv, stdin=stdin, timeout_s=timeout_s, cpu_time_s=cpu_time_s
         )
+        if code == 1 and not stdout and stderr.startswith(f"bwrap: Can't chdir to {inner_cwd}:".encode()):
+            # bwrap itself failed before bash ran: not the command's exit status
+            why = stderr.decode("utf-8", "replace").strip().rsplit(": ", 1)[-1]
+            raise SandboxError(
+                f"exec: working directory {inner_cwd!r} is not usable in the sandbox ({why}); "
+                "create it first or pass another cwd"
+            )
         return ExecResult(
             stdout=stdout.decode("utf-8", "replace"),
             stderr=stderr.decode("utf-8", "replace"),
@@ -565,7 +600,7 @@ class LocalSandbox(Sandbox):
             cmd = f"mkdir -p {parent} && cat > {quoted} && chmod {mode} {quoted}"
         result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload)
         if result.timed_out:
-            raise SandboxTimeout(f"upload {local} -> {remote}: ran past {timeout_s} s")
+            raise SandboxTimeout(f"upload {local} -> {remote}: ran past {format_seconds(timeout_s)}")
         if result.exit_code != 0:
             raise SandboxError(f"upload {local} -> {remote} failed: {result.stderr.strip()[-1000:]}")
 
@@ -612,7 +647,7 @@ class LocalSandbox(Sandbox):
         argv = self._argv(["bash", "-c", command], cwd="/", env=self._merged_env(None))
         out, err, code, timed_out, _ = await self._run(argv, stdin=None, timeout_s=timeout_s, cap=None)
         if timed_out:
-            raise SandboxTimeout(f"{what}: ran past {timeout_s} s")
+            raise SandboxTimeout(f"{what}: ran past {format_seconds(timeout_s)}")
         if code != 0:
             raise SandboxError(f"{what} failed: {err.decode('utf-8', 'replace').strip()[-1000:]}")
         return out
@@ -833,7 +868,7 @@ class LocalShell(Shell):
                 raise SandboxError(f"shell exited at start: {bytes(self._buf).decode('utf-8', 'replace')}")
             if time.monotonic() > end:
                 self._kill()
-                raise SandboxTimeout(f"shell showed no prompt within {timeout_s} s")
+                raise SandboxTimeout(f"shell showed no prompt within {format_seconds(timeout_s)}")
             await asyncio.sleep(self._POLL_S)
 
     def _on_readable(self) -> None:
@@ -912,7 +947,7 @@ class LocalShell(Shell):
             raise SandboxError("send on a closed shell (the sandbox killed it); open a new sandbox")
         if not self.alive:
             raise ShellDied(
-                f"the shell exited (exit {self._proc.returncode}); open a new sandbox",
+                f"the shell is dead: it exited on its own (exit {self._proc.returncode}); open a new sandbox",
                 exit_code=self._proc.returncode,
             )
         started = time.monotonic()
