@@ -10,8 +10,8 @@ and ``Test*`` methods times literal ``parametrize`` cases); it is None when only
 
 Which ``task.toml`` fields are used:
 
-- ``[metadata] category`` and ``difficulty`` (required), ``tags``: shown by ``t1 tasks list`` and
-  ``stats``, counted in ``Pool.statistics``.
+- ``[metadata] category`` and ``difficulty`` (required): shown by ``t1 tasks list`` and ``stats``, counted
+  in ``Pool.statistics``. ``tags`` (optional list of strings): kept as ``Task.tags``, not shown or counted.
 - ``[agent] timeout_sec`` (default 600 s, ``Task.agent_timeout_s``): used only by ``t1 tasks validate``,
   as the deadline of ``solution/solve.sh``.
 - ``[verifier] timeout_sec`` (default 600 s, ``Task.verifier_timeout_s``): used only by ``t1 tasks
