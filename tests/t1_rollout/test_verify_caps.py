@@ -150,3 +150,15 @@ async def test_logs_over_the_cap_keep_head_and_tail_and_the_total_is_capped(tmp_
     assert "main.log: 500024 bytes, cut to its head and tail" in note
     assert "part6.log" in note  # the total cap left the last logs out, and says so
     assert json.loads((out / "ctrf.json").read_text()) == CTRF  # reports come first under the total cap
+
+
+async def test_thousands_of_junit_files_all_come_back(tmp_path):
+    # 1,200 JUnit files, one assertion each: every one counts, so every one is copied back (the copy's
+    # command line would pass the kernel's 128 KiB limit on one argument if it were given inline)
+    case = '<testsuite name="s" tests="1"><testcase classname="c" name="t%s"/></testsuite>\\n'
+    body = f"for i in $(seq 1200); do printf '{case}' $i > junit-with-a-long-name-$i.xml; done\n"
+    out, run = await _verify(tmp_path, body)
+    assert run.error is None and run.omitted is None
+    assert len(list(out.glob("*.xml"))) == 1200
+    report = read_report(out)
+    assert report.fallback is None and len(report.outcomes) == 1200

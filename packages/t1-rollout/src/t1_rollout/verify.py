@@ -9,6 +9,7 @@ deadline).
 from __future__ import annotations
 
 import fnmatch
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,8 @@ REPORT_PATTERNS = ("ctrf.json", "reward.json", "reward.txt", "*.xml")
 # ... and the test output logs, copied after them (head and tail kept when over the per-file cap).
 LOG_PATTERNS = ("test-stdout.txt", "test-stderr.txt", "*.log")
 _STAGE_DIR = "/tmp/.t1-verifier-out"
+_STAGE_SCRIPT = "/tmp/.t1-verifier-stage.sh"
+_INLINE_SCRIPT_BYTES = 32 * 1024
 _TAIL_CHARS = 4000
 _NOTE_LINES = 200
 
@@ -201,8 +204,8 @@ async def _copy_back(
 ) -> str | None:
     """Copy the selected files of ``/logs/verifier`` into ``out_dir`` within the caps; return the summary.
 
-    The selection and the cut are made inside the sandbox (``find``, ``head -c``, ``tail -c`` into a staging
-    directory), so an oversized output never crosses to the host.
+    The selection and the cut are made inside the sandbox (``find``, then ``cp``, ``head -c`` and ``tail -c``
+    into a staging directory), so an oversized output never crosses to the host.
 
     Raises:
         SandboxError: ``/logs/verifier`` is missing or could not be listed, staged or downloaded.
@@ -280,17 +283,26 @@ async def _copy_back(
 
     if copy:
         parts = [f"rm -rf {_STAGE_DIR} && mkdir -p {_STAGE_DIR}"]
+        # Whole files with one cp per 256 names (the sizes cannot change: every process of the verifier's
+        # exec died with it); logs over the cap with head and tail.
+        whole = [_shq(f"{VERIFIER_LOG_DIR}/{name}") for name, keep in copy if keep >= files[name]]
+        for i in range(0, len(whole), 256):
+            parts.append(f"cp -P -- {' '.join(whole[i : i + 256])} {_STAGE_DIR}/")
         for name, keep in copy:
-            src, dst = _shq(f"{VERIFIER_LOG_DIR}/{name}"), _shq(f"{_STAGE_DIR}/{name}")
             if keep >= files[name]:
-                parts.append(f"head -c {keep} -- {src} > {dst}")  # head -c: bounded even if it grew
-            else:
-                half = max(keep // 2 - 64, 0)
-                marker = f"\\n[... {files[name] - 2 * half} bytes omitted: over the cap ...]\\n"
-                parts.append(
-                    f"{{ head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}; }} > {dst}"
-                )
-        staged = await sandbox.exec(" && ".join(parts), timeout_s=60, cwd="/")
+                continue
+            src, dst = _shq(f"{VERIFIER_LOG_DIR}/{name}"), _shq(f"{_STAGE_DIR}/{name}")
+            half = max(keep // 2 - 64, 0)
+            marker = f"\\n[... {files[name] - 2 * half} bytes omitted: over the cap ...]\\n"
+            parts.append(f"{{ head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}; }} > {dst}")
+        script = " && ".join(parts)
+        if len(script) > _INLINE_SCRIPT_BYTES:  # one argv string is limited (Linux: 128 KiB): upload it
+            with tempfile.TemporaryDirectory(prefix="t1-stage-") as tmp:
+                local = Path(tmp) / "stage.sh"
+                local.write_text(script + "\n", encoding="utf-8")
+                await sandbox.upload(local, _STAGE_SCRIPT, timeout_s=60)
+            script = f"bash {_STAGE_SCRIPT}"
+        staged = await sandbox.exec(script, timeout_s=60, cwd="/")
         if not staged.ok:
             why = (
                 "timed out"
@@ -299,7 +311,7 @@ async def _copy_back(
             )
             raise SandboxError(f"staging the verifier output failed ({why})")
         await sandbox.download(_STAGE_DIR, out_dir, timeout_s=60)
-        await sandbox.exec(f"rm -rf {_STAGE_DIR}", timeout_s=60, cwd="/")
+        await sandbox.exec(f"rm -rf {_STAGE_DIR} {_STAGE_SCRIPT}", timeout_s=60, cwd="/")
     for name in placeholders:
         (out_dir / name).write_bytes(b"")
     if not left_out:
