@@ -294,7 +294,8 @@ async def _copy_back(
             src, dst = _shq(f"{VERIFIER_LOG_DIR}/{name}"), _shq(f"{_STAGE_DIR}/{name}")
             half = max(keep // 2 - 64, 0)
             marker = f"\\n[... {files[name] - 2 * half} bytes omitted: over the cap ...]\\n"
-            parts.append(f"{{ head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}; }} > {dst}")
+            cut = f"head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}"
+            parts.append(f"{{ {cut}; }} > {dst}")
         script = " && ".join(parts)
         if len(script) > _INLINE_SCRIPT_BYTES:  # one argv string is limited (Linux: 128 KiB): upload it
             with tempfile.TemporaryDirectory(prefix="t1-stage-") as tmp:
