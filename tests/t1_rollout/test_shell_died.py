@@ -27,7 +27,7 @@ needs_bwrap = pytest.mark.skipif(
 
 
 def _action(*keys, done=False):
-    cmds = [{"keystrokes": k, "duration": 0.5} for k in keys]
+    cmds = [{"keystrokes": k, "duration": 2.0 if k.startswith("sleep") else 0.5} for k in keys]
     return json.dumps({"analysis": "a", "plan": "p", "commands": cmds, "task_complete": done})
 
 
@@ -117,6 +117,40 @@ async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_
         with pytest.raises(SandboxError) as info:
             await shell.send("ls\n", duration_s=0.2, max_wait_s=1)
         assert not isinstance(info.value, ShellDied)  # killed by the sandbox: not the agent's doing
+
+
+@needs_bwrap
+async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastructure(tito):
+    import signal
+
+    from t1_rollout.sandbox.local import LocalSandbox
+
+    class KillingEngine(ScriptedEngine):
+        """Kills the shell's host-side launcher (out of the sandbox's reach) while the command runs."""
+
+        async def generate(self, input_ids, sampling, **kwargs):
+            async def kill_soon():
+                await asyncio.sleep(0.5)
+                os.kill(shell._proc.pid, signal.SIGKILL)
+
+            self.killer = asyncio.ensure_future(kill_soon())
+            return await super().generate(input_ids, sampling, **kwargs)
+
+    async with LocalSandbox() as sb:
+        await sb.start(_empty_env(), timeout_s=60)
+        shell = await sb.open_shell()
+        engine = KillingEngine(tito.tokenizer, [_action("sleep 3\n", "echo after\n")])
+        config = HarnessConfig(max_turns=2, agent_deadline_s=60, max_new_tokens=200, context_tokens=4000)
+        with pytest.raises(SandboxError, match="signal 9") as info:
+            await run_episode(
+                instruction="x",
+                shell=shell,
+                engine=engine,
+                tito=tito,
+                sampling=SamplingParams(),
+                config=config,
+            )
+        assert not isinstance(info.value, ShellDied)  # not the agent's doing: the trial will be "failed"
 
 
 def _empty_env():

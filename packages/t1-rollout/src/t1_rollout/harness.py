@@ -17,6 +17,7 @@ Context compaction (T1 §9, proactive summarization) is not built yet: an episod
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -178,7 +179,7 @@ async def run_episode(
             episode.finish = "task_complete"
             break
         pending_complete = status == "confirm"
-        if shell_dead := died or not await _shell_alive(shell):
+        if shell_dead := died or not await _shell_alive(shell) and await _ended_by_agent(shell):
             observation = observation + "\n[the shell exited; the episode ends]"
         new_message = {"role": "user", "content": observation}
         episode.messages.append(new_message)
@@ -216,7 +217,7 @@ async def _act(
             died = True
         else:
             outputs.append(out)
-            died = not await _shell_alive(shell)
+            died = not await _shell_alive(shell) and await _ended_by_agent(shell)
         if died:
             left = len(action.commands) - i - 1
             if left:
@@ -229,6 +230,17 @@ async def _act(
     body = "".join(outputs) if outputs else "(no commands were run)"
     observation = "New terminal output:\n" + truncate_output(body, config.observation_max_bytes)
     return observation, "continue", died
+
+
+async def _ended_by_agent(shell: Any) -> bool:
+    """For a shell found dead: True when it ended on its own; raises when the infrastructure killed it.
+
+    A send to a dead shell raises (the ``Shell.send`` contract): :class:`ShellDied` means it exited on its own
+    (the agent's doing); any other error is an infrastructure failure and propagates to the trial.
+    """
+    with contextlib.suppress(ShellDied):  # a backend that does not raise: the probe said dead, no more
+        await shell.send("", duration_s=0.0, max_wait_s=0.0)
+    return True
 
 
 async def _shell_alive(shell: Any) -> bool:

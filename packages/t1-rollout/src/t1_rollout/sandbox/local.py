@@ -941,10 +941,17 @@ class LocalShell(Shell):
         Raises:
             ShellDied: bash exited on its own before this call (``exit``, ``set -e``, Ctrl-D: the agent's
                 doing; the output it left is returned by the call during which it exited).
-            SandboxError: the shell was closed (killed by the sandbox).
+            SandboxError: the shell was closed (killed by the sandbox), or its host-side launcher was killed
+                by a signal (nothing in the sandbox can reach it: infrastructure).
         """
         if self._closed:
             raise SandboxError("send on a closed shell (the sandbox killed it); open a new sandbox")
+        code = self._proc.returncode
+        if code is not None and code < 0:
+            raise SandboxError(
+                f"the shell's launcher (host pid {self._proc.pid}) was killed by signal {-code}, outside the "
+                "sandbox: an infrastructure failure (host OOM killer, an operator), not the agent's doing"
+            )
         if not self.alive:
             raise ShellDied(
                 f"the shell is dead: it exited on its own (exit {self._proc.returncode}); open a new sandbox",
