@@ -114,7 +114,8 @@ async def run_verifier(
     Args:
         sandbox: a started sandbox in which the agent has finished.
         task: the task (``t1_tasks.Task``: ``id``, ``tests_dir``).
-        timeout_s: the verifier's wall-clock deadline in seconds (``[verifier].timeout_sec``; T1 §7: 900 s).
+        timeout_s: the verifier's wall-clock deadline in seconds, also its CPU budget: the recipe's
+            ``rollout.verifier_deadline_s`` in training, ``[verifier].timeout_sec`` in ``t1 tasks validate``.
         out_dir: host directory to receive the verifier's output (created).
         max_file_bytes: the largest file copied back, bytes (> 0; default 8 MiB).
         max_total_bytes: all files copied back together, bytes (>= ``max_file_bytes``; default 32 MiB).

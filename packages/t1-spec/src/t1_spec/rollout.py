@@ -28,9 +28,9 @@ class RolloutSpec(Spec):
     creation_rate_per_s: float = Field(default=6.0, gt=0)
     """Sandbox creation token bucket refill rate (creations per second). 6 /s (T1 §7)."""
 
-    creation_quota_per_min: float = Field(default=600.0, gt=0)
-    """Provider quota on sandbox creations (creations per minute) the token bucket stays under. 600 /min
-    (T1 §7)."""
+    creation_quota_per_min: float = Field(default=600.0, ge=1)
+    """Provider quota on sandbox creations (creations per minute) the token bucket stays under, at least 1.
+    600 /min (T1 §7)."""
 
     remote_deadline_s: float = Field(gt=0)
     """Whole-trial deadline on the remote sandbox (seconds): build, agent and verifier. 5400 s (T1 §7)."""

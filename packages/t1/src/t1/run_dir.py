@@ -7,7 +7,8 @@ Layout::
         metrics.jsonl            one JSON object per step (warm-up steps carry "phase": "critic_warmup")
         status.json              how the run ended: finished | failed (with the error) | interrupted
         trajectories/step-NNNN/<trial_id>.json   every trial: status, cause, messages, token counts, reward
-        verifier/<trial_id>/     the verifier's files as read back (ctrf.json, reward.json, test-stdout.txt)
+        verifier/<trial_id>/     the verifier's reports and logs as read back (ctrf.json, *.xml, reward.json,
+                                 test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
         weights/actor.safetensors, weights/critic.safetensors   the final weights
 """
 
