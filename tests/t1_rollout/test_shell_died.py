@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,11 +99,11 @@ async def test_other_shell_errors_still_propagate(tito):
 
 
 @needs_bwrap
-async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_close():
+async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_close(tmp_path):
     from t1_rollout.sandbox.local import LocalSandbox
 
     async with LocalSandbox() as sb:
-        await sb.start(_empty_env(), timeout_s=60)
+        await sb.start(_empty_env(tmp_path), timeout_s=60)
         shell = await sb.open_shell()
         await shell.send("exit\n", duration_s=2, max_wait_s=5)
         for _ in range(100):
@@ -120,7 +119,7 @@ async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_
 
 
 @needs_bwrap
-async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastructure(tito):
+async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastructure(tito, tmp_path):
     import signal
 
     from t1_rollout.sandbox.local import LocalSandbox
@@ -137,7 +136,7 @@ async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastruct
             return await super().generate(input_ids, sampling, **kwargs)
 
     async with LocalSandbox() as sb:
-        await sb.start(_empty_env(), timeout_s=60)
+        await sb.start(_empty_env(tmp_path), timeout_s=60)
         shell = await sb.open_shell()
         engine = KillingEngine(tito.tokenizer, [_action("sleep 3\n", "echo after\n")])
         config = HarnessConfig(max_turns=2, agent_deadline_s=60, max_new_tokens=200, context_tokens=4000)
@@ -153,10 +152,9 @@ async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastruct
         assert not isinstance(info.value, ShellDied)  # not the agent's doing: the trial will be "failed"
 
 
-def _empty_env():
-    d = Path(tempfile.mkdtemp(prefix="t1-env-"))
-    (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    return d
+def _empty_env(tmp_path: Path) -> Path:
+    (tmp_path / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    return tmp_path
 
 
 # ------------------------------------------------------------------ whole trials in a real sandbox

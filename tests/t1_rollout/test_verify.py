@@ -141,3 +141,16 @@ async def test_a_verifier_killed_by_a_signal_is_a_crash_not_a_verdict(csv_task, 
     assert run.exit_code == 128 + 24
     assert run.crashed and "signal 24" in run.error
     assert read_report(run.out_dir, crashed=run.crashed).fallback == FallbackCause.VERIFIER_CRASH
+
+
+@pytest.mark.parametrize("sabotage", ["chmod 555 /logs", "chmod 555 /tmp", "chmod 000 /logs/verifier"])
+async def test_an_agent_that_locks_the_verifiers_folders_is_still_graded(csv_task, tmp_path, sabotage):
+    # The agent's doing must be graded, never turned into an infrastructure failure that escapes the reward.
+    async with LocalSandbox() as sb:
+        await sb.start(csv_task.environment_dir, timeout_s=60)
+        await sb.upload(csv_task.solution_dir, "/solution")
+        assert (await sb.exec(f"bash /solution/solve.sh && {sabotage}", timeout_s=60)).ok
+        run = await run_verifier(sb, csv_task, timeout_s=60, out_dir=tmp_path / "v")
+    assert run.error is None and run.exit_code == 0, run
+    report = read_report(run.out_dir)
+    assert (report.passed, report.total) == (csv_task.n_assertions, csv_task.n_assertions)

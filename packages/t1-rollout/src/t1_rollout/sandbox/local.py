@@ -689,7 +689,14 @@ class LocalSandbox(Sandbox):
         return shell
 
     async def stop_agent(self) -> None:
-        """Kill the persistent shell and every process of this sandbox (all of them are the agent's here)."""
+        """Kill every process of this sandbox (all are the agent's here); give the verifier its folders back.
+
+        The agent runs as the sandbox's uid and may have locked ``/tmp``, ``/logs`` or ``/logs/verifier``
+        (``chmod 555 /logs``); the verifier runs as the same uid, so it could not write its report and the
+        agent's doing would read as an infrastructure failure. Restored from the host side: those folders get
+        mode 0755 (``/tmp``: 1777) and the sandbox uid as owner again. The task's own files are left as the
+        agent left them: they are what is graded.
+        """
         shell = self._shell
         if shell is not None:
             await shell.close()
@@ -697,6 +704,26 @@ class LocalSandbox(Sandbox):
             _killpg(proc.pid)
         if self._slot is not None:
             await asyncio.to_thread(kill_uid, self._slot.uid)
+            if not self._closed:  # a closed sandbox has no folders left; its next exec says so
+                await asyncio.to_thread(self._restore_verifier_folders)
+
+    def _restore_verifier_folders(self) -> None:
+        assert self._slot is not None
+        uid = self._slot.uid
+        logs = self._mounts.get("/logs")
+        for inner, mode in (("/tmp", 0o1777), ("/logs", 0o755)):
+            host = self._mounts.get(inner)
+            if host is not None and not host.is_symlink():
+                os.chown(host, uid, uid)
+                os.chmod(host, mode)
+        if logs is not None:
+            verifier = logs / "verifier"
+            if verifier.is_symlink() or verifier.is_file():
+                verifier.unlink()
+            elif verifier.is_dir():
+                shutil.rmtree(verifier)
+            verifier.mkdir()
+            os.chown(verifier, uid, uid)
 
     async def close(self) -> None:
         """Kill every process of this sandbox (shell, execs, their children) and delete its directories.
