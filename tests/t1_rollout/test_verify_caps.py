@@ -162,3 +162,22 @@ async def test_thousands_of_junit_files_all_come_back(tmp_path):
     assert len(list(out.glob("*.xml"))) == 1200
     report = read_report(out)
     assert report.fallback is None and len(report.outcomes) == 1200
+
+
+async def test_a_test_stdout_txt_written_by_test_sh_does_not_replace_the_captured_output(tmp_path):
+    body = "echo from-the-file > test-stdout.txt\necho from-real-stdout\n"
+    out, run = await _verify(tmp_path, body)
+    assert run.error is None
+    assert "from-real-stdout" in (out / "test-stdout.txt").read_text()
+    assert (out / "verifier-test-stdout.txt").read_text() == "from-the-file\n"
+    assert "kept as verifier-test-stdout.txt" in (out / OMITTED_NOTE).read_text()
+
+
+async def test_symlinks_and_unprintable_names_are_named_so_and_the_note_keeps_one_line_each(tmp_path):
+    body = "ln -s /etc/passwd ctrf.json\nln -s /etc dir.log\ntouch \"$(printf 'new\\nline.log')\"\n"
+    out, run = await _verify(tmp_path, body)
+    note = (out / OMITTED_NOTE).read_text().splitlines()
+    assert "ctrf.json: symbolic link; never followed, not copied" in note
+    assert "dir.log: symbolic link; never followed, not copied" in note
+    assert "'new\\nline.log': a name with control or undecodable characters; not copied" in note
+    assert not (out / "ctrf.json").exists()

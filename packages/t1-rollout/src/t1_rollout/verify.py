@@ -38,6 +38,10 @@ OMITTED_NOTE = "t1-omitted.txt"  # lists what was not copied back (written only 
 REPORT_PATTERNS = ("ctrf.json", "reward.json", "reward.txt", "*.xml")
 # ... and the test output logs, copied after them (head and tail kept when over the per-file cap).
 LOG_PATTERNS = ("test-stdout.txt", "test-stderr.txt", "*.log")
+#: What test.sh printed, as captured by T1 (stdout, then stderr), in the output folder.
+CAPTURED_LOG = "test-stdout.txt"
+#: Where a ``test-stdout.txt`` that test.sh wrote into /logs/verifier itself is kept instead.
+OWN_LOG = "verifier-test-stdout.txt"
 _STAGE_DIR = "/tmp/.t1-verifier-out"
 _STAGE_SCRIPT = "/tmp/.t1-verifier-stage.sh"
 _INLINE_SCRIPT_BYTES = 32 * 1024
@@ -159,7 +163,7 @@ async def run_verifier(
         combined = result.stdout + (("\n[stderr]\n" + result.stderr) if result.stderr else "")
         tail = combined[-_TAIL_CHARS:]
         log = _head_tail(combined.encode("utf-8"), max_file_bytes)
-        (out_dir / "test-stdout.txt").write_bytes(log)
+        (out_dir / CAPTURED_LOG).write_bytes(log)
         log_bytes = len(log)
     except SandboxError as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
@@ -275,24 +279,42 @@ async def _copy_back(
             slot[2] += size
     skipped_bytes = sum(nbytes for _, _, nbytes in tops.values())
     for top, (kind, nfiles, nbytes) in sorted(tops.items(), key=lambda kv: (-kv[1][2], kv[0])):
-        what = {
-            "f": f"{nbytes} bytes",
-            "d": f"directory ({nfiles} files, {nbytes} bytes)",
-            "l": "symbolic link",
-        }.get(kind, f"type {kind}")
-        left_out.append(f"{top}: {what}, not a report or log file; not copied")
+        shown = top if top.isprintable() and "\ufffd" not in top else ascii(top)  # one line per entry
+        if kind == "l":
+            left_out.append(f"{shown}: symbolic link; never followed, not copied")
+        elif shown != top:
+            left_out.append(f"{shown}: a name with control or undecodable characters; not copied")
+        else:
+            what = {"f": f"{nbytes} bytes", "d": f"directory ({nfiles} files, {nbytes} bytes)"}.get(
+                kind, f"type {kind}"
+            )
+            left_out.append(f"{shown}: {what}, not a report or log file; not copied")
+    if any(name == CAPTURED_LOG for name, _ in copy):
+        left_out.append(
+            f"{CAPTURED_LOG}: written by test.sh itself, kept as {OWN_LOG}; "
+            f"{CAPTURED_LOG} is what test.sh printed"
+        )
 
     if copy:
         parts = [f"rm -rf {_STAGE_DIR} && mkdir -p {_STAGE_DIR}"]
         # Whole files with one cp per 256 names (the sizes cannot change: every process of the verifier's
         # exec died with it); logs over the cap with head and tail.
-        whole = [_shq(f"{VERIFIER_LOG_DIR}/{name}") for name, keep in copy if keep >= files[name]]
+        # test.sh's own test-stdout.txt must not overwrite the output captured from it: staged as OWN_LOG
+        whole = [
+            _shq(f"{VERIFIER_LOG_DIR}/{name}")
+            for name, keep in copy
+            if keep >= files[name] and name != CAPTURED_LOG
+        ]
         for i in range(0, len(whole), 256):
             parts.append(f"cp -P -- {' '.join(whole[i : i + 256])} {_STAGE_DIR}/")
         for name, keep in copy:
-            if keep >= files[name]:
+            if keep >= files[name] and name != CAPTURED_LOG:
                 continue
-            src, dst = _shq(f"{VERIFIER_LOG_DIR}/{name}"), _shq(f"{_STAGE_DIR}/{name}")
+            src = _shq(f"{VERIFIER_LOG_DIR}/{name}")
+            dst = _shq(f"{_STAGE_DIR}/{OWN_LOG if name == CAPTURED_LOG else name}")
+            if keep >= files[name]:
+                parts.append(f"cp -P -- {src} {dst}")
+                continue
             half = max(keep // 2 - 64, 0)
             marker = f"\\n[... {files[name] - 2 * half} bytes omitted: over the cap ...]\\n"
             cut = f"head -c {half} -- {src}; printf '{marker}'; tail -c {half} -- {src}"
