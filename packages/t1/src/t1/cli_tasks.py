@@ -214,7 +214,10 @@ def validate(
             raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
         out = _console()
         _print_broken(out, p, "not validated")
-        out.print(f"validating {len(p)} tasks of {p.source} in local sandboxes, {concurrency} at a time")
+        broken = f" ({len(p.broken)} broken bundles above are not run)" if p.broken else ""
+        out.print(
+            f"validating {len(p)} tasks of {p.source} in local sandboxes, {concurrency} at a time{broken}"
+        )
         done: list[TaskValidation] = []
 
         def progress(r: TaskValidation) -> None:
