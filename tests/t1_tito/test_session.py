@@ -2,22 +2,7 @@
 
 import pytest
 
-from t1_tito import ChatTemplate, TemplateError, TitoSession, load_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def tpl():
-    return ChatTemplate()
-
-
-@pytest.fixture()
-def session(tok, tpl):
-    return TitoSession(tok, tpl)
+from t1_tito import ChatTemplate, TemplateError, TitoSession
 
 
 def sample_canonically(tok, assistant_message):

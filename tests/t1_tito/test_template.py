@@ -2,14 +2,9 @@
 
 import pytest
 
-from t1_tito import ChatTemplate, TemplateError
+from t1_tito import TemplateError
 
 EMPTY_THINK = "<think>\n\n</think>\n\n"
-
-
-@pytest.fixture(scope="module")
-def tpl():
-    return ChatTemplate()
 
 
 def test_turns_and_generation_prompt_without_thinking(tpl):

@@ -5,11 +5,6 @@ import pytest
 from t1_tito import QWEN3_5_PADDED_VOCAB_SIZE, load_tokenizer
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return load_tokenizer()
-
-
 def test_real_qwen3_5_vocabulary_size(tok):
     # 248,077 tokenizer ids; the model pads its embedding to 248,320 (paper README).
     assert tok.vocab_size == 248_077
