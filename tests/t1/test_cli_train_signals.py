@@ -7,13 +7,13 @@ import signal
 
 import pytest
 
-from t1.cli_train import _stop_as_ctrl_c
+from t1._errors import stop_as_ctrl_c
 
 
 def test_outside_the_event_loop_sigterm_raises_keyboard_interrupt():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
-        _stop_as_ctrl_c(signal.SIGTERM, None)
+        stop_as_ctrl_c(signal.SIGTERM, None)
 
 
 def test_inside_asyncio_run_sigterm_cancels_the_main_task_without_raising():
@@ -22,7 +22,7 @@ def test_inside_asyncio_run_sigterm_cancels_the_main_task_without_raising():
     reached = []
 
     async def main() -> None:
-        _stop_as_ctrl_c(signal.SIGTERM, None)  # must return normally
+        stop_as_ctrl_c(signal.SIGTERM, None)  # must return normally
         reached.append("after handler")
         await asyncio.sleep(10)
         reached.append("slept")
@@ -37,6 +37,6 @@ def test_sigterm_still_stops_where_sigint_is_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         with pytest.raises(KeyboardInterrupt):
-            _stop_as_ctrl_c(signal.SIGTERM, None)
+            stop_as_ctrl_c(signal.SIGTERM, None)
     finally:
         signal.signal(signal.SIGINT, previous)

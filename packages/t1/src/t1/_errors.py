@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 
@@ -47,3 +48,18 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
         code = EXIT_INVALID_INPUT if isinstance(exc, invalid + (FileNotFoundError, ValueError)) else 1
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(code)
+
+
+def stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM handler: do what Ctrl-C would do now, even where SIGINT is ignored.
+
+    Inside ``asyncio.run`` the SIGINT handler cancels the main task instead of raising. That matters here: the
+    sandbox launches fork, and a handler that raises while Python runs its at-fork hooks has its exception
+    swallowed ("Exception ignored in _releaseLock"). Where SIGINT is ignored (a background job of a script)
+    or default, this raises ``KeyboardInterrupt``; the training loop's own stop check backs that up.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt

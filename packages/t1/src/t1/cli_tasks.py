@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, err_console, reported
+from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, err_console, reported, stop_as_ctrl_c
 from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
@@ -227,10 +227,8 @@ def validate(
 
         started = time.monotonic()
         ledger = SandboxLedger()
-        from t1.cli_train import _stop_as_ctrl_c
-
         # SIGTERM (a scheduler, `kill`) stops as Ctrl-C does, so every sandbox is reclaimed
-        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
+        signal.signal(signal.SIGTERM, stop_as_ctrl_c)
         try:
             result = asyncio.run(
                 validate_pool(

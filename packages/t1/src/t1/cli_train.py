@@ -6,22 +6,7 @@ import signal
 
 import typer
 
-from t1._errors import EXIT_INTERRUPTED, err_console, reported
-
-
-def _stop_as_ctrl_c(signum: int, frame: object) -> None:
-    """SIGTERM handler: do what Ctrl-C would do now, even where SIGINT is ignored.
-
-    Inside ``asyncio.run`` the SIGINT handler cancels the main task instead of raising. That matters here: the
-    sandbox launches fork, and a handler that raises while Python runs its at-fork hooks has its exception
-    swallowed ("Exception ignored in _releaseLock"). Where SIGINT is ignored (a background job of a script)
-    or default, this raises ``KeyboardInterrupt``; the training loop's own stop check backs that up.
-    """
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)
-    else:
-        raise KeyboardInterrupt
+from t1._errors import EXIT_INTERRUPTED, err_console, reported, stop_as_ctrl_c
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +41,7 @@ def register(app: typer.Typer) -> None:
                 if trainer is not None:
                     trainer.interrupted_by = "SIGTERM"
                     trainer.stop_requested = True
-                _stop_as_ctrl_c(signum, frame)
+                stop_as_ctrl_c(signum, frame)
 
             # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes
             # reclaimed, the run directory marked "interrupted".
