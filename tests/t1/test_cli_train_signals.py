@@ -40,3 +40,25 @@ def test_sigterm_still_stops_where_sigint_is_ignored():
             stop_as_ctrl_c(signal.SIGTERM, None)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_inside_run_interruptible_sigterm_cancels_without_raising_even_where_sigint_is_ignored():
+    from t1._errors import run_interruptible
+
+    reached = []
+
+    async def main() -> None:
+        try:
+            stop_as_ctrl_c(signal.SIGTERM, None)  # must return normally: no exception to lose in a fork hook
+            reached.append("after handler")
+            await asyncio.sleep(10)
+        finally:
+            reached.append("cleaned up")
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_interruptible(main())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert reached == ["after handler", "cleaned up"]

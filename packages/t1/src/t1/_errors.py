@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import click
 import typer
@@ -50,14 +52,48 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
         sys.exit(code)
 
 
-def stop_as_ctrl_c(signum: int, frame: object) -> None:
-    """SIGTERM handler: do what Ctrl-C would do now, even where SIGINT is ignored.
+# The innermost `run_interruptible` in progress: (its task, whether a signal cancelled it).
+_RUNNING: list[list] = []
 
-    Inside ``asyncio.run`` the SIGINT handler cancels the main task instead of raising. That matters here: the
-    sandbox launches fork, and a handler that raises while Python runs its at-fork hooks has its exception
-    swallowed ("Exception ignored in _releaseLock"). Where SIGINT is ignored (a background job of a script)
-    or default, this raises ``KeyboardInterrupt``; the training loop's own stop check backs that up.
+
+def run_interruptible[T](coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)`` that `stop_as_ctrl_c` stops by cancelling it, as Ctrl-C stops ``asyncio.run``.
+
+    Raises:
+        KeyboardInterrupt: after the cancelled coroutine has cleaned up (its sandboxes reclaimed), when a
+            SIGTERM stopped it.
     """
+
+    async def main() -> T:
+        entry = [asyncio.current_task(), False]
+        _RUNNING.append(entry)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if entry[1]:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            _RUNNING.remove(entry)
+
+    return asyncio.run(main())
+
+
+def stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop as Ctrl-C would, also where SIGINT is ignored, without raising in the event loop.
+
+    A handler that raises while Python runs its at-fork hooks (every sandbox launch forks) has its exception
+    swallowed ("Exception ignored in _releaseLock"). So inside `run_interruptible` this cancels the running
+    task, as ``asyncio.run``'s own SIGINT handler does, and returns; elsewhere (no sandbox launches there) it
+    calls the SIGINT handler, or raises ``KeyboardInterrupt`` where SIGINT is ignored (a script's background
+    job) or default.
+    """
+    if _RUNNING:
+        entry = _RUNNING[-1]
+        entry[1] = True
+        entry[0].cancel()
+        entry[0].get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select
+        return
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
         handler(signal.SIGINT, frame)

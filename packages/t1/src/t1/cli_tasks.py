@@ -15,7 +15,6 @@ flight are cancelled and their sandboxes reclaimed first).
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import time
@@ -28,7 +27,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK, err_console, reported, stop_as_ctrl_c
+from t1._errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    err_console,
+    reported,
+    run_interruptible,
+    stop_as_ctrl_c,
+)
 from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
@@ -230,7 +237,7 @@ def validate(
         # SIGTERM (a scheduler, `kill`) stops as Ctrl-C does, so every sandbox is reclaimed
         signal.signal(signal.SIGTERM, stop_as_ctrl_c)
         try:
-            result = asyncio.run(
+            result = run_interruptible(
                 validate_pool(
                     p,
                     sandbox_factory=LocalSandbox,

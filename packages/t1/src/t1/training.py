@@ -19,7 +19,6 @@ overlapping training of step ``t`` on disjoint devices) is not built yet.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import math
@@ -37,6 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from t1._errors import run_interruptible
 from t1.run_dir import RunDir
 from t1_rollout.engine.base import SamplingParams
 from t1_rollout.harness import HarnessConfig
@@ -396,7 +396,7 @@ class Trainer:
 
     def _collect(self, tasks: list[Task], label: str) -> tuple[BatchResult, list[Any]]:
         """Roll out one batch; refuse to go on when nothing finished, and say when the batch is short."""
-        batch = asyncio.run(self._rollout(tasks, label))
+        batch = run_interruptible(self._rollout(tasks, label))  # SIGTERM cancels it (t1._errors)
         samples = [s for rec in batch.admitted for s in rec.samples]
         wanted = self.recipe.rollout.admitted
         if not samples:
