@@ -138,7 +138,7 @@ def render_type(s: dict[str, Any], href: Resolver = _local) -> str:
 
     Returns:
         e.g. ``integer``, ``string or null``, ``[PoolSpec](#poolspec)``, ``list of integer``,
-        ``one of (by `kind`) [DenseReward](#densereward) or ...``.
+        ``one of (by `kind`) [DenseRewardSpec](#densereward) or ...``.
     """
     if "$ref" in s:
         name = _ref_name(s["$ref"])

@@ -165,12 +165,12 @@ def test_unknown_kind_is_a_programmer_error():
 
 
 def test_accepts_the_t1_spec_reward_sections():
-    from t1_spec.reward import BinaryReward, DenseReward, RatioReward
+    from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec
 
     report = report_with(10, 10, binary=0.0)
-    assert compute_reward(report, DenseReward()).value == pytest.approx(0.5)  # S = 20 by default
-    assert compute_reward(report, RatioReward()).value == pytest.approx(0.4 * 10 / 20)
-    assert compute_reward(report, BinaryReward()).value == 0.0
+    assert compute_reward(report, DenseRewardSpec()).value == pytest.approx(0.5)  # S = 20 by default
+    assert compute_reward(report, RatioRewardSpec()).value == pytest.approx(0.4 * 10 / 20)
+    assert compute_reward(report, BinaryRewardSpec()).value == 0.0
 
 
 @pytest.mark.parametrize("binary", [-1.0, 2.5, math.nan])

@@ -579,7 +579,7 @@ def test_sandbox_is_reclaimed_on_ctrl_c(tmp_path):
 
 def test_from_spec_reads_the_t1_spec_fields():
     t1_spec = pytest.importorskip("t1_spec")
-    spec = t1_spec.sandbox.LocalSandbox(cpu_time_s=7, memory_mb=300, max_processes=9, disk_mb=5)
+    spec = t1_spec.sandbox.LocalSandboxSpec(cpu_time_s=7, memory_mb=300, max_processes=9, disk_mb=5)
     sb = LocalSandbox.from_spec(spec)
     assert (sb.cpu_time_s, sb.memory_mb, sb.max_processes, sb.disk_mb, sb.network) == (7, 300, 9, 5, False)
 

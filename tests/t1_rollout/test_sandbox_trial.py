@@ -76,7 +76,7 @@ def _run(recorder: Recorder, behaviour: str, tmp_path: Path, *, agent_deadline_s
         limits=trial.TrialLimits(
             remote_deadline_s=120, agent_deadline_s=agent_deadline_s, verifier_deadline_s=60
         ),
-        reward_spec=t1_spec.reward.DenseReward(),
+        reward_spec=t1_spec.reward.DenseRewardSpec(),
         out_dir=tmp_path,
     )
 

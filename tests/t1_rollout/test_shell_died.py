@@ -192,7 +192,7 @@ async def test_trial_whose_agent_ends_its_shell_is_graded(tmp_path, tito, ending
         sampling=SamplingParams(max_new_tokens=400),
         harness=HarnessConfig(max_turns=3, agent_deadline_s=60, max_new_tokens=400, context_tokens=8192),
         limits=TrialLimits(remote_deadline_s=120, agent_deadline_s=60, verifier_deadline_s=60),
-        reward_spec=t1_spec.reward.DenseReward(),
+        reward_spec=t1_spec.reward.DenseRewardSpec(),
         out_dir=tmp_path,
     )
     assert rec.status == "finished", rec.cause

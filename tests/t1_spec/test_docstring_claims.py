@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 
 from t1_spec import (
-    DaytonaSandbox,
-    DockerSandbox,
+    DaytonaSandboxSpec,
+    DockerSandboxSpec,
     EvaluationSpec,
-    HarborSandbox,
+    HarborSandboxSpec,
     LivenessSpec,
     PoolSpec,
     RolloutSpec,
-    SGLangEngine,
+    SGLangEngineSpec,
     TitoSpec,
     TrainerSpec,
 )
@@ -44,7 +44,7 @@ def test_compaction_threshold_says_proactive_compaction_is_not_built() -> None:
 
 
 @pytest.mark.parametrize(
-    "section", [DockerSandbox, DaytonaSandbox, HarborSandbox, SGLangEngine, EvaluationSpec, LivenessSpec]
+    "section", [DockerSandboxSpec, DaytonaSandboxSpec, HarborSandboxSpec, SGLangEngineSpec, EvaluationSpec, LivenessSpec]
 )
 def test_unbuilt_sections_say_so(section) -> None:
     doc = " ".join((section.__doc__ or "").split())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from t1_spec import GRPOAdvantage, PPOSpec
+from t1_spec import GRPOAdvantageSpec, PPOSpec
 from t1_trainer.config import PpoHyperparams
 from t1_trainer.errors import TrainerConfigError
 
@@ -16,7 +16,7 @@ def test_recipe_spec_maps_to_the_papers_settings():
 
 
 def test_nested_advantage_section_is_read():
-    spec = PPOSpec(batch_size=2, advantage=GRPOAdvantage(group_size=4), samples_per_task=4)
+    spec = PPOSpec(batch_size=2, advantage=GRPOAdvantageSpec(group_size=4), samples_per_task=4)
     assert PpoHyperparams.from_spec(spec).estimator == "grpo"
 
 

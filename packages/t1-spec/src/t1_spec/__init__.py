@@ -10,7 +10,7 @@ No torch import anywhere in this package.
 from t1_spec._base import Spec, SpecRuleError, Violation
 from t1_spec.critic_warmup import CriticWarmupSpec
 from t1_spec.diff import ABSENT, Change, diff_recipes
-from t1_spec.engine import EmbeddedEngine, EngineSpec, SamplingSpec, SGLangEngine
+from t1_spec.engine import EmbeddedEngineSpec, EngineSpec, SamplingSpec, SGLangEngineSpec
 from t1_spec.errors import Problem, RecipeError
 from t1_spec.evaluation import EvaluationSpec
 from t1_spec.liveness import LivenessSpec
@@ -28,11 +28,11 @@ from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import PARAM_TOLERANCE, LayerType, ModelSpec
 from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
 from t1_spec.pool import PoolSpec
-from t1_spec.ppo import AdvantageSpec, GAEAdvantage, GRPOAdvantage, PPOSpec
+from t1_spec.ppo import AdvantageSpec, GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
 from t1_spec.recipe import Recipe
-from t1_spec.reward import BinaryReward, DenseReward, RatioReward, RewardSpec
+from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
-from t1_spec.sandbox import DaytonaSandbox, DockerSandbox, HarborSandbox, LocalSandbox, SandboxSpec
+from t1_spec.sandbox import DaytonaSandboxSpec, DockerSandboxSpec, HarborSandboxSpec, LocalSandboxSpec, SandboxSpec
 from t1_spec.schema import export_schemas
 from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
@@ -46,33 +46,33 @@ __all__ = [
     "PARAM_TOLERANCE",
     "SCHEMA_VERSION",
     "AdvantageSpec",
-    "BinaryReward",
+    "BinaryRewardSpec",
     "Change",
     "CriticWarmupSpec",
-    "DaytonaSandbox",
-    "DenseReward",
-    "DockerSandbox",
-    "EmbeddedEngine",
+    "DaytonaSandboxSpec",
+    "DenseRewardSpec",
+    "DockerSandboxSpec",
+    "EmbeddedEngineSpec",
     "EngineSpec",
     "EvaluationSpec",
-    "GAEAdvantage",
-    "GRPOAdvantage",
-    "HarborSandbox",
+    "GAEAdvantageSpec",
+    "GRPOAdvantageSpec",
+    "HarborSandboxSpec",
     "LayerType",
     "LivenessSpec",
-    "LocalSandbox",
+    "LocalSandboxSpec",
     "LoggingSpec",
     "ModelSpec",
     "PPOSpec",
     "PlanSpec",
     "PoolSpec",
     "Problem",
-    "RatioReward",
+    "RatioRewardSpec",
     "Recipe",
     "RecipeError",
     "RewardSpec",
     "RolloutSpec",
-    "SGLangEngine",
+    "SGLangEngineSpec",
     "SamplingSpec",
     "SandboxSpec",
     "Spec",

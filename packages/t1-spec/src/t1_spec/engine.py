@@ -27,7 +27,7 @@ class SamplingSpec(Spec):
     """Keep only the k most likely tokens (tokens); 0 = off."""
 
 
-class EmbeddedEngine(Spec):
+class EmbeddedEngineSpec(Spec):
     """In-process torch engine on the trainer's own device (one machine, no GPU needed)."""
 
     kind: Literal["embedded"] = "embedded"
@@ -40,7 +40,7 @@ class EmbeddedEngine(Spec):
     """Decoding parameters of training rollouts."""
 
 
-class SGLangEngine(Spec):
+class SGLangEngineSpec(Spec):
     """SGLang servers on the inference partition (SGLang v0.5.12.post1 in the paper, T1 §6).
 
     Not runnable yet: ``t1_rollout`` has an HTTP client for ``/generate``, but launching servers and
@@ -67,7 +67,7 @@ class SGLangEngine(Spec):
     """Decoding parameters of training rollouts."""
 
     @model_validator(mode="after")
-    def _check(self) -> SGLangEngine:
+    def _check(self) -> SGLangEngineSpec:
         v: list[Violation] = []
         if self.urls and len(self.urls) != self.replicas:
             v.append(
@@ -82,5 +82,5 @@ class SGLangEngine(Spec):
         return self
 
 
-EngineSpec = Annotated[EmbeddedEngine | SGLangEngine, Field(discriminator="kind")]
+EngineSpec = Annotated[EmbeddedEngineSpec | SGLangEngineSpec, Field(discriminator="kind")]
 """The engine section, selected by ``kind: embedded | sglang``; only ``embedded`` trains today."""

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from t1_spec._base import Spec, Violation, raise_if
 
 
-class GAEAdvantage(Spec):
+class GAEAdvantageSpec(Spec):
     """Generalised advantage estimation against the pre-update critic (T1 §4.5)."""
 
     estimator: Literal["gae"] = "gae"
@@ -23,7 +23,7 @@ class GAEAdvantage(Spec):
     """lambda: GAE trace parameter (fraction). 1.0 (T1 §4.5)."""
 
 
-class GRPOAdvantage(Spec):
+class GRPOAdvantageSpec(Spec):
     """Group-relative advantages (no critic), the baseline the paper rejected (T1 §9)."""
 
     estimator: Literal["grpo"] = "grpo"
@@ -34,14 +34,14 @@ class GRPOAdvantage(Spec):
     """
 
 
-AdvantageSpec = Annotated[GAEAdvantage | GRPOAdvantage, Field(discriminator="estimator")]
+AdvantageSpec = Annotated[GAEAdvantageSpec | GRPOAdvantageSpec, Field(discriminator="estimator")]
 """The advantage estimator, selected by ``estimator: gae | grpo``."""
 
 
 class PPOSpec(Spec):
     """Policy optimisation hyperparameters and batch geometry (T1 §4.5 unless stated)."""
 
-    advantage: AdvantageSpec = Field(default_factory=GAEAdvantage)
+    advantage: AdvantageSpec = Field(default_factory=GAEAdvantageSpec)
     """Advantage estimator: ``gae`` (paper) or ``grpo`` (ablation, T1 §9)."""
 
     clip_eps: float = Field(default=0.2, gt=0, lt=1)
@@ -132,7 +132,7 @@ def ppo_violations(p: PPOSpec) -> list[Violation]:
                 "toward nothing (T1 §4.3); set load_balancing_coef: 0 or routing_replay: false",
             )
         )
-    if isinstance(p.advantage, GRPOAdvantage) and p.samples_per_task != p.advantage.group_size:
+    if isinstance(p.advantage, GRPOAdvantageSpec) and p.samples_per_task != p.advantage.group_size:
         v.append(
             Violation(
                 "ppo.grpo_group",

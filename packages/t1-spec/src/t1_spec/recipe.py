@@ -8,15 +8,15 @@ from pydantic import Field, model_validator
 
 from t1_spec._base import Spec, Violation, raise_if
 from t1_spec.critic_warmup import CriticWarmupSpec
-from t1_spec.engine import EmbeddedEngine, EngineSpec, SGLangEngine
+from t1_spec.engine import EmbeddedEngineSpec, EngineSpec, SGLangEngineSpec
 from t1_spec.evaluation import EvaluationSpec
 from t1_spec.liveness import LivenessSpec
 from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import ModelSpec
 from t1_spec.plan import HEAD_FIELDS, PlanSpec, model_layout_violations
 from t1_spec.pool import PoolSpec
-from t1_spec.ppo import GAEAdvantage, GRPOAdvantage, PPOSpec
-from t1_spec.reward import DenseReward, RewardSpec
+from t1_spec.ppo import GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
+from t1_spec.reward import DenseRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import SandboxSpec
 from t1_spec.tito import TitoSpec
@@ -169,7 +169,7 @@ def cross_violations(r: Recipe) -> list[Violation]:
         )
 
     # Estimator and critic.
-    if isinstance(ppo.advantage, GRPOAdvantage) and r.critic_warmup.enabled:
+    if isinstance(ppo.advantage, GRPOAdvantageSpec) and r.critic_warmup.enabled:
         v.append(
             Violation(
                 "critic_warmup.grpo_has_no_critic",
@@ -181,7 +181,7 @@ def cross_violations(r: Recipe) -> list[Violation]:
 
     # Engine, trainer and device split.
     eng = r.engine
-    if isinstance(eng, EmbeddedEngine):
+    if isinstance(eng, EmbeddedEngineSpec):
         if p.inference_devices != 0:
             v.append(
                 Violation(
@@ -201,7 +201,7 @@ def cross_violations(r: Recipe) -> list[Violation]:
                     "engine.kind: sglang",
                 )
             )
-    elif isinstance(eng, SGLangEngine):
+    elif isinstance(eng, SGLangEngineSpec):
         if p.inference_devices > 0 and eng.replicas * eng.tp != p.inference_devices:
             fix = (
                 f"set engine.replicas to {p.inference_devices // eng.tp}"
@@ -242,7 +242,7 @@ def cross_violations(r: Recipe) -> list[Violation]:
 def recipe_advisories(r: Recipe) -> list[Violation]:
     """Allowed departures from the paper (see ``Recipe.advisories``)."""
     a: list[Violation] = []
-    if isinstance(r.ppo.advantage, GAEAdvantage) and r.ppo.normalize_advantages:
+    if isinstance(r.ppo.advantage, GAEAdvantageSpec) and r.ppo.normalize_advantages:
         a.append(
             Violation(
                 "ppo.gae_normalized",
@@ -251,7 +251,7 @@ def recipe_advisories(r: Recipe) -> list[Violation]:
                 "the only baseline (T1 §4.5)",
             )
         )
-    if isinstance(r.reward, DenseReward) and r.pool.source in BINARY_ONLY_POOLS:
+    if isinstance(r.reward, DenseRewardSpec) and r.pool.source in BINARY_ONLY_POOLS:
         a.append(
             Violation(
                 "reward.dense_on_binary_pool",
@@ -269,7 +269,7 @@ def recipe_advisories(r: Recipe) -> list[Violation]:
                 "(T1 §4.3, Fig. 6: 0.021 without TITO and R3, 0.013 with both)",
             )
         )
-    if isinstance(r.ppo.advantage, GAEAdvantage) and not r.critic_warmup.enabled:
+    if isinstance(r.ppo.advantage, GAEAdvantageSpec) and not r.critic_warmup.enabled:
         a.append(
             Violation(
                 "critic_warmup.cold",

@@ -9,7 +9,7 @@ from pydantic import Field
 from t1_spec._base import Spec
 
 
-class DenseReward(Spec):
+class DenseRewardSpec(Spec):
     """Dense reward ``r = P / S``: passing assertions over a fixed global scale (T1 §5.2, Eq. 20)."""
 
     kind: Literal["dense"] = "dense"
@@ -25,7 +25,7 @@ class DenseReward(Spec):
     tagged with the cause (T1 §5.2)."""
 
 
-class RatioReward(Spec):
+class RatioRewardSpec(Spec):
     """Ratio reward ``r = max(b, c * P / T)`` clamped to ``[0, max(1, b)]``, kept for comparison (T1 §5)."""
 
     kind: Literal["ratio"] = "ratio"
@@ -36,12 +36,12 @@ class RatioReward(Spec):
     """
 
 
-class BinaryReward(Spec):
+class BinaryRewardSpec(Spec):
     """Binary reward: 1 when the task is solved, else 0 (TMax-15k only supports this, T1 §3.1)."""
 
     kind: Literal["binary"] = "binary"
     """Discriminator: the task-solved outcome."""
 
 
-RewardSpec = Annotated[DenseReward | RatioReward | BinaryReward, Field(discriminator="kind")]
+RewardSpec = Annotated[DenseRewardSpec | RatioRewardSpec | BinaryRewardSpec, Field(discriminator="kind")]
 """The reward section, selected by ``kind: dense | ratio | binary``."""

@@ -11,7 +11,7 @@ from t1_spec._base import Spec
 ResourceValue = str | int | float | bool
 
 
-class LocalSandbox(Spec):
+class LocalSandboxSpec(Spec):
     """A local process sandbox (bubblewrap) on this machine: the embedded default."""
 
     kind: Literal["local"] = "local"
@@ -39,7 +39,7 @@ class LocalSandbox(Spec):
     """Allow network access from inside the sandbox; off so tasks cannot reach out."""
 
 
-class DockerSandbox(Spec):
+class DockerSandboxSpec(Spec):
     """A Docker container per trial, built from the task's environment.
 
     Not built yet: the section validates, but no Docker sandbox exists and ``t1 train`` refuses
@@ -65,7 +65,7 @@ class DockerSandbox(Spec):
     """Docker daemon address (``DOCKER_HOST`` form); ``None`` = the local default."""
 
 
-class DaytonaSandbox(Spec):
+class DaytonaSandboxSpec(Spec):
     """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7).
 
     Not built yet: the section validates (the production recipe declares it), but no Daytona client exists
@@ -96,7 +96,7 @@ class DaytonaSandbox(Spec):
     """Daytona region/target; ``None`` = the account default. Credentials come from the environment."""
 
 
-class HarborSandbox(Spec):
+class HarborSandboxSpec(Spec):
     """Any Harbor environment (``harbor.environments``) behind the T1 ``Sandbox`` interface.
 
     Not built yet: the section validates, but no Harbor adapter exists and ``t1 train`` refuses
@@ -114,6 +114,6 @@ class HarborSandbox(Spec):
 
 
 SandboxSpec = Annotated[
-    LocalSandbox | DockerSandbox | DaytonaSandbox | HarborSandbox, Field(discriminator="kind")
+    LocalSandboxSpec | DockerSandboxSpec | DaytonaSandboxSpec | HarborSandboxSpec, Field(discriminator="kind")
 ]
 """The sandbox section, selected by ``kind: local | docker | daytona | harbor``; only ``local`` is built."""
