@@ -30,6 +30,7 @@ from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
 from t1_spec.pool import PoolSpec
 from t1_spec.ppo import AdvantageSpec, GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
 from t1_spec.recipe import Recipe
+from t1_spec.registry import BackendNotBuilt, Registry
 from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import DaytonaSandboxSpec, DockerSandboxSpec, HarborSandboxSpec, LocalSandboxSpec, SandboxSpec
@@ -46,6 +47,7 @@ __all__ = [
     "PARAM_TOLERANCE",
     "SCHEMA_VERSION",
     "AdvantageSpec",
+    "BackendNotBuilt",
     "BinaryRewardSpec",
     "Change",
     "CriticWarmupSpec",
@@ -70,6 +72,7 @@ __all__ = [
     "RatioRewardSpec",
     "Recipe",
     "RecipeError",
+    "Registry",
     "RewardSpec",
     "RolloutSpec",
     "SGLangEngineSpec",
