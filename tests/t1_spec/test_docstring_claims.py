@@ -44,7 +44,15 @@ def test_compaction_threshold_says_proactive_compaction_is_not_built() -> None:
 
 
 @pytest.mark.parametrize(
-    "section", [DockerSandboxSpec, DaytonaSandboxSpec, HarborSandboxSpec, SGLangEngineSpec, EvaluationSpec, LivenessSpec]
+    "section",
+    [
+        DockerSandboxSpec,
+        DaytonaSandboxSpec,
+        HarborSandboxSpec,
+        SGLangEngineSpec,
+        EvaluationSpec,
+        LivenessSpec,
+    ],
 )
 def test_unbuilt_sections_say_so(section) -> None:
     doc = " ".join((section.__doc__ or "").split())

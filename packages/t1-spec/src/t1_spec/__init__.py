@@ -33,7 +33,13 @@ from t1_spec.recipe import Recipe
 from t1_spec.registry import BackendNotBuilt, Registry
 from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
-from t1_spec.sandbox import DaytonaSandboxSpec, DockerSandboxSpec, HarborSandboxSpec, LocalSandboxSpec, SandboxSpec
+from t1_spec.sandbox import (
+    DaytonaSandboxSpec,
+    DockerSandboxSpec,
+    HarborSandboxSpec,
+    LocalSandboxSpec,
+    SandboxSpec,
+)
 from t1_spec.schema import export_schemas
 from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec

@@ -50,7 +50,9 @@ class Registry:
         for kind, target in self.entries.items():
             module, sep, attr = target.partition(":")
             if not (module and sep and attr):
-                raise ValueError(f"registry {self.field}: entry {kind!r} -> {target!r} is not 'module:Attribute'")
+                raise ValueError(
+                    f"registry {self.field}: entry {kind!r} -> {target!r} is not 'module:Attribute'"
+                )
 
     def kinds(self) -> tuple[str, ...]:
         """The kinds that have a backend, in registration order."""
