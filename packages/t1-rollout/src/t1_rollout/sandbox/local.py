@@ -180,7 +180,7 @@ class LocalSandbox(Sandbox):
 
     @classmethod
     def from_spec(cls, spec: Any, **overrides: Any) -> LocalSandbox:
-        """Build from a ``t1_spec.LocalSandboxSpec`` (cpu_time_s, memory_mb, max_processes, disk_mb, network)."""
+        """Build from a ``t1_spec.LocalSandboxSpec``."""
         names = ("cpu_time_s", "memory_mb", "max_processes", "disk_mb", "network")
         kwargs = {k: getattr(spec, k) for k in names if hasattr(spec, k)}
         return cls(**(kwargs | overrides))
