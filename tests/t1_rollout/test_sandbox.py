@@ -1,4 +1,4 @@
-"""Local (bubblewrap) sandbox: isolation, limits, deadlines, reclamation, shell (issue 2 part 4)."""
+"""Local (bubblewrap) sandbox: isolation, limits, deadlines, reclamation, shell (T1 §6)."""
 
 import asyncio
 import os
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import t1_tasks
-from t1_rollout.sandbox._host import pids_of_uid
 from t1_rollout.sandbox.base import SandboxError, UnsupportedDockerfileInstruction
 from t1_rollout.sandbox.local import LocalSandbox
+from t1_rollout.sandbox.local.uids import pids_of_uid
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,
@@ -294,7 +294,7 @@ async def test_a_cancelled_or_failed_build_leaves_nothing_behind(tmp_path):
 @pytest.fixture
 def private_slots(monkeypatch, tmp_path):
     """A private slot directory over a uid range no real sandbox uses, so the slot numbers are predictable."""
-    from t1_rollout.sandbox import _host
+    from t1_rollout.sandbox.local import uids as _host
 
     slot_dir = tmp_path / "slots"
     monkeypatch.setattr(_host, "SLOT_DIR", slot_dir)

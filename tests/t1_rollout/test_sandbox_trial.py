@@ -1,4 +1,4 @@
-"""A trial's sandbox is gone after the trial: when it ends, when it raises, when it is cancelled (issue 2)."""
+"""A trial's sandbox is gone after the trial: when it ends, when it raises, when it is cancelled."""
 
 import asyncio
 import os
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from t1_rollout.sandbox._host import pids_of_uid
 from t1_rollout.sandbox.local import LocalSandbox
+from t1_rollout.sandbox.local.uids import pids_of_uid
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,

@@ -1,10 +1,17 @@
 """Sandboxes: where the agent's shell commands and the verifier run (DESIGN.md "Interfaces between packages").
 
-Backends: ``LocalSandbox`` (bubblewrap, this machine), which builds only a Dockerfile subset (FROM
-debian:bookworm[-slim], WORKDIR, COPY, ENV, RUN). Not built yet: the docker, daytona and harbor sandboxes.
+The seam is ``base.py`` (``Sandbox``, ``Shell``, their errors); beside it live what any backend can reuse,
+the Dockerfile parser (``dockerfile.py``) and the tar transfer (``transfer.py``), and the registry
+``SANDBOXES`` (``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
+machine, ``local/``), which builds only a Dockerfile subset (FROM debian:bookworm[-slim], WORKDIR, COPY, ENV,
+RUN). Not built yet: the docker, daytona and harbor sandboxes.
+
+``LocalSandbox``, ``LocalShell``, ``bwrap_path``, ``local_sandbox_problems`` and ``SANDBOXES`` load on first
+use, so importing the seam imports neither the bubblewrap backend nor the spec package.
 """
 
-from t1_rollout.sandbox._host import bwrap_path, local_sandbox_problems
+from typing import TYPE_CHECKING, Any
+
 from t1_rollout.sandbox.base import (
     ExecResult,
     Sandbox,
@@ -15,9 +22,13 @@ from t1_rollout.sandbox.base import (
     UnsupportedDockerfileInstruction,
 )
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
-from t1_rollout.sandbox.local import LocalSandbox, LocalShell
+
+if TYPE_CHECKING:
+    from t1_rollout.sandbox.local import LocalSandbox, LocalShell, bwrap_path, local_sandbox_problems
+    from t1_rollout.sandbox.registry import SANDBOXES
 
 __all__ = [
+    "SANDBOXES",
     "ExecResult",
     "LocalSandbox",
     "LocalShell",
@@ -31,3 +42,17 @@ __all__ = [
     "local_sandbox_problems",
     "parse_dockerfile",
 ]
+
+_LOCAL = ("LocalSandbox", "LocalShell", "bwrap_path", "local_sandbox_problems")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LOCAL:
+        from t1_rollout.sandbox import local
+
+        return getattr(local, name)
+    if name == "SANDBOXES":
+        from t1_rollout.sandbox.registry import SANDBOXES
+
+        return SANDBOXES
+    raise AttributeError(f"module 't1_rollout.sandbox' has no attribute {name!r}")

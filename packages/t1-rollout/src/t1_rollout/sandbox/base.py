@@ -90,8 +90,7 @@ class Shell(abc.ABC):
     """One persistent interactive shell per trial (Terminus-2's tmux pane; harbor_tb.md §3).
 
     The working directory and environment persist across ``send`` calls. A command that outlives
-    ``duration_s``
-    keeps running; its later output is returned by a later ``send``.
+    ``duration_s`` keeps running; its later output is returned by a later ``send``.
     """
 
     @abc.abstractmethod

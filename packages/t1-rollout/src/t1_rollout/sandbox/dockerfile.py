@@ -1,10 +1,12 @@
 """The Dockerfile subset the local sandbox builds: FROM (Debian bookworm), WORKDIR, COPY, ENV, RUN.
 
-The local sandbox has no image store: it maps ``debian:bookworm[-slim]`` onto the host's own Debian bookworm
-userland (read-only), so other bases are refused, as is every other instruction (by name, with the line
-number), a ``COPY --flag`` and a multi-stage build. No backend that builds full images exists yet: the
-docker, daytona and harbor sandboxes are not built, so a task outside this subset cannot run in T1 today
-(rewrite its Dockerfile into the subset). Source: issue 2 part 3; Dockerfile reference (instruction syntax).
+Backend-neutral: it imports only the seam's errors (``base.py``), so a Docker or Daytona backend can parse a
+task's Dockerfile without importing the bubblewrap code. The local sandbox has no image store: it maps
+``debian:bookworm[-slim]`` onto the host's own Debian bookworm userland (read-only), so other bases are
+refused, as is every other instruction (by name, with the line number), a ``COPY --flag`` and a multi-stage
+build. No backend that builds full images exists yet: the docker, daytona and harbor sandboxes are not built,
+so a task outside this subset cannot run in T1 today (rewrite its Dockerfile into the subset). Source: the
+Dockerfile reference (instruction syntax).
 """
 
 from __future__ import annotations
@@ -37,8 +39,7 @@ class Instruction:
         line: 1-based line number where it starts.
         name: upper-case instruction (``RUN``).
         args: for ``FROM``/``WORKDIR``/``RUN`` the single argument string; for ``COPY`` sources then
-            destination;
-            for ``ENV`` alternating keys and values.
+            destination; for ``ENV`` alternating keys and values.
     """
 
     line: int
