@@ -6,8 +6,12 @@ Pure functions on small frozen dataclasses; no torch. Typical use::
     inputs = load("recipes/t1-122b.yaml")
     verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
     verdict.fits, verdict.actor.binding.name, verdict.actor.headroom_gib
+
+    from t1_capacity import admit_recipe  # the run's preflight: ok and one line naming the binding term
+    admit_recipe(recipe).ok
 """
 
+from t1_capacity.admit import RecipeAdmission, admit_recipe
 from t1_capacity.calibrate import Calibration, CalibrationError, Measurement, fit, read_measurements
 from t1_capacity.check import PlanCheck, check_plan, max_expert_parallel, max_token_wall, smallest_fix
 from t1_capacity.footprint import (
@@ -57,10 +61,12 @@ __all__ = [
     "Plan",
     "PlanCheck",
     "PlanError",
+    "RecipeAdmission",
     "SearchResult",
     "Stage",
     "StepSplit",
     "Term",
+    "admit_recipe",
     "allocator_residue_bytes",
     "attention_activation_bytes",
     "balance_point",

@@ -1,8 +1,7 @@
 """Fit alpha and b0 of Eq. 21 to measured peaks by least squares (T1 §7.1: "we calibrated a closed-form ...").
 
 Eq. 21 is linear in its two unknown constants: peak = fixed(plan) + alpha * a(plan) + b0, where ``fixed`` is
-the
-footprint with alpha = b0 = 0 and ``a`` the activation term per unit alpha. Two or more measurements with
+the footprint with alpha = b0 = 0 and ``a`` the activation term per unit alpha. Two or more measurements with
 different ``a`` determine both by ordinary least squares.
 """
 
@@ -98,12 +97,11 @@ def fit(model: ModelShape, rows: list[Measurement], start: CapacityConstants) ->
         The fitted constants and per-row residuals (measured - predicted, GiB).
 
     Raises:
-        CalibrationError: a row whose peak is not a finite number in (0, ``MAX_PEAK_GIB``] GiB or whose
-            stage is out of range, naming the row (1-based); fewer than two rows; all rows have the same
-            activation term (alpha and b0 are then not separable); a fit that overflows; or the
-            least-squares fit gives alpha <= 0 or b0 < 0, which Eq. 21 cannot
-            produce (peaks do not grow with the activation term, or fall below the static footprint), so
-            the measurements are inconsistent with the model.
+        CalibrationError: a row whose peak is not a finite number in (0, ``MAX_PEAK_GIB``] GiB or whose stage
+            is out of range, naming the row (1-based); fewer than two rows; all rows have the same activation
+            term (alpha and b0 are then not separable); a fit that overflows; or the least-squares fit gives
+            alpha <= 0 or b0 < 0, which Eq. 21 cannot produce (peaks do not grow with the activation term, or
+            fall below the static footprint), so the measurements are inconsistent with the model.
     """
     if len(rows) < 2:
         raise CalibrationError(f"need at least 2 measurements to fit alpha and b0, got {len(rows)}")

@@ -65,21 +65,17 @@ class CapacityConstants:
         alpha: activation bytes per token per layer held on a device at the peak (before the cp division, and
             before the min(tp, g) division of attention layers). Default 67,584 B = 22 h for h = 3072: the
             Korthikanti et al. (2022, Table 2) selective-recompute coefficient sbh(10 + 24/t) at t = 2. The
-            paper
-            measured alpha without printing it (T1 §7.1); for its production plan (tp 2, pp 4, dp 2, 84k wall)
-            Eq. 21 reproduces both findings (cp 2 exceeds M with the logit buffer binding, cp 4 fits) for
-            alpha
-            in about [53.6k, 82.8k] B at b0 = 3 GiB, and 22 h sits near the middle. Calibrate it with
-            ``t1 plan calibrate`` (``t1_capacity.calibrate``).
-        b0_gib: allocator residue, GiB: fragmentation, NCCL and kernel workspaces. T1 §7.1 says "a few
-            percent of
-            M"; default 3 GiB (3.2% of 95 GiB).
+            paper measured alpha without printing it (T1 §7.1); for its production plan (tp 2, pp 4, dp 2, 84k
+            wall) Eq. 21 reproduces both findings (cp 2 exceeds M with the logit buffer binding, cp 4 fits)
+            for alpha in about [53.6k, 82.8k] B at b0 = 3 GiB, and 22 h sits near the middle. Calibrate it
+            with ``t1 plan calibrate`` (``t1_capacity.calibrate``).
+        b0_gib: allocator residue, GiB: fragmentation, NCCL and kernel workspaces. T1 §7.1 says "a few percent
+            of M"; default 3 GiB (3.2% of 95 GiB).
         weight_bytes: bytes per resident weight (bf16: 2).
         grad_bytes: bytes per main gradient (fp32: 4, not sharded by the distributed optimizer).
         optimizer_bytes: bytes per parameter of the sharded optimizer state (fp32 master 4 + Adam m 4 + v 4).
-        logit_bytes: bytes per logit at the cross-entropy peak. Default 6: the bf16 output of the LM head (2
-            B)
-            is still alive when the vocab-parallel cross entropy makes its fp32 copy (4 B), see
+        logit_bytes: bytes per logit at the cross-entropy peak. Default 6: the bf16 output of the LM head
+            (2 B) is still alive when the vocab-parallel cross entropy makes its fp32 copy (4 B), see
             ``reference/capacity.md`` §10; Megatron's estimator counts the 4 B only.
         vocab_pad_multiple: the vocabulary is padded to a multiple of this times tp (Megatron default 128).
 
@@ -175,8 +171,7 @@ def attention_tp_divisor(tp: int, num_key_value_heads: int) -> int:
 
     With g key/value heads, tp > g replicates the key/value heads instead of splitting them; together with the
     recurrent blocks not being tensor-sharded this is why "tensor parallelism beyond tau = 2 is likewise
-    inert"
-    for the paper's model (g = 2, T1 §7.1).
+    inert" for the paper's model (g = 2, T1 §7.1).
     """
     return max(1, min(tp, num_key_value_heads))
 
@@ -190,10 +185,9 @@ def dense_params_on_device(model: ModelShape, plan: Plan, stage: Stage, network:
     """Dense parameters resident on one device of ``stage`` (T1 §7.1 sharding of the dense bucket).
 
     Shared experts, attention query/output projections, embedding and LM head divide by tp; attention
-    key/value
-    projections by min(tp, g); the recurrent mixer, router, gates and norms are replicated across tp. The
-    embedding sits on the first stage; the last stage holds the final norm and the head: an untied LM head
-    (|V| h / tp) for the actor, a scalar value head (h) for the critic (T1 §4.5). A tied embedding on a
+    key/value projections by min(tp, g); the recurrent mixer, router, gates and norms are replicated across
+    tp. The embedding sits on the first stage; the last stage holds the final norm and the head: an untied LM
+    head (|V| h / tp) for the actor, a scalar value head (h) for the critic (T1 §4.5). A tied embedding on a
     multi-stage plan is still materialised on the last stage (Megatron keeps a copy).
     """
     tp = plan.tp
@@ -269,8 +263,7 @@ def recurrent_activation_bytes(plan: Plan, stage: Stage, c: CapacityConstants) -
 
     No tp division: the sequence is re-gathered to full length before a recurrent block, which is not
     tensor-sharded (T1 §7.1). The cp division is the native sequence-sharded scan (T1 §7.1: peaks 1/2, 1/4,
-    1/8
-    at cp 2, 4, 8).
+    1/8 at cp 2, 4, 8).
     """
     return c.alpha * plan.token_wall * stage.n_recurrent / plan.cp
 

@@ -4,33 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from t1_capacity.footprint import PAPER_CONSTANTS, CapacityConstants
+import t1_spec
+from t1_capacity.footprint import CapacityConstants
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import ModelShape
-
-MODEL_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_layers",
-    "num_experts",
-    "top_k",
-    "moe_intermediate_size",
-    "shared_expert_intermediate_size",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "linear_num_key_heads",
-    "linear_num_value_heads",
-    "linear_key_head_dim",
-    "linear_value_head_dim",
-    "linear_conv_kernel_dim",
-    "full_attention_interval",
-    "tie_word_embeddings",
-    "declared_expert_params",
-    "declared_dense_params",
-)
+from t1_spec import GRPOAdvantageSpec, Recipe, SGLangEngineSpec
 
 
 @dataclass(frozen=True)
@@ -55,54 +34,40 @@ class CapacityInputs:
     source: str = "<recipe>"
 
 
-def from_recipe(recipe: Any, source: str = "<recipe>") -> CapacityInputs:
-    """Build the capacity inputs from a ``t1_spec.Recipe`` (or any object with the same attributes).
+def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
+    """Build the capacity inputs from a validated ``t1_spec.Recipe``.
 
-    Reads ``recipe.model`` (shape fields); ``recipe.plan`` (``devices, inference_devices, tp, pp, cp, dp,
-    ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` (512 when
-    absent) and ``recipe.ppo.samples_per_task`` (1 when absent); ``recipe.ppo.advantage.estimator``
-    (``grpo``: no critic is checked); ``recipe.engine.tp`` (inference replica size, 1 when absent).
+    Reads ``recipe.model`` (``ModelShape.from_spec``); ``recipe.plan`` (``devices, inference_devices, tp, pp,
+    cp, dp, ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` and
+    ``recipe.ppo.samples_per_task``; ``recipe.ppo.advantage`` (GRPO trains no critic, so none is checked);
+    and the inference replica size, ``engine.tp`` for an SGLang engine and 1 for the embedded one.
 
     Args:
         recipe: the validated recipe.
         source: a label for messages, e.g. the file path.
 
     Returns:
-        The model shape, the plan and the constants.
-
-    Raises:
-        AttributeError: when a required model or plan field is missing.
+        The model shape, the plan, the constants and the device counts.
     """
-    m = recipe.model
-    model = ModelShape(**{k: getattr(m, k) for k in MODEL_FIELDS if hasattr(m, k)})
-    p = recipe.plan
-    ppo = getattr(recipe, "ppo", None)
-    batch = int(getattr(ppo, "batch_size", 512)) if ppo is not None else 512
-    samples_per_task = int(getattr(ppo, "samples_per_task", 1)) if ppo is not None else 1
-    estimator = getattr(getattr(ppo, "advantage", None), "estimator", "gae")
+    p, ppo = recipe.plan, recipe.ppo
     plan = Plan(
         tp=p.tp,
         pp=p.pp,
         cp=p.cp,
         dp=p.dp,
         ep=p.ep,
-        etp=getattr(p, "etp", 1),
+        etp=p.etp,
         token_wall=p.token_wall,
         memory_budget_gib=float(p.memory_budget_gib),
-        offload=getattr(p, "offload", "forced"),
-        inference_devices=getattr(p, "inference_devices", 0),
-        batch_size=batch,
-        samples_per_task=samples_per_task,
-        critic=estimator != "grpo",
+        offload=p.offload,
+        inference_devices=p.inference_devices,
+        batch_size=ppo.batch_size,
+        samples_per_task=ppo.samples_per_task,
+        critic=not isinstance(ppo.advantage, GRPOAdvantageSpec),
     )
-    constants = CapacityConstants(
-        alpha=float(getattr(p, "alpha", PAPER_CONSTANTS.alpha)),
-        b0_gib=float(getattr(p, "b0_gib", PAPER_CONSTANTS.b0_gib)),
-    )
-    devices = int(getattr(p, "devices", plan.training_devices + plan.inference_devices))
-    engine = getattr(recipe, "engine", None)
-    replica = int(getattr(engine, "tp", 1) or 1) if engine is not None else 1
-    return CapacityInputs(model, plan, constants, devices, replica, source)
+    constants = CapacityConstants(alpha=float(p.alpha), b0_gib=float(p.b0_gib))
+    replica = recipe.engine.tp if isinstance(recipe.engine, SGLangEngineSpec) else 1
+    return CapacityInputs(ModelShape.from_spec(recipe.model), plan, constants, p.devices, replica, source)
 
 
 def load(path: str | Path, overrides: list[str] | None = None) -> CapacityInputs:
@@ -116,8 +81,6 @@ def load(path: str | Path, overrides: list[str] | None = None) -> CapacityInputs
         t1_spec.RecipeError: the recipe does not validate (the CLI maps it to exit code 2).
         FileNotFoundError: no such file.
     """
-    import t1_spec  # local: keeps ``import t1_capacity`` light and usable without a recipe
-
     if not Path(path).exists():
         raise FileNotFoundError(f"recipe not found: {path}")
     recipe = t1_spec.load_recipe(path, list(overrides or []))

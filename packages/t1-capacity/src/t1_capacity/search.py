@@ -1,9 +1,8 @@
 """Enumerate every valid (tp, pp, cp, dp, ep) for a device count and rank the plans that fit (T1 §7.1).
 
 The paper calibrated Eq. 21 "rather than search the plan space"; with a closed form the search is cheap, so
-the
-whole space is priced and the survivors ranked by the data parallelism they keep (fewer serially accumulated
-micro-batches per rank) and their headroom against M.
+the whole space is priced and the survivors ranked by the data parallelism they keep (fewer serially
+accumulated micro-batches per rank) and their headroom against M.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Model shape and the parameter buckets the memory model shards differently (T1 §7.1).
 
 The capacity model never needs the weights, only how many parameters of each kind sit on one device. The kinds
-follow Megatron-Core's three buckets (TP-sharded, replicated, routed experts; see
-``reference/capacity.md`` §1, §9) refined for a hybrid model: the recurrent (GatedDeltaNet) mixer is *not*
-tensor-sharded (T1 §7.1: "the recurrent blocks are not tensor-sharded"), and the key/value projections of the
-full-attention mixer shard only up to the number of key/value heads.
+follow Megatron-Core's three buckets (TP-sharded, replicated, routed experts; see ``reference/capacity.md``
+§1, §9) refined for a hybrid model: the recurrent (GatedDeltaNet) mixer is *not* tensor-sharded (T1 §7.1: "the
+recurrent blocks are not tensor-sharded"), and the key/value projections of the full-attention mixer shard
+only up to the number of key/value heads.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import math
 import numbers
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Self
+
+from t1_spec import ModelSpec
 
 FULL_ATTENTION = "full_attention"
 LINEAR_ATTENTION = "linear_attention"
@@ -43,9 +46,8 @@ class ModelShape:
     """The shape facts of a hybrid (GatedDeltaNet + gated attention) MoE decoder.
 
     Field names follow the Hugging Face ``Qwen3_5MoeConfig`` / ``t1_spec`` model section. Defaults are the
-    paper's
-    model, Qwen3.5-122B-A10B (T1 §2 and ``reference/capacity.md`` §11): 48 layers, every 4th full attention,
-    top-8 of 256 experts, vocabulary 248,320.
+    paper's model, Qwen3.5-122B-A10B (T1 §2 and ``reference/capacity.md`` §11): 48 layers, every 4th full
+    attention, top-8 of 256 experts, vocabulary 248,320.
 
     Attributes:
         vocab_size: vocabulary size |V| (tokens).
@@ -129,6 +131,41 @@ class ModelShape:
             if not ok or value <= 0:
                 raise ValueError(f"ModelShape.{name} must be None or a finite count > 0, got {value!r}")
 
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> Self:
+        """The shape of a validated ``t1_spec.ModelSpec``: every size field is read from the spec.
+
+        ``qk_norm`` is not a recipe field (every model the spec describes is a Qwen3.5 hybrid, which has
+        query/key norms), so it keeps its ``True``.
+
+        Args:
+            spec: the recipe's ``model`` section.
+
+        Returns:
+            The shape the memory model prices.
+        """
+        return cls(
+            vocab_size=spec.vocab_size,
+            hidden_size=spec.hidden_size,
+            num_layers=spec.num_layers,
+            num_experts=spec.num_experts,
+            top_k=spec.top_k,
+            moe_intermediate_size=spec.moe_intermediate_size,
+            shared_expert_intermediate_size=spec.shared_expert_intermediate_size,
+            num_attention_heads=spec.num_attention_heads,
+            num_key_value_heads=spec.num_key_value_heads,
+            head_dim=spec.head_dim,
+            linear_num_key_heads=spec.linear_num_key_heads,
+            linear_num_value_heads=spec.linear_num_value_heads,
+            linear_key_head_dim=spec.linear_key_head_dim,
+            linear_value_head_dim=spec.linear_value_head_dim,
+            linear_conv_kernel_dim=spec.linear_conv_kernel_dim,
+            full_attention_interval=spec.full_attention_interval,
+            tie_word_embeddings=spec.tie_word_embeddings,
+            declared_expert_params=spec.declared_expert_params,
+            declared_dense_params=spec.declared_dense_params,
+        )
+
     @cached_property
     def layer_types(self) -> tuple[str, ...]:
         """Mixer kind per layer, ``[L]``: every ``full_attention_interval``-th layer is attention."""
@@ -136,8 +173,7 @@ class ModelShape:
         return tuple(FULL_ATTENTION if (i + 1) % k == 0 else LINEAR_ATTENTION for i in range(self.num_layers))
 
     # Per-layer parameter counts (SwiGLU = 3 matrices; RMSNorm = h). Megatron-style count: the attention
-    # output
-    # gate is not counted, which is how the paper's P_d = 5.86B comes out (reference/capacity.md §11).
+    # output gate is not counted, which is how the paper's P_d = 5.86B comes out (reference/capacity.md §11).
 
     @property
     def expert_params_per_layer(self) -> int:

@@ -41,8 +41,7 @@ class SpecRuleError(ValueError):
     """Raised inside a model validator when one or more cross-field rules are broken.
 
     Pydantic wraps it into a ``ValidationError``; the loader unwraps it again (``ctx["error"]``) to report
-    each
-    violation with its own field path.
+    each violation with its own field path.
 
     Args:
         violations: every broken rule found in one pass over the model (at least one).

@@ -5,9 +5,8 @@ Order of operations (``resolve_recipe``):
 1. Read the file; it must be a mapping with a known ``schema:`` (every file, bases included).
 2. If it has ``extends: <path>`` (relative to the file), load the base the same way (recursively, cycles
    refused) and deep-merge this file over it. Mappings merge key by key; lists and scalars replace. A
-   polymorphic section (``reward``, ``sandbox``, ``engine``, ``ppo.advantage``) whose discriminator
-   (``kind`` / ``estimator``) changes is replaced whole, so ``reward: {kind: binary}`` over a dense base
-   does not
+   polymorphic section (``reward``, ``sandbox``, ``engine``, ``ppo.advantage``) whose discriminator (``kind``
+   / ``estimator``) changes is replaced whole, so ``reward: {kind: binary}`` over a dense base does not
    inherit ``scale``.
 3. Apply dotlist overrides (``ppo.batch_size=2``) with the same merge rule.
 4. Resolve OmegaConf interpolations (``${ppo.batch_size}``, ``${oc.env:VAR,default}``) on the merged tree.

@@ -1,10 +1,8 @@
 """Model architecture: a Qwen3.5 hybrid MoE (Gated DeltaNet + gated full attention, routed + shared experts).
 
 Parameter counting follows the Hugging Face ``transformers`` Qwen3.5-MoE module shapes
-(``Qwen3_5MoeAttention``,
-``Qwen3_5MoeGatedDeltaNet``, ``Qwen3_5MoeSparseMoeBlock``); the vision tower and any multi-token-prediction
-head
-are not part of the language model and are not counted.
+(``Qwen3_5MoeAttention``, ``Qwen3_5MoeGatedDeltaNet``, ``Qwen3_5MoeSparseMoeBlock``); the vision tower and any
+multi-token-prediction head are not part of the language model and are not counted.
 
 Dense-count convention. Counting every tensor of the 122B-A10B shapes gives about 6.15B dense parameters; the
 paper states 5.86B (T1 §7.1). The difference, 0.30B, is exactly the output-gate half of the 12 full-attention
@@ -40,8 +38,7 @@ class ModelSpec(Spec):
     """The policy (and critic) architecture and where its weights start from.
 
     The critic is a second copy of the same architecture whose language-model head is replaced by a scalar
-    value
-    head (T1 §4.5), so one ``ModelSpec`` describes both networks.
+    value head (T1 §4.5), so one ``ModelSpec`` describes both networks.
     """
 
     name: str
@@ -198,14 +195,12 @@ class ModelSpec(Spec):
         """Every parameter that is not a routed expert.
 
         Counts embeddings, the LM head unless tied, full attention, Gated DeltaNet, shared experts, routers
-        and
-        all RMS norms, with the Qwen3.5-MoE tensor shapes.
+        and all RMS norms, with the Qwen3.5-MoE tensor shapes.
 
         Args:
             include_attention_output_gate: ``True`` counts every tensor (about 6.15B for the paper's model);
-                ``False`` drops the output-gate half of ``q_proj``, the Megatron-style convention that
-                matches the
-                paper's 5.86B (see the module docstring).
+                ``False`` drops the output-gate half of ``q_proj``, the Megatron-style convention that matches
+                the paper's 5.86B (see the module docstring).
 
         Returns:
             parameter count.
