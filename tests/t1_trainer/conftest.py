@@ -29,10 +29,10 @@ def sample_from(
     """Samples a multi-turn trajectory the way the embedded engine does: prefill, cached decode.
 
     ``turns`` is a list of (sampled tokens, observation tokens after them). Routing is captured per forward
-    (rows = tokens - 1), log-probs scored with `t1_rollout.model.token_logprobs` as the engine does.
+    (rows = tokens - 1), log-probs scored with `t1_policy.token_logprobs` as the engine does.
     """
+    from t1_policy import num_real_tokens, token_logprobs
     from t1_r3 import capture_routing
-    from t1_rollout.model import num_real_tokens, token_logprobs
 
     g = torch.Generator().manual_seed(seed)
     limit = num_real_tokens(model.config.vocab_size)

@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
+from t1_spec import PPOSpec
 from t1_trainer.algorithms import (
     explained_variance,
     gae,
@@ -13,8 +15,8 @@ from t1_trainer.algorithms import (
     ppo_policy_loss,
     value_loss,
 )
-from t1_trainer.config import PpoHyperparams, check_ppo_settings
 from t1_trainer.errors import SampleError, TrainerConfigError
+from t1_trainer.torch_backend import TorchBackend, _unbuilt_ppo
 
 
 def _gae_by_definition(r, v, m, gamma, lam):
@@ -177,19 +179,22 @@ def test_grpo_group_of_one_has_no_signal():
 
 
 def test_paper_defaults():
-    hp = PpoHyperparams()
-    assert (hp.gamma, hp.lam, hp.clip_eps, hp.value_clip) == (1.0, 1.0, 0.2, 0.2)
+    hp = PPOSpec(batch_size=2)
+    assert (hp.advantage.gamma, hp.advantage.lam, hp.clip_eps, hp.value_clip) == (1.0, 1.0, 0.2, 0.2)
     assert (hp.actor_lr, hp.critic_lr, hp.adam_betas, hp.weight_decay) == (1.0e-6, 1.5e-5, (0.9, 0.98), 0.1)
     assert hp.kl_coef == 0 and hp.load_balancing_coef == 0 and not hp.normalize_advantages
-    check_ppo_settings(hp)
+    assert _unbuilt_ppo(hp) == []  # the torch backend builds everything the paper's settings need
 
 
 @pytest.mark.parametrize("field", ["kl_coef", "load_balancing_coef"])
 def test_kl_or_load_balancing_with_replay_is_refused(field):
-    with pytest.raises(TrainerConfigError, match="routing replay"):
-        PpoHyperparams.from_spec({field: 0.01, "routing_replay": True})
+    # the paper's rule lives in the spec (T1 §4.3): R3 on => both coefficients 0
+    with pytest.raises(ValidationError, match="routing_replay"):
+        PPOSpec(batch_size=2, routing_replay=True, **{field: 0.01})
 
 
-def test_advantage_normalization_is_refused():
+def test_advantage_normalization_is_refused(tiny_model_spec):
     with pytest.raises(TrainerConfigError, match="§5.2"):
-        PpoHyperparams.from_spec({"normalize_advantages": True})
+        TorchBackend(
+            model_spec=tiny_model_spec, ppo_spec=PPOSpec(batch_size=2, normalize_advantages=True), seed=0
+        )

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from t1_rollout.model import token_logprobs
+from t1_policy import token_logprobs
 from t1_trainer.logprobs import lm_head_logprobs
 
 

@@ -3,8 +3,12 @@
 import numpy as np
 import pytest
 
-from t1_trainer.config import PpoHyperparams
-from t1_trainer.step import compute_advantages, ppo_step
+from t1_spec import GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
+from t1_trainer.advantages import compute_advantages
+from t1_trainer.step import critic_warmup_step, ppo_step
+
+PAPER = PPOSpec(batch_size=2)
+GRPO = PPOSpec(batch_size=3, samples_per_task=2, advantage=GRPOAdvantageSpec(group_size=2))
 
 
 @pytest.fixture
@@ -64,7 +68,7 @@ class SpyBackend:
 def test_critic_updated_before_actor_with_pre_update_values(mk):
     spy = SpyBackend()
     samples = [mk(0.5), mk(0.1)]
-    m = ppo_step(spy, samples, PpoHyperparams())
+    m = ppo_step(spy, samples, PAPER)
     assert spy.calls == ["routing_errors", "values", "update_critic", "update_actor"]
     # the critic's clip anchor is exactly the values GAE used
     for old, v in zip(spy.old_values, spy.v, strict=True):
@@ -86,17 +90,47 @@ def test_aborted_routing_excluded_from_critic_and_actor(mk):
     spy = SpyBackend()
     spy.routing_errors = lambda samples: {0: "sample task/trial#0: routing record missing (aborted)"}
     spy.v = spy.v[1:]
-    m = ppo_step(spy, [mk(0.5), mk(0.1)], PpoHyperparams())
+    m = ppo_step(spy, [mk(0.5), mk(0.1)], PAPER)
     assert m["samples_aborted_routing"] == 1 and "missing" in m["routing_errors"][0]
     assert len(spy.returns) == 1 and len(spy.advantages) == 1
 
 
 def test_grpo_ablation_uses_group_baseline_and_no_critic(mk):
     samples = [mk(1.0, task="a"), mk(0.0, task="a"), mk(0.3, task="b")]
-    advs, _ = compute_advantages(samples, None, PpoHyperparams(estimator="grpo"))
+    advs, _ = compute_advantages(samples, None, GRPO)
     mask = samples[0].loss_mask.astype(bool)
     assert advs[0][mask] == pytest.approx(np.ones(4), abs=1e-5)
     assert advs[1][mask] == pytest.approx(-np.ones(4), abs=1e-5)
     assert not advs[
         2
     ].any()  # a group of one carries no signal (why T1 §9 rejects GRPO at one sample per task)
+
+
+def test_grpo_step_neither_computes_values_nor_updates_the_critic(mk):
+    spy = SpyBackend()
+    m = ppo_step(spy, [mk(1.0, task="a"), mk(0.0, task="a")], GRPO)
+    assert spy.calls == ["routing_errors", "update_actor"]
+    assert "critic/explained_variance" not in m
+    mask = mk(0.0).loss_mask.astype(bool)
+    assert spy.advantages[0][mask] == pytest.approx(np.ones(4), abs=1e-5)
+
+
+def test_gae_dispatch_uses_the_specs_discount(mk):
+    # V = 0 and one terminal reward R: A_j = gamma^(loss tokens after j) * R, since masked context adds no
+    # decay (T1 §4.5 recursion over loss tokens); loss tokens of the stream are 2, 3, 6, 7
+    spec = PPOSpec(batch_size=2, advantage=GAEAdvantageSpec(gamma=0.5, lam=1.0))
+    s = mk(1.0)
+    advs, rets = compute_advantages([s], [np.zeros(8, dtype=np.float32)], spec)
+    np.testing.assert_allclose(advs[0], [0, 0, 0.125, 0.25, 0, 0, 0.5, 1.0], atol=1e-7)
+    np.testing.assert_allclose(rets[0], advs[0], atol=1e-7)  # R_j = A_j + V_j with V = 0
+
+
+def test_warmup_with_grpo_spec_regresses_on_the_gae_default_returns(mk):
+    # warm-up is a GAE regression whatever the estimator; GAEAdvantageSpec's defaults are gamma = lam = 1
+    spy = SpyBackend()
+    samples = [mk(0.5), mk(0.1)]
+    critic_warmup_step(spy, samples, GRPO)
+    assert spy.calls == ["values", "update_critic"]
+    mask = samples[0].loss_mask.astype(bool)
+    for s, r in zip(samples, spy.returns, strict=True):
+        np.testing.assert_allclose(r[mask], s.reward, atol=1e-6)

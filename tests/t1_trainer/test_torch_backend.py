@@ -8,19 +8,21 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from t1_spec import PPOSpec
 from t1_trainer import logprobs
-from t1_trainer.config import PpoHyperparams
 from t1_trainer.errors import NonFiniteUpdateError
 from t1_trainer.step import critic_warmup, ppo_step
 from t1_trainer.torch_backend import TorchBackend
 from t1_trainer.weights import save_weights
 
-FAST = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3)  # larger steps than the paper's so 3 steps show movement
+FAST = PPOSpec(
+    batch_size=2, actor_lr=1e-4, critic_lr=1e-3
+)  # larger steps than the paper's so 3 steps show movement
 
 
 @pytest.fixture(scope="module")
 def sampler(tiny_model_spec):
-    from t1_rollout.model import build_model
+    from t1_policy import build_model
 
     return build_model(tiny_model_spec, seed=0)
 
@@ -89,7 +91,7 @@ def test_actor_update_aborts_directly_too(tiny_model_spec, batch, Sample):  # no
 
 
 def test_no_routing_needed_when_replay_off(tiny_model_spec, batch, Sample):  # noqa: N803
-    hp = PpoHyperparams(actor_lr=1e-4, critic_lr=1e-3, routing_replay=False)
+    hp = PPOSpec(batch_size=2, actor_lr=1e-4, critic_lr=1e-3, routing_replay=False)
     be = _backend(tiny_model_spec, hp)
     no_rec = [Sample(**{**vars(s), "routing": None}) for s in batch]
     m = ppo_step(be, no_rec, hp)
@@ -98,9 +100,9 @@ def test_no_routing_needed_when_replay_off(tiny_model_spec, batch, Sample):  # n
 
 
 def test_chunked_logprobs_equal_one_shot(tiny_model_spec, batch, monkeypatch):
-    from t1_rollout.model import token_logprobs
+    from t1_policy import token_logprobs
 
-    be = _backend(tiny_model_spec, PpoHyperparams(routing_replay=False))
+    be = _backend(tiny_model_spec, PPOSpec(batch_size=2, routing_replay=False))
     s = batch[0]
     monkeypatch.setattr(logprobs, "LOGIT_CHUNK", 5)
     chunked = be.actor_logprobs(s)
@@ -163,7 +165,8 @@ def test_step_on_gpu_matches_the_sampler(tiny_model_spec, batch):
 
 
 def test_an_update_that_leaves_weights_non_finite_fails_the_step_naming_the_network(tiny_model_spec, batch):
-    hp = PpoHyperparams(actor_lr=1e-4, critic_lr=float("inf"))
+    # the spec refuses an infinite rate; model_copy skips validation to reach the backend's own guard
+    hp = PPOSpec(batch_size=2, actor_lr=1e-4, critic_lr=1e-3).model_copy(update={"critic_lr": float("inf")})
     be = _backend(tiny_model_spec, hp=hp)
     with pytest.raises(NonFiniteUpdateError, match=r"critic: .* inf or NaN .*ppo\.critic_lr"):
         ppo_step(be, batch, hp)

@@ -44,7 +44,7 @@ from t1_trainer.logprobs import lm_head_logprobs
 if TYPE_CHECKING:
     from t1_tito import Sample
 
-# t1_r3, t1_rollout, t1_spec, t1_tito and the backend are imported where used: the per-variant subprocesses
+# t1_policy, t1_r3, t1_spec, t1_tito and the backend are imported where used: the per-variant subprocesses
 # then import only torch (plus what their own variant pulls in), a few seconds less each.
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +62,8 @@ def loss_mask(tokens: int) -> np.ndarray:
 
 def make_samples(model: torch.nn.Module, vocab_size: int, tokens: int, count: int) -> list[Sample]:
     """``count`` validated samples of ``tokens`` tokens with routing and log-probs from ``model``."""
+    from t1_policy import num_real_tokens
     from t1_r3 import capture_routing
-    from t1_rollout.model import num_real_tokens
     from t1_tito import Sample
 
     limit = num_real_tokens(vocab_size)
@@ -91,7 +91,7 @@ def make_samples(model: torch.nn.Module, vocab_size: int, tokens: int, count: in
 
 def head_inputs(model: torch.nn.Module, sample: Sample, vocab_size: int) -> dict[str, Any]:
     """Inputs of the log-prob path for one sample: full-sequence hidden states ``[T, H]``, head, targets."""
-    from t1_rollout.model import num_real_tokens
+    from t1_policy import num_real_tokens
 
     ids = torch.from_numpy(sample.token_ids.astype(np.int64))
     with torch.no_grad():
@@ -234,9 +234,9 @@ def main() -> None:
         child(args.variant, args.inputs, args.out, args.repeat)
         return
 
-    from t1_rollout.model import build_model
+    from t1_policy import build_model
     from t1_spec import load_recipe
-    from t1_trainer import PpoHyperparams, TorchBackend, ppo_step
+    from t1_trainer import TorchBackend, ppo_step
 
     recipe = load_recipe(args.recipe)
     spec = recipe.model
@@ -244,7 +244,6 @@ def main() -> None:
     samples = make_samples(sampler, spec.vocab_size, args.tokens, args.samples)
     head = head_inputs(sampler, samples[0], spec.vocab_size)
     del sampler
-    hp = PpoHyperparams.from_spec(recipe.ppo)
     backend = TorchBackend(model_spec=spec, ppo_spec=recipe.ppo, seed=recipe.seed)
     loss_tokens = sum(int(s.loss_mask.sum()) for s in samples)
     print(
@@ -255,7 +254,7 @@ def main() -> None:
     print(f"{args.samples} samples x {args.tokens} tokens ({loss_tokens} loss tokens), threads {threads}")
     for k in range(args.steps):
         wall, cpu = time.perf_counter(), time.process_time()
-        m = ppo_step(backend, samples, hp)
+        m = ppo_step(backend, samples, recipe.ppo)
         print(
             f"step {k}: wall {time.perf_counter() - wall:.2f} s, cpu {time.process_time() - cpu:.2f} s "
             f"(values {m['trainer/values_time_s']:.2f}, critic {m['critic/time_s']:.2f}, "

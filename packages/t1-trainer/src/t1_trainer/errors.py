@@ -2,9 +2,10 @@
 
 
 class TrainerConfigError(ValueError):
-    """A PPO setting the trainer refuses (for example a KL or load-balancing loss with routing replay on).
+    """A PPO setting the chosen backend does not build (advantage normalization, a KL loss, ...).
 
-    The message names the setting, the value, the rule from the paper and how to fix it.
+    Raised when a backend is constructed directly with such a spec; the run finds the same lines earlier,
+    through the backend's ``preflight``. The message names the setting, the value and how to fix it.
     """
 
 

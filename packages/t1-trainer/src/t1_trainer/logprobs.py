@@ -1,7 +1,7 @@
 """Log-probs of sampled tokens through the LM head, chunked, with an analytic backward (memory-bounded).
 
-The value is the engine's own definition (`t1_rollout.model.token_logprobs`: ``log_softmax(logits / tau)``
-over the real vocabulary, T1 §4.4 compares exactly this quantity); only the backward is written by hand. For
+The value is the engine's own definition (`t1_policy.token_logprobs`: ``log_softmax(logits / tau)`` over the
+real vocabulary, T1 §4.4 compares exactly this quantity); only the backward is written by hand. For
 ``logp_j = z_{j,t_j} - logsumexp(z_j)`` with ``z = (h W^T)[:, :V'] / tau``:
 
     d logp_j / d logits_{j,v} = (1[v = t_j] - softmax(z_j)_v) / tau   for v < V', 0 beyond,
@@ -16,16 +16,12 @@ from typing import Any
 
 import torch
 
+from t1_policy.logprobs import token_logprobs
+
 __all__ = ["LOGIT_CHUNK", "lm_head_logprobs"]
 
 LOGIT_CHUNK = 256
 """Rows whose logits exist at once: 256 x 248,320 x 4 B = 254 MB in fp32."""
-
-
-def _token_logprobs() -> Any:
-    from t1_rollout.model import token_logprobs
-
-    return token_logprobs
 
 
 class _HeadLogprob(torch.autograd.Function):
@@ -42,7 +38,7 @@ class _HeadLogprob(torch.autograd.Function):
     ) -> torch.Tensor:
         with torch.no_grad():
             logits = hidden @ weight.t()
-            logp = _token_logprobs()(logits, targets, temperature, vocab_limit=vocab_limit)
+            logp = token_logprobs(logits, targets, temperature, vocab_limit=vocab_limit)
         ctx.save_for_backward(hidden, weight, targets)
         ctx.scale = 1.0 if temperature == 0 else float(temperature)  # greedy is scored at tau = 1, as SGLang
         ctx.vocab_limit = vocab_limit

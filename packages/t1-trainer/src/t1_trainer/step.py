@@ -1,7 +1,8 @@
 """One PPO step in the paper's order, and the critic warm-up (T1 §4.5, appendix on the critic's version axis).
 
 Order per step: pre-update critic values -> advantages (GAE against those values) -> critic update (value clip
-around the same values) -> actor update (R3 replay). The driver publishes the actor's weights afterwards.
+around the same values) -> actor update (R3 replay). The driver then publishes the actor's weights
+(`t1_trainer.publish.publish_weights`).
 """
 
 from __future__ import annotations
@@ -13,49 +14,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from t1_trainer.algorithms import explained_variance, gae, grpo_advantages
-from t1_trainer.config import PpoHyperparams
-from t1_trainer.samples import TrainSample, check_sample, reward_stream
-from t1_trainer.torch_backend import TrainerBackend
+from t1_spec import GAEAdvantageSpec, PPOSpec
+from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
+from t1_trainer.algorithms import explained_variance
+from t1_trainer.base import TrainerBackend
+from t1_trainer.samples import TrainSample, check_sample
 
-__all__ = ["StepMetrics", "compute_advantages", "critic_warmup", "critic_warmup_step", "ppo_step"]
+__all__ = ["StepMetrics", "critic_warmup", "critic_warmup_step", "ppo_step"]
 
 StepMetrics = dict[str, Any]
 """Flat metrics of one step (floats and ints, plus ``routing_errors``: list of str); names in `ppo_step`."""
-
-
-def compute_advantages(
-    samples: Sequence[TrainSample], values: Sequence[np.ndarray] | None, hp: PpoHyperparams
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per-sample advantages and returns, float32 ``[T]`` each (0 at masked positions).
-
-    ``gae``: T1 §4.5 against the pre-update ``values`` (required). ``grpo`` (ablation): every loss token of a
-    sample gets its group-relative advantage, groups formed by ``task_id`` (`grpo_advantages`); returns are
-    the rewards on loss tokens (unused: GRPO trains no critic). Never normalized (T1 §5.2).
-    """
-    advs: list[np.ndarray] = []
-    rets: list[np.ndarray] = []
-    if hp.estimator == "gae":
-        if values is None:
-            raise ValueError("gae needs the pre-update critic values")
-        for s, v in zip(samples, values, strict=True):
-            mask = torch.as_tensor(np.asarray(s.loss_mask))
-            a, r = gae(reward_stream(s), torch.as_tensor(v), mask, gamma=hp.gamma, lam=hp.lam)
-            advs.append(a.numpy().astype(np.float32))
-            rets.append(r.numpy().astype(np.float32))
-        return advs, rets
-    groups: dict[str, list[int]] = {}
-    for i, s in enumerate(samples):
-        groups.setdefault(str(s.task_id), []).append(i)
-    per_sample = np.zeros(len(samples))
-    group_adv = grpo_advantages([[samples[i].reward for i in g] for g in groups.values()])
-    for idx, a in zip(groups.values(), group_adv, strict=True):
-        per_sample[idx] = a
-    for i, s in enumerate(samples):
-        m = np.asarray(s.loss_mask).astype(np.float32)
-        advs.append((m * per_sample[i]).astype(np.float32))
-        rets.append((m * float(s.reward)).astype(np.float32))
-    return advs, rets
 
 
 def _ev_metrics(
@@ -73,7 +41,7 @@ def _ev_metrics(
     }
 
 
-def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: Any) -> StepMetrics:
+def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: PPOSpec) -> StepMetrics:
     """One PPO step: values, advantages, critic update, then actor update (T1 §4.5; verl's order).
 
     Samples whose routing record cannot be replayed are aborted for the whole step (neither critic nor actor
@@ -82,23 +50,26 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     Args:
         backend: a `TrainerBackend` (e.g. `TorchBackend`).
         samples: the batch (TITO samples).
-        ppo_spec: the recipe's PPO spec or `PpoHyperparams`.
+        ppo_spec: the recipe's PPO spec; its ``advantage`` section picks the estimator
+            (`t1_trainer.advantages.ADVANTAGE_ESTIMATORS`). The backend's own settings (learning rates,
+            clips, replay) are the ones it was built with.
 
     Returns:
         Metrics. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors`` (list of str),
         ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
-        ``trainer/step_time_s``. Critic (absent with ``grpo``): ``critic/explained_variance`` (pre-update
-        values vs returns over loss tokens; nan when the returns have no variance), ``critic/value_mean``,
-        ``critic/return_mean``, and `TorchBackend.update_critic`'s ``critic/*``. Actor:
+        ``trainer/step_time_s``. Critic (absent when the estimator uses no critic, as ``grpo``):
+        ``critic/explained_variance`` (pre-update values vs returns over loss tokens; nan when the returns
+        have no variance), ``critic/value_mean``, ``critic/return_mean``, and `TorchBackend.update_critic`'s
+        ``critic/*``. Actor:
         `TorchBackend.update_actor`'s ``actor/*``, among them ``actor/logprob_gap_replay`` (mask-weighted mean
         ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on).
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).
-        TrainerConfigError: settings the trainer refuses.
+        BackendNotBuilt: the spec's advantage estimator has no registered implementation.
     """
     t0 = time.perf_counter()
-    hp = PpoHyperparams.from_spec(ppo_spec)
+    estimator = ADVANTAGE_ESTIMATORS.load(ppo_spec.advantage.estimator)
     for s in samples:
         check_sample(s)
     errors = backend.routing_errors(samples)
@@ -114,11 +85,11 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     masks = [np.asarray(s.loss_mask).astype(bool) for s in kept]
     metrics["trainer/loss_tokens"] = int(sum(m.sum() for m in masks))
     values = None
-    if hp.estimator == "gae":
+    if estimator.uses_critic:
         tv = time.perf_counter()
         values = backend.values(kept)
         metrics["trainer/values_time_s"] = time.perf_counter() - tv
-    advs, rets = compute_advantages(kept, values, hp)
+    advs, rets = estimator.compute(kept, values, ppo_spec.advantage)
     adv_cat = np.concatenate([a[m] for a, m in zip(advs, masks, strict=True)])
     metrics["trainer/advantage_mean"] = float(adv_cat.mean())
     if values is not None:
@@ -133,12 +104,14 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     return metrics
 
 
-def critic_warmup_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: Any) -> StepMetrics:
+def critic_warmup_step(
+    backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: PPOSpec
+) -> StepMetrics:
     """One critic-only update on one rollout batch (T1 §4.5 warm-up); the actor is untouched.
 
-    Pre-update values, GAE returns (``gamma``, ``lam`` of the spec, whatever its estimator), one critic
-    update.
-    The critic never replays routing, so samples with unreplayable records are still used.
+    Pre-update values, GAE returns, one critic update. The returns use the spec's ``gamma`` and ``lam`` when
+    its estimator is GAE, and the defaults of `t1_spec.GAEAdvantageSpec` (the paper's 1.0 and 1.0)
+    otherwise. The critic never replays routing, so samples with unreplayable records are still used.
 
     Returns:
         ``trainer/samples``, ``critic/explained_variance`` (before this update), ``critic/value_mean``,
@@ -147,18 +120,18 @@ def critic_warmup_step(backend: TrainerBackend, samples: Sequence[TrainSample], 
     Raises:
         SampleError: a sample's streams are inconsistent.
     """
-    hp = PpoHyperparams.from_spec(ppo_spec)
+    gae_spec = ppo_spec.advantage if isinstance(ppo_spec.advantage, GAEAdvantageSpec) else GAEAdvantageSpec()
     for s in samples:
         check_sample(s)
     values = backend.values(samples)
-    _, rets = compute_advantages(samples, values, PpoHyperparams.from_spec(hp, estimator="gae"))
+    _, rets = GAEEstimator.compute(samples, values, gae_spec)
     met: StepMetrics = {"trainer/samples": len(samples), **_ev_metrics(samples, values, rets)}
     met.update(backend.update_critic(samples, rets, values))
     return met
 
 
 def critic_warmup(
-    backend: TrainerBackend, batches: Iterable[Sequence[TrainSample]], ppo_spec: Any
+    backend: TrainerBackend, batches: Iterable[Sequence[TrainSample]], ppo_spec: PPOSpec
 ) -> list[StepMetrics]:
     """Critic-only updates before any policy step (T1 §4.5: one epoch of warm-up, `003_*.txt`).
 

@@ -16,49 +16,19 @@ import copy
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from t1_spec import ModelSpec, PPOSpec, Recipe
 from t1_trainer.algorithms import ppo_policy_loss, value_loss
-from t1_trainer.config import PpoHyperparams
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
-from t1_trainer.logprobs import LOGIT_CHUNK, lm_head_logprobs
+from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
-from t1_trainer.weights import save_weights
 
-__all__ = ["LOGIT_CHUNK", "Critic", "TorchBackend", "TrainerBackend", "save_weights"]
-
-
-@runtime_checkable
-class TrainerBackend(Protocol):
-    """What `t1_trainer.step.ppo_step` needs from a backend (torch here; megatron at scale)."""
-
-    def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
-        """Index -> reason for every sample whose routing record cannot be replayed (empty without replay)."""
-        ...
-
-    def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
-        """Pre-update critic values, float32 ``[T]`` per sample (0 at position 0)."""
-        ...
-
-    def update_critic(
-        self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
-    ) -> dict[str, float]:
-        """Critic update on the returns, value clip around ``old_values``; returns metrics."""
-        ...
-
-    def update_actor(
-        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
-    ) -> dict[str, Any]:
-        """Actor update (clipped surrogate, R3 replay); returns metrics incl. aborted samples."""
-        ...
-
-    def export_weights(self) -> dict[str, torch.Tensor]:
-        """Actor weights under the engine's state_dict names."""
-        ...
+__all__ = ["Critic", "TorchBackend"]
 
 
 class Critic(nn.Module):
@@ -93,41 +63,45 @@ class Critic(nn.Module):
 class TorchBackend:
     """PPO backend on one torch device (CPU or one GPU), micro-batches of one sample.
 
+    Registered as ``trainer.backend: torch`` (`t1_trainer.base.TRAINER_BACKENDS`); the run builds it with
+    `from_spec` after `preflight` found nothing it cannot run.
+
     Args:
-        model_spec: the recipe's `t1_spec.ModelSpec` (architecture of actor and critic).
-        ppo_spec: the recipe's `t1_spec.PPOSpec`, a `PpoHyperparams`, or a dict of its fields.
-        seed: weight seed; the actor is ``t1_rollout.model.build_model(model_spec, seed=seed)``, the same
-            weights the embedded engine starts from.
+        model_spec: the recipe's model section (architecture of actor and critic).
+        ppo_spec: the recipe's PPO section (learning rates, clips, Adam settings, replay, passes).
+        seed: weight seed; the actor is ``t1_policy.build_model(model_spec, seed=seed)``, the same weights the
+            embedded engine starts from.
         device: torch device string.
-        actor: an already-built policy to train instead (its weights must equal the sampler's).
+        actor: an already-built policy to train instead (its weights must equal the sampler's); the backend
+            owns it from now on.
         temperature: the engine's sampling temperature, at which rollout log-probs were scored.
         gap_without_replay: also measure the log-prob gap with live routing (one extra no-grad actor forward
             per sample per step; T1 §4.4 compares 0.013 with replay against 0.021 without).
 
     Raises:
-        TrainerConfigError: settings the paper or this backend refuses (`check_ppo_settings`), or
-            ``micro_batch_size > 1`` (variable-length samples are fed one at a time).
+        TrainerConfigError: a PPO setting this backend does not build, one line per setting as `preflight`
+            words it (advantage normalization, a KL or load-balancing loss, ``micro_batch_size > 1``).
     """
 
     def __init__(
         self,
         *,
-        model_spec: Any,
-        ppo_spec: Any,
+        model_spec: ModelSpec,
+        ppo_spec: PPOSpec,
         seed: int,
         device: str = "cpu",
         actor: nn.Module | None = None,
         temperature: float = 1.0,
         gap_without_replay: bool = False,
     ) -> None:
-        self.hp = PpoHyperparams.from_spec(ppo_spec)
-        if int(getattr(ppo_spec, "micro_batch_size", 1) or 1) != 1:
+        unbuilt = _unbuilt_ppo(ppo_spec)
+        if unbuilt:
             raise TrainerConfigError(
-                f"ppo.micro_batch_size={ppo_spec.micro_batch_size}: the torch backend feeds one "
-                "variable-length sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
+                "the torch trainer cannot run this PPO spec:\n  - " + "\n  - ".join(unbuilt)
             )
+        self.ppo = ppo_spec
         if actor is None:
-            from t1_rollout.model import build_model
+            from t1_policy import build_model
 
             actor = build_model(model_spec, seed=seed)
         self.device = torch.device(device)
@@ -140,9 +114,69 @@ class TorchBackend:
         self.temperature = float(temperature)
         self.gap_without_replay = gap_without_replay
         self.vocab_limit = _vocab_limit(self.actor.config.vocab_size)
-        self.actor_opt = _adamw(self.actor, self.hp.actor_lr, self.hp)
-        self.critic_opt = _adamw(self.critic, self.hp.critic_lr, self.hp)
+        self.actor_opt = _adamw(self.actor, ppo_spec.actor_lr, ppo_spec)
+        self.critic_opt = _adamw(self.critic, ppo_spec.critic_lr, ppo_spec)
         self.version = 0  # actor optimizer steps taken
+
+    @classmethod
+    def from_spec(
+        cls, recipe: Recipe, *, actor: nn.Module | None = None, gap_without_replay: bool = True
+    ) -> TorchBackend:
+        """Builds the backend of a recipe: its model, PPO section, seed, ``trainer.device`` and temperature.
+
+        Args:
+            recipe: the validated recipe (``trainer.backend: torch``).
+            actor: the policy to train, e.g. a deep copy of the engine's model so the two hold separate
+                weights (the caller copies; the backend owns what it is given). None builds it from
+                ``recipe.model`` with ``recipe.seed`` in ``recipe.model.dtype``, the weights the engine
+                starts from.
+            gap_without_replay: also score with live routing, so each step shows what R3 removes (T1 §4.4:
+                0.021 -> 0.013); on by default for a run.
+
+        Returns:
+            The backend; rollout log-probs are taken to be scored at ``engine.sampling.temperature``.
+
+        Raises:
+            TrainerConfigError: see the class.
+        """
+        if actor is None:
+            from t1_policy import build_model
+
+            actor = build_model(recipe.model, seed=recipe.seed, dtype=getattr(torch, recipe.model.dtype))
+        return cls(
+            model_spec=recipe.model,
+            ppo_spec=recipe.ppo,
+            seed=recipe.seed,
+            device=recipe.trainer.device,
+            actor=actor,
+            temperature=recipe.engine.sampling.temperature,
+            gap_without_replay=gap_without_replay,
+        )
+
+    @classmethod
+    def preflight(cls, recipe: Recipe) -> list[str]:
+        """What this backend cannot run of ``recipe`` on this machine, one line each (empty: runnable).
+
+        Checks, without building a model: a CUDA ``trainer.device`` that torch does not see here, and the
+        PPO settings this backend does not build (advantage normalization, which T1 §5.2 leaves off; a KL or
+        load-balancing loss, which T1 runs at 0; ``micro_batch_size > 1``). The paper's rule that routing
+        replay forbids both losses is the spec's (`t1_spec.PPOSpec`), so a recipe that reaches here with a
+        non-zero coefficient has replay off.
+
+        Returns:
+            Lines starting with the recipe field path, e.g. ``"ppo.normalize_advantages: advantage whitening
+            is not built; ..."``.
+        """
+        problems = []
+        device = recipe.trainer.device
+        if device.startswith("cuda"):
+            index = int(device.partition(":")[2] or 0)
+            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+                problems.append(
+                    f"trainer.device {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here; "
+                    "use 'cpu' or a visible device"
+                )
+        return problems + _unbuilt_ppo(recipe.ppo)
 
     # ---- routing ----
 
@@ -153,7 +187,7 @@ class TorchBackend:
             ``{index: message}`` for each sample that must be aborted (missing record, rows != T - 1, layer
             count / top-k / expert ids that do not fit the model); empty when replay is off.
         """
-        if not self.hp.routing_replay:
+        if not self.ppo.routing_replay:
             return {}
         from t1_r3 import RoutingMismatchError, replay_routing
 
@@ -219,7 +253,7 @@ class TorchBackend:
         n_tok = float(sum(int(m.sum()) for m in masks))
         first: dict[str, float] = {}
         last_loss, norms = 0.0, []
-        for epoch in range(self.hp.ppo_epochs):
+        for epoch in range(self.ppo.ppo_epochs):
             self.critic_opt.zero_grad(set_to_none=True)
             total, clipped = 0.0, 0.0
             for s, m, ret, old in zip(samples, masks, returns, old_values, strict=True):
@@ -229,13 +263,13 @@ class TorchBackend:
                     torch.as_tensor(old, device=self.device),
                     torch.as_tensor(ret, device=self.device),
                     m,
-                    value_clip=self.hp.value_clip,
+                    value_clip=self.ppo.value_clip,
                     num_tokens=n_tok,
                 )
                 loss.backward()
                 total += loss.item()
                 clipped += met["value_clip_fraction"] * float(m.sum())
-            norms.append(_step(self.critic, self.critic_opt, self.hp.max_grad_norm, "critic"))
+            norms.append(_step(self.critic, self.critic_opt, self.ppo.max_grad_norm, "critic"))
             if epoch == 0:
                 first = {"critic/value_loss": total, "critic/value_clip_fraction": clipped / max(n_tok, 1.0)}
             last_loss = total
@@ -251,7 +285,7 @@ class TorchBackend:
     def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
         """Log-probs of the sample's loss tokens under the current actor, ``[n_loss]`` float32, with grad.
 
-        Scored exactly as the engine scores them (`t1_rollout.model.token_logprobs`, same temperature, same
+        Scored exactly as the engine scores them (`t1_policy.token_logprobs`, same temperature, same
         vocabulary limit), through `t1_trainer.logprobs.lm_head_logprobs` (chunked, logits recomputed in the
         backward, so memory does not grow with the vocabulary x length). Routing is whatever the
         caller set: live, or replayed when called inside `t1_r3.replay_routing` (run ``backward`` inside it).
@@ -269,7 +303,7 @@ class TorchBackend:
         )
 
     def _replay(self, sample: TrainSample) -> Any:
-        if not self.hp.routing_replay:
+        if not self.ppo.routing_replay:
             return nullcontext()
         from t1_r3 import replay_routing
 
@@ -310,7 +344,7 @@ class TorchBackend:
         norms: list[float] = []
         out: dict[str, Any] = {}
         self.actor.train()
-        for epoch in range(self.hp.ppo_epochs):
+        for epoch in range(self.ppo.ppo_epochs):
             self.actor_opt.zero_grad(set_to_none=True)
             acc = _MetricAcc()
             for i in keep:
@@ -324,21 +358,21 @@ class TorchBackend:
                         rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
                         gap_sum += float((old[i] - rollout.float()).abs().sum())
                     loss, met = ppo_policy_loss(
-                        logp, old[i], adv, torch.ones_like(adv), clip_eps=self.hp.clip_eps, num_tokens=n_tok
+                        logp, old[i], adv, torch.ones_like(adv), clip_eps=self.ppo.clip_eps, num_tokens=n_tok
                     )
                     loss.backward()
                 acc.add(loss.item(), met, int(pos.numel()))
-                if epoch == 0 and self.gap_without_replay and self.hp.routing_replay:
+                if epoch == 0 and self.gap_without_replay and self.ppo.routing_replay:
                     with torch.no_grad():
                         live = self.actor_logprobs(s)  # outside the replay context: live TopK
                     gap_nr_sum += float((live - rollout.float()).abs().sum())
-            norms.append(_step(self.actor, self.actor_opt, self.hp.max_grad_norm, "actor"))
+            norms.append(_step(self.actor, self.actor_opt, self.ppo.max_grad_norm, "actor"))
             self.version += 1
             if epoch == 0:
                 out["actor/policy_loss_first"] = acc.loss
             out.update(acc.result())
         nan = float("nan")
-        gap_key = "actor/logprob_gap_replay" if self.hp.routing_replay else "actor/logprob_gap_no_replay"
+        gap_key = "actor/logprob_gap_replay" if self.ppo.routing_replay else "actor/logprob_gap_no_replay"
         out.update(
             {
                 "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
@@ -349,7 +383,7 @@ class TorchBackend:
                 "actor/time_s": time.perf_counter() - t0,
             }
         )
-        if self.gap_without_replay and self.hp.routing_replay:
+        if self.gap_without_replay and self.ppo.routing_replay:
             out["actor/logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else nan
         return out
 
@@ -388,18 +422,43 @@ class _MetricAcc:
         return res
 
 
-def _vocab_limit(vocab_size: int) -> int | None:
-    from t1_rollout.model import num_real_tokens
+def _unbuilt_ppo(ppo: PPOSpec) -> list[str]:
+    """The PPO settings the torch backend does not build, one line each starting with the field path."""
+    problems = []
+    if ppo.normalize_advantages:
+        problems.append(
+            "ppo.normalize_advantages: advantage whitening is not built; T1 §5.2 keeps advantages "
+            "unnormalized (set it to false)"
+        )
+    for name, value, loss in (
+        ("kl_coef", ppo.kl_coef, "KL"),
+        ("load_balancing_coef", ppo.load_balancing_coef, "load-balancing"),
+    ):
+        if value:
+            problems.append(
+                f"ppo.{name} {value}: the torch trainer builds no {loss} loss; T1 runs with it at 0 "
+                "(set it to 0)"
+            )
+    if ppo.micro_batch_size != 1:
+        problems.append(
+            f"ppo.micro_batch_size {ppo.micro_batch_size}: the torch backend feeds one variable-length "
+            "sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
+        )
+    return problems
+
+
+def _vocab_limit(vocab_size: int) -> int:
+    from t1_policy import num_real_tokens
 
     return num_real_tokens(vocab_size)
 
 
-def _adamw(model: nn.Module, lr: float, hp: PpoHyperparams) -> torch.optim.AdamW:
+def _adamw(model: nn.Module, lr: float, ppo: PPOSpec) -> torch.optim.AdamW:
     # Decay matrices only; norms, biases and 1-D gates are not decayed (the usual Megatron/HF split).
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=hp.adam_betas)
+    groups = [{"params": decay, "weight_decay": ppo.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=ppo.adam_betas)
 
 
 def _step(model: nn.Module, opt: torch.optim.Optimizer, max_norm: float, name: str) -> float:

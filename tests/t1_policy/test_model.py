@@ -5,7 +5,7 @@ import pytest
 import torch
 import yaml
 
-from t1_rollout.model import (
+from t1_policy import (
     QWEN35_NUM_REAL_TOKENS,
     build_model,
     hf_config_from_spec,

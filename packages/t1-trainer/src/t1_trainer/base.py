@@ -1,0 +1,73 @@
+"""The trainer seam: what the step code calls on a backend, and the registry of backends by name.
+
+`t1_trainer.step` drives any object that satisfies `TrainerBackend`; the run picks the class from
+`TRAINER_BACKENDS` with the recipe's ``trainer.backend`` and builds it with its ``from_spec(recipe, ...)``
+classmethod, after its ``preflight(recipe)`` classmethod found nothing this backend cannot run (the shape
+`TrainerBackendClass` gives). Adding a backend (Megatron-core) is one module and one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from t1_spec import Recipe, Registry
+from t1_trainer.samples import TrainSample
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+__all__ = ["TRAINER_BACKENDS", "TrainerBackend", "TrainerBackendClass"]
+
+TRAINER_BACKENDS = Registry("trainer.backend", {"torch": "t1_trainer.torch_backend:TorchBackend"})
+"""``trainer.backend`` -> its class; ``megatron`` has no entry yet, so the registry refuses it by name."""
+
+
+@runtime_checkable
+class TrainerBackend(Protocol):
+    """What `t1_trainer.step.ppo_step`, `critic_warmup_step` and `t1_trainer.publish.publish_weights` call.
+
+    Arrays are per sample, float32 ``[T]`` over the sample's token stream, 0 at masked positions unless said
+    otherwise (T1 §4.5 defines the quantities).
+    """
+
+    def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
+        """Index -> reason for every sample whose routing record cannot be replayed (empty without replay)."""
+        ...
+
+    def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
+        """Pre-update critic values ``V_{phi_{t-1}}(s_j)``, float32 ``[T]`` per sample (0 at position 0)."""
+        ...
+
+    def update_critic(
+        self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
+    ) -> dict[str, float]:
+        """Critic update on the returns, value clip around ``old_values``; returns ``critic/*`` metrics."""
+        ...
+
+    def update_actor(
+        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+    ) -> dict[str, Any]:
+        """Actor update (clipped surrogate, R3 replay); returns ``actor/*`` metrics and aborted samples."""
+        ...
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Actor weights under the engine's state_dict names, for publication to the engines."""
+        ...
+
+
+class TrainerBackendClass(Protocol):
+    """The class-level side of a registered backend: the run's two calls before any step."""
+
+    def preflight(self, recipe: Recipe) -> list[str]:
+        """One line per setting of ``recipe`` this backend cannot run here, each led by its field path."""
+        ...
+
+    def from_spec(
+        self, recipe: Recipe, *, actor: nn.Module | None = None, gap_without_replay: bool = True
+    ) -> TrainerBackend:
+        """Builds the backend of ``recipe``; ``actor`` is a policy the trainer may own (the engine's copy)."""
+        ...
