@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from t1_reward import (
     parse_ctrf,
     read_report,
 )
+from t1_spec import DenseRewardSpec
 
 # A verifier as Harbor tasks write them: one test function per assertion, one parametrized, one skipped,
 # one erroring in setup. Independent count: passed = a, p[1] -> 2; failed = b, p[2], e -> 3; skipped = c -> 1.
@@ -45,10 +45,10 @@ VERIFIER_TESTS = textwrap.dedent(
 )
 
 
-@dataclass(frozen=True)
-class Spec:
-    kind: str
-    scale: float = 20.0
+def Spec(kind: str):  # noqa: N802 - reads like the spec it builds
+    """The recipe's reward section of ``kind`` (only ``dense`` is used here), a real t1_spec spec."""
+    assert kind == "dense"
+    return DenseRewardSpec()
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,14 @@ from t1_reward import (
     dense_reward,
     ratio_reward,
 )
+from t1_spec import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec
+
+SPECS = {"dense": DenseRewardSpec, "ratio": RatioRewardSpec, "binary": BinaryRewardSpec}
 
 
-@dataclass(frozen=True)
-class Spec:
-    kind: str
-    scale: float = 20.0
-    coefficient: float = 0.4
+def Spec(kind: str, **fields):  # noqa: N802 - reads like the spec it builds
+    """The recipe's reward section of ``kind`` (a real t1_spec spec, so its defaults and rules apply)."""
+    return SPECS[kind](**fields)
 
 
 DENSE = Spec("dense")
@@ -159,9 +160,14 @@ def test_no_outcome_at_all_is_none_not_zero():
     assert r.fallback is FallbackCause.MISSING
 
 
+@dataclass(frozen=True)
+class SparseSpec:  # not a t1_spec reward spec: what a stale caller might pass
+    kind: str = "sparse"
+
+
 def test_unknown_kind_is_a_programmer_error():
     with pytest.raises(ValueError, match="unknown reward kind"):
-        compute_reward(report_with(1, 0), Spec("sparse"))
+        compute_reward(report_with(1, 0), SparseSpec())
 
 
 def test_accepts_the_t1_spec_reward_sections():
@@ -180,3 +186,26 @@ def test_out_of_range_binary_is_never_a_reward(binary):
     for kind in ("dense", "ratio", "binary"):
         with pytest.raises(ValueError, match=r"report.binary \(b\) must lie in \[0, 1\]"):
             compute_reward(report, Spec(kind))
+
+
+def test_each_reward_spec_kind_gives_its_formula():
+    # P = 3 of T = 4, b = 0: dense 3/20 (Eq. 20), ratio max(0, 0.4 * 3/4) = 0.3, binary b = 0.
+    report = report_with(3, 1, binary=0.0)
+    got = {kind: compute_reward(report, Spec(kind)) for kind in ("dense", "ratio", "binary")}
+    assert got["dense"].value == pytest.approx(3 / 20) and got["dense"].kind == "dense"
+    assert got["ratio"].value == pytest.approx(0.3) and got["ratio"].kind == "ratio"
+    assert got["binary"].value == 0.0 and got["binary"].kind == "binary"
+
+
+def test_the_ratio_coefficient_is_read_from_the_spec():
+    from pathlib import Path
+
+    from t1_reward import RATIO_COEFFICIENT
+    from t1_spec import load_recipe
+
+    tiny = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
+    recipe = load_recipe(tiny, ["reward={kind: ratio, coefficient: 0.6}"])
+    assert isinstance(recipe.reward, RatioRewardSpec) and recipe.reward.coefficient == 0.6
+    # P/T = 1/2, b = 0: c = 0.6 gives 0.3, the paper's 0.4 would give 0.2
+    assert compute_reward(report_with(1, 1, binary=0.0), recipe.reward).value == pytest.approx(0.3)
+    assert RATIO_COEFFICIENT == RatioRewardSpec().coefficient == 0.4  # one home for the paper's default

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from t1_policy import build_model, token_logprobs
 from t1_r3 import check_routing, replay_routing
 from t1_rollout.engine import Engine, EngineStateError, SamplingParams
 from t1_rollout.engine.embedded import EmbeddedEngine
-from t1_rollout.model import build_model, token_logprobs
 
 IM_END, ENDOFTEXT = 248046, 248044
 PROMPT = [151, 9707, 11, 1879, 0, 42, 248045, 77091, 198]
@@ -16,7 +16,7 @@ PROMPT = [151, 9707, 11, 1879, 0, 42, 248045, 77091, 198]
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_spec):
-    return EmbeddedEngine.from_spec(tiny_model_spec, seed=0)
+    return EmbeddedEngine(build_model(tiny_model_spec, seed=0), seed=0)
 
 
 @pytest.fixture
@@ -181,7 +181,7 @@ async def test_bad_requests_are_refused_before_any_work(engine):
 def test_model_without_full_attention_layer_is_refused_clearly(tiny_model_spec):
     spec = tiny_model_spec.model_copy(update={"num_layers": 2, "vocab_size": 512})  # 2 < interval 4
     with pytest.raises(ValueError, match="at least one full-attention layer"):
-        EmbeddedEngine.from_spec(spec, seed=0)
+        EmbeddedEngine(build_model(spec, seed=0), seed=0)
 
 
 async def test_two_turn_trajectory_replays_to_the_sampler_logprobs(fresh):

@@ -44,7 +44,13 @@ def test_local_sandbox_keeps_good_limits():
 
 
 def _config(**kw):
-    base = {"admitted": 2, "concurrency": 2, "creation_rate_per_s": 6.0, "creation_quota_per_min": 600.0}
+    base = {
+        "launched": 2,
+        "admitted": 2,
+        "concurrency": 2,
+        "creation_rate_per_s": 6.0,
+        "creation_quota_per_min": 600.0,
+    }
     return base | kw
 
 
@@ -52,6 +58,9 @@ def _config(**kw):
     ("kwargs", "error", "name"),
     [
         ({"admitted": 0}, ValueError, "admitted"),
+        ({"launched": 0}, ValueError, "launched"),
+        ({"launched": 1}, ValueError, "launch at least as many"),
+        ({"launched": 2.0}, TypeError, "launched"),
         ({"concurrency": 0}, ValueError, "concurrency"),
         ({"admitted": 2.0}, TypeError, "admitted"),
         ({"creation_rate_per_s": math.nan}, ValueError, "creation_rate_per_s"),
@@ -68,6 +77,7 @@ def test_scheduler_config_refuses_bad_fields_naming_them(kwargs, error, name):
 
 @dataclass
 class LooseConfig:  # not a SchedulerConfig: collect_batch must check it all the same
+    launched: int
     admitted: int
     concurrency: int
     creation_rate_per_s: float
@@ -80,12 +90,22 @@ class FakeTask:
     category: str
 
 
+class Listed:
+    """A task source that launches exactly the given tasks, all from epoch 0."""
+
+    def __init__(self, tasks):
+        self.tasks = list(tasks)
+
+    def draw(self, n):
+        return [(0, t) for t in self.tasks[:n]]
+
+
 async def test_collect_batch_refuses_admitted_zero_and_a_nan_rate():
     async def run_one(task, record):
         record.status = "finished"
         return record
 
-    tasks = [FakeTask("a", "f"), FakeTask("b", "f")]
+    tasks = Listed([FakeTask("a", "f"), FakeTask("b", "f")])
     with pytest.raises(ValueError, match="admitted"):
         await collect_batch(tasks, run_one, LooseConfig(**_config(admitted=0)))
     with pytest.raises(ValueError, match="creation_rate_per_s"):

@@ -12,10 +12,29 @@ class FakeTask:
     category: str
 
 
-def _config(admitted, concurrency=8):
+class Listed:
+    """A task source that launches exactly the given tasks, in order, all from epoch 0."""
+
+    def __init__(self, tasks):
+        self.tasks = list(tasks)
+
+    def draw(self, n):
+        assert n == len(self.tasks), f"the scheduler drew {n} of {len(self.tasks)}"
+        return [(0, t) for t in self.tasks]
+
+
+def _config(admitted, concurrency=8, *, launched):
     return SchedulerConfig(
-        admitted=admitted, concurrency=concurrency, creation_rate_per_s=1000, creation_quota_per_min=60000
+        launched=launched,
+        admitted=admitted,
+        concurrency=concurrency,
+        creation_rate_per_s=1000,
+        creation_quota_per_min=60000,
     )
+
+
+def _collect(tasks, run_one, admitted, **kw):
+    return collect_batch(Listed(tasks), run_one, _config(admitted, launched=len(tasks), **kw))
 
 
 async def test_admits_first_finished_and_cancels_the_tail():
@@ -32,7 +51,7 @@ async def test_admits_first_finished_and_cancels_the_tail():
             cleaned.append(task.id)
 
     tasks = [FakeTask(k, "fast" if not k.startswith("slow") else "slow") for k in delays]
-    batch = await collect_batch(tasks, run_one, _config(3))
+    batch = await _collect(tasks, run_one, 3)
     assert [r.task_id for r in batch.admitted] == ["a", "b", "c"]
     assert sorted(r.task_id for r in batch.cancelled) == ["slow1", "slow2"]
     assert all(r.status == "cancelled" for r in batch.cancelled)
@@ -51,7 +70,7 @@ async def test_failed_trials_are_recorded_not_admitted():
         return record
 
     tasks = [FakeTask("bad", "x"), FakeTask("ok1", "x"), FakeTask("ok2", "x")]
-    batch = await collect_batch(tasks, run_one, _config(2))
+    batch = await _collect(tasks, run_one, 2)
     assert [r.task_id for r in batch.admitted] == ["ok1", "ok2"]
     assert [r.cause for r in batch.failed] == ["sandbox_start: boom"]
 
@@ -62,7 +81,7 @@ async def test_short_batch_when_too_few_finish():
         record.cause = "agent: x"
         return record
 
-    batch = await collect_batch([FakeTask("t1", "x"), FakeTask("t2", "x")], run_one, _config(2))
+    batch = await _collect([FakeTask("t1", "x"), FakeTask("t2", "x")], run_one, 2)
     assert batch.admitted == [] and len(batch.failed) == 2
 
 
@@ -80,7 +99,7 @@ async def test_concurrency_cap_is_respected():
         return record
 
     tasks = [FakeTask(f"t{i}", "x") for i in range(6)]
-    await collect_batch(tasks, run_one, _config(6, concurrency=2))
+    await _collect(tasks, run_one, 6, concurrency=2)
     assert peak == 2
 
 
@@ -96,4 +115,4 @@ async def test_token_bucket_paces_creations():
 
 def test_launching_fewer_than_admitted_is_refused():
     with pytest.raises(ValueError, match="launch at least as many"):
-        asyncio.run(collect_batch([FakeTask("a", "x")], None, _config(2)))
+        asyncio.run(_collect([FakeTask("a", "x")], None, 2))

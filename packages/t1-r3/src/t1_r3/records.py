@@ -26,13 +26,15 @@ __all__ = [
 _WIRE_DTYPE = np.dtype("<i4")
 
 
-class RoutingMismatchError(Exception):
-    """A routing record does not fit the tokens or the model it is applied to.
+class RoutingMismatchError(ValueError):
+    """A routing record does not fit the tokens or the model it is applied to: the one routing error of T1.
 
-    Raised on ingest (`decode_routed_experts`, `check_routing`) and before a replayed forward
-    (`t1_r3.replay_routing`). The message says what disagrees (rows vs tokens, shape, expert id range, layer
-    count), where, and how to fix it. The caller aborts that sample: replaying a misaligned record would
-    silently differentiate a sub-network that never produced the tokens (T1 §4.2, "missing routing aborts").
+    Raised on ingest (`decode_routed_experts`, `check_routing`), by `t1_tito` when turns' rows do not tile a
+    chunk, and before a replayed forward (`t1_r3.replay_routing`); `t1_tito.RoutingMismatchError` is this same
+    class. The message says what disagrees (rows vs tokens, shape, expert id range, layer count), where, and
+    how to fix it. The caller aborts that sample: replaying a misaligned record would silently differentiate
+    a sub-network that never produced the tokens (T1 §4.2, "missing routing aborts"). A `ValueError`, so
+    callers that refuse bad input as `ValueError` refuse a bad record too.
     """
 
 
@@ -43,7 +45,7 @@ def _positive_int(name: str, value: object) -> int:
     return int(value)
 
 
-def _integer_ids(routing: np.ndarray) -> None:
+def _integer_ids(routing: np.ndarray, prefix: str = "") -> None:
     """Refuse a record whose dtype is not an integer type (a float 2.7 would silently become expert 2).
 
     Raises:
@@ -51,8 +53,9 @@ def _integer_ids(routing: np.ndarray) -> None:
     """
     if not np.issubdtype(routing.dtype, np.integer):
         raise RoutingMismatchError(
-            f"routing dtype {routing.dtype} is not an integer type: expert ids are integers, and converting "
-            "would silently truncate (2.7 -> 2); pass the record as an integer array (int32 on the wire)"
+            f"{prefix}routing dtype {routing.dtype} is not an integer type: expert ids are integers, and "
+            "converting would silently truncate (2.7 -> 2); pass the record as an integer array (int32 on "
+            "the wire)"
         )
 
 
@@ -124,97 +127,108 @@ def check_routing(
     routing: np.ndarray,
     *,
     num_tokens: int,
-    num_layers: int,
-    top_k: int,
-    num_experts: int,
     start_len: int = 0,
+    num_layers: int | None = None,
+    top_k: int | None = None,
+    num_experts: int | None = None,
+    where: str = "",
 ) -> None:
-    """Checks a routing record against its tokens and model; fails closed (reference note §6.5).
+    """Checks a routing record against its tokens and, when given, its model; fails closed (T1 §4.2).
 
-    Checks, in order: 3-D shape ``[rows, L, k]`` with the model's L and k;
-    rows == ``num_tokens - 1 - start_len`` (the TITO contract: any other count means the trainer's tokens
-    are not the ones the sampler consumed);
-    ids in ``[0, num_experts)``; no MoE layer all zero when ``top_k > 1`` (slime's check for pipeline stages
-    that never merged their captures); no expert repeated within a row.
+    The one routing contract of T1: every stage that holds a record (the engines on ingest, `t1_tito` when it
+    takes a turn and when it closes a chunk, the trainer before replay) calls this function, so one exception
+    class, `RoutingMismatchError`, reports every misaligned record.
+
+    Checks, in order: a 3-D integer array ``[rows, L, k]``, with the model's L and k where given; rows ==
+    ``num_tokens - 1 - start_len`` (the TITO contract: any other count means the trainer's tokens are not the
+    ones the sampler consumed); no negative expert id, and ids below ``num_experts`` where given; when
+    ``top_k`` is given and above 1, no MoE layer all zero (slime's check for pipeline stages that never
+    merged their captures) and no expert repeated within a row. A caller that does not know the model (TITO
+    stitching) passes only the token count and checks the row contract alone.
 
     Args:
         routing: integer ``[rows, L, k]``.
-        num_tokens: tokens of the sample the record belongs to.
-        num_layers: L of the model.
-        top_k: k of the model.
-        num_experts: E of the model.
+        num_tokens: tokens of the sample (or prompt plus output of the turn) the record belongs to.
         start_len: first row covered (SGLang ``routed_experts_start_len``); 0 = the whole sequence.
+        num_layers: L of the model; None = taken from the record.
+        top_k: k of the model; None = taken from the record, and the per-row checks are skipped.
+        num_experts: E of the model; None = expert ids are only checked to be non-negative.
+        where: prefix of every error message naming the record (``"turn 3"``); empty = none.
 
     Raises:
-        ValueError: ``num_tokens``, ``num_layers``, ``top_k`` or ``num_experts`` below 1, or ``start_len``
-            outside ``[0, num_tokens - 1]`` (bad arguments, not a bad record), naming the argument.
-        RoutingMismatchError: naming the first check that failed, with the numbers.
+        ValueError: ``num_tokens``, ``num_layers``, ``top_k`` or ``num_experts`` below 1, or a ``start_len``
+            that is not an integer (bad arguments, not a bad record), naming the argument.
+        RoutingMismatchError: ``start_len`` outside ``[0, num_tokens - 1]`` (no row could start there), or
+            the first check above that failed, with the numbers.
     """
-    for name, value in (
-        ("num_tokens", num_tokens),
-        ("num_layers", num_layers),
-        ("top_k", top_k),
-        ("num_experts", num_experts),
-    ):
-        _positive_int(name, value)
+    prefix = f"{where}: " if where else ""
+    _positive_int("num_tokens", num_tokens)
+    for name, value in (("num_layers", num_layers), ("top_k", top_k), ("num_experts", num_experts)):
+        if value is not None:
+            _positive_int(name, value)
     if not isinstance(start_len, numbers.Integral) or isinstance(start_len, bool):
-        raise ValueError(f"start_len must be an integer, got {start_len!r}")
+        raise ValueError(f"{prefix}start_len must be an integer, got {start_len!r}")
     if start_len < 0:
-        raise ValueError(
-            f"start_len = {start_len} is negative; it is the first position the rows cover (0 = the whole "
-            "sequence)"
+        raise RoutingMismatchError(
+            f"{prefix}start_len = {start_len} is negative; it is the first position the rows cover (0 = the "
+            "whole sequence)"
         )
     if start_len > num_tokens - 1:
-        raise ValueError(
-            f"start_len = {start_len} is beyond the last routed position of {num_tokens} tokens "
+        raise RoutingMismatchError(
+            f"{prefix}start_len = {start_len} is beyond the last routed position of {num_tokens} tokens "
             f"(at most num_tokens - 1 = {num_tokens - 1})"
         )
     routing = np.asarray(routing)
-    if routing.ndim != 3 or routing.shape[1:] != (num_layers, top_k):
+    if (
+        routing.ndim != 3
+        or (num_layers is not None and routing.shape[1] != num_layers)
+        or (top_k is not None and routing.shape[2] != top_k)
+    ):
+        layers = "" if num_layers is None else f"={num_layers}"
+        slots = "" if top_k is None else f"={top_k}"
         raise RoutingMismatchError(
-            f"routing shape {routing.shape} is not [rows, L={num_layers}, k={top_k}]; "
-            "the record comes from a "
-            "model with another layer count or top-k"
+            f"{prefix}routing shape {routing.shape} is not [rows, L{layers}, k{slots}]; the record comes "
+            "from a model with another layer count or top-k"
         )
-    _integer_ids(routing)
+    _integer_ids(routing, prefix)
     expected_rows = num_tokens - 1 - start_len
     if routing.shape[0] != expected_rows:
         raise RoutingMismatchError(
-            f"routing has {routing.shape[0]} rows but {num_tokens} tokens (start_len {start_len}) need "
-            f"{expected_rows} = tokens - 1 - start_len; the token stream and the record are misaligned "
-            "(TITO bug "
-            "or a turn whose routing was not requested)"
+            f"{prefix}routing has {routing.shape[0]} rows but {num_tokens} tokens (start_len {start_len}) "
+            f"need {expected_rows} (expected rows = tokens - 1 - start_len); the token stream and the record "
+            "are misaligned (TITO bug or a turn whose routing was not requested)"
         )
     if routing.size == 0:
         return
     lo, hi = int(routing.min()), int(routing.max())
     if lo < 0:
         bad = np.argwhere(routing < 0)[0]
+        bound = num_experts if num_experts is not None else "E"
         raise RoutingMismatchError(
-            f"expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] is "
-            f"negative; expert ids are indices in [0, {num_experts}) (a corrupt or mis-decoded record)"
+            f"{prefix}expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
+            f"is negative; expert ids are indices in [0, {bound}) (a corrupt or mis-decoded record)"
         )
-    if hi >= num_experts:
+    if num_experts is not None and hi >= num_experts:
         bad = np.argwhere(routing >= num_experts)[0]
         raise RoutingMismatchError(
-            f"expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
+            f"{prefix}expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
             f"is outside [0, {num_experts}); the record belongs to a model with more experts"
         )
-    if top_k > 1:
+    if top_k is not None and top_k > 1:
         zero_layers = np.flatnonzero(~routing.any(axis=(0, 2)))
         if zero_layers.size:
             raise RoutingMismatchError(
-                f"MoE layers {zero_layers.tolist()} are all zero in the routing record; the engine did "
-                "not capture them (e.g. pipeline stages did not merge their captures); refusing to replay "
-                "expert 0 everywhere"
+                f"{prefix}MoE layers {zero_layers.tolist()} are all zero in the routing record; the engine "
+                "did not capture them (e.g. pipeline stages did not merge their captures); refusing to "
+                "replay expert 0 everywhere"
             )
         srt = np.sort(routing, axis=2)
         dup = np.argwhere((srt[:, :, 1:] == srt[:, :, :-1]).any(axis=2))
         if dup.size:
             row, layer = dup[0]
             raise RoutingMismatchError(
-                f"routing row {row}, layer {layer} repeats an expert: {routing[row, layer].tolist()}; top-k "
-                "selections are distinct"
+                f"{prefix}routing row {row}, layer {layer} repeats an expert: "
+                f"{routing[row, layer].tolist()}; top-k selections are distinct"
             )
 
 

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from t1_reward.outcomes import AssertionStatus, FallbackCause, Report
+from t1_spec import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
 
-#: The paper's ratio-variant coefficient (T1 §5.2: r = max(b, 0.4 P/T)).
-RATIO_COEFFICIENT = 0.4
+#: The paper's ratio-variant coefficient (T1 §5.2: r = max(b, 0.4 P/T)), read from its one home,
+#: `t1_spec.RatioRewardSpec.coefficient`.
+RATIO_COEFFICIENT: float = RatioRewardSpec.model_fields["coefficient"].default
 
 
 @dataclass(frozen=True)
@@ -126,37 +128,39 @@ def _derived_binary(report: Report) -> float:
     return 1.0 if report.passed > 0 and not failed else 0.0
 
 
-def compute_reward(report: Report, spec: Any) -> RewardResult:
+def compute_reward(report: Report, spec: RewardSpec) -> RewardResult:
     """Turn a verifier `Report` into the trial's scalar reward under a reward spec (T1 §5.2, Algorithm 5.2).
 
-    With a usable per-assertion report: ``dense`` gives P / S (Eq. 20); ``ratio`` gives max(b, c P/T) clamped;
-    ``binary`` gives b. When b is needed but the reward file is absent, b is derived from the outcomes (1 if
-    at least one passed and none failed, as a pytest exit code would say). Without a usable per-assertion
-    report (``report.fallback`` set) every kind falls back to b, so a solved task never scores 0; without b
-    either, or when the verifier crashed and b is 0 (a crashed grader graded nothing), the value is None
-    (infrastructure failure, recorded with its cause, never scored as the agent's 0).
-
-    Args:
-        report: From `read_report`.
-        spec: A ``t1_spec`` RewardSpec, or any object with ``kind`` (``"dense"``, ``"ratio"``, ``"binary"``)
-            and, for dense, ``scale`` (S), for ratio, ``coefficient`` (c; 0.4 if the attribute is absent).
-
-    Returns:
-        The `RewardResult`.
+    With a usable per-assertion report: `DenseRewardSpec` gives P / S (Eq. 20); `RatioRewardSpec` gives
+    max(b, c P/T) clamped; `BinaryRewardSpec` gives b. When b is needed but the reward file is absent, b is
+    derived from the outcomes (1 if at least one passed and none failed, as a pytest exit code would say).
+    Without a usable per-assertion report (``report.fallback`` set) every kind falls back to b, so a solved
+    task never scores 0; without b either, or when the verifier crashed and b is 0 (a crashed grader graded
+    nothing), the value is None (infrastructure failure, recorded with its cause, never scored as the
+    agent's 0).
 
     P and T count distinct test names (`Report.passed`, `Report.total`): a name reported several times
     counts once and passes only if every entry of it passed; ``duplicates`` in the result says how many
     entries were folded.
 
+    Args:
+        report: From `read_report`.
+        spec: The recipe's reward section: a `t1_spec` `DenseRewardSpec` (``scale`` S), `RatioRewardSpec`
+            (``coefficient`` c) or `BinaryRewardSpec`; the spec holds every default.
+
+    Returns:
+        The `RewardResult`.
+
     Raises:
-        ValueError: unknown ``spec.kind``, a scale S that is not a positive integer, a coefficient c
-            outside [0, 1] (programmer or recipe error), or a hand-built ``report.binary`` outside [0, 1]
-            (`read_report` never yields one: such a reward file is unparsable).
-        AttributeError: ``spec`` lacks ``kind``, or a dense spec lacks ``scale``.
+        ValueError: ``spec`` is not one of the three reward specs (a programmer error), or a hand-built
+            ``report.binary`` outside [0, 1] (`read_report` never yields one: such a reward file is
+            unparsable).
     """
-    kind = str(spec.kind)
-    if kind not in ("dense", "ratio", "binary"):
-        raise ValueError(f"unknown reward kind {kind!r}; expected 'dense', 'ratio' or 'binary'")
+    if not isinstance(spec, DenseRewardSpec | RatioRewardSpec | BinaryRewardSpec):
+        raise ValueError(
+            f"unknown reward kind: a {type(spec).__name__} is not a t1_spec DenseRewardSpec, RatioRewardSpec "
+            "or BinaryRewardSpec (reward.kind: dense | ratio | binary)"
+        )
     if report.binary is not None and not 0.0 <= report.binary <= 1.0:
         b = report.binary
         raise ValueError(f"report.binary (b) must lie in [0, 1], got {b!r} (read_report refuses it)")
@@ -173,10 +177,9 @@ def compute_reward(report: Report, spec: Any) -> RewardResult:
             # its way down is not the agent's 0. A positive outcome is kept: a solved task never scores 0.
             return result(None, "none")
         return result(report.binary, "binary_fallback")
-    if kind == "dense":
+    if isinstance(spec, DenseRewardSpec):
         return result(dense_reward(passed, spec.scale), "dense")
     binary = report.binary if report.binary is not None else _derived_binary(report)
-    if kind == "ratio":
-        coefficient = float(getattr(spec, "coefficient", RATIO_COEFFICIENT))
-        return result(ratio_reward(passed, total, binary, coefficient), "ratio")
+    if isinstance(spec, RatioRewardSpec):
+        return result(ratio_reward(passed, total, binary, spec.coefficient), "ratio")
     return result(binary, "binary")

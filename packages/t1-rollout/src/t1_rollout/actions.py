@@ -7,11 +7,9 @@ Each assistant turn is one JSON object::
      "task_complete": false}
 
 ``keystrokes`` are typed verbatim into the trial's persistent shell (a trailing newline executes them);
-``duration``
-is how long to wait for output, in seconds, capped at :data:`MAX_COMMAND_DURATION_S` as Terminus-2 does. Text
-around
-the object is tolerated; anything else is a parse error that costs the turn (T1 §6 evaluation harness,
-Terminus-2).
+``duration`` is how long to wait for output, in seconds, capped at :data:`MAX_COMMAND_DURATION_S` as
+Terminus-2 does. Text around the object is tolerated; anything else is a parse error that costs the turn
+(T1 §6 evaluation harness, Terminus-2).
 """
 
 from __future__ import annotations

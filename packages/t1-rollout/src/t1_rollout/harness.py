@@ -1,15 +1,12 @@
 """The agent harness: a Terminus-style loop that drives one persistent shell turn by turn.
 
 Token ids are the source of truth (T1 §4.1, TITO strict case): the prompt of turn ``i + 1`` is built by
-appending the
-sampled ids of turn ``i``, the template glue that closes the assistant turn, and the encoding of the new
-observation
-only; earlier text is never decoded and re-encoded. The model answers with a JSON action
-(:mod:`t1_rollout.actions`); commands run in one shell per trial, whose working directory and environment
-persist
-across turns as in tmux. An unparsable answer costs a turn and earns a parse-error observation. Terminus asks
-the model
-to confirm ``task_complete`` once: only a second consecutive ``task_complete`` ends the episode.
+appending the sampled ids of turn ``i``, the template glue that closes the assistant turn, and the encoding
+of the new observation only; earlier text is never decoded and re-encoded. The model answers with a JSON
+action (:mod:`t1_rollout.actions`); commands run in one shell per trial, whose working directory and
+environment persist across turns as in tmux. An unparsable answer costs a turn and earns a parse-error
+observation. Terminus asks the model to confirm ``task_complete`` once: only a second consecutive
+``task_complete`` ends the episode.
 
 Context compaction (T1 §9, proactive summarization) is not built yet: an episode whose context would overflow
 ``context_tokens`` ends with ``finish = "context_exhausted"``.
@@ -25,6 +22,7 @@ from typing import Any, Literal
 from t1_rollout.actions import ActionParseError, parse_action, truncate_output
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.sandbox.base import ShellDied
+from t1_spec import RolloutSpec
 from t1_tito import TitoSession, Turn
 
 SYSTEM_PROMPT = """You are an AI agent working in a Linux terminal to complete a task.
@@ -47,23 +45,36 @@ Finish = Literal[
 
 @dataclass(frozen=True)
 class HarnessConfig:
-    """Limits of one agent episode (from the recipe's ``rollout`` section).
+    """Limits of one agent episode (from the recipe's ``rollout`` section, `from_spec`).
 
     Attributes:
         max_turns: assistant turns at most (parse-error and confirmation turns count).
         agent_deadline_s: wall-clock budget of the whole episode, seconds (T1 §7.4: 3600 in production).
         max_new_tokens: sampled tokens per turn at most.
         context_tokens: prompt + response budget in tokens; the episode ends before it would overflow.
-        observation_max_bytes: terminal output kept per turn, head and tail (Terminus: 10,000 bytes).
-        max_command_wait_s: how long one command may keep the harness waiting, seconds.
+        observation_max_bytes: terminal output kept per turn, head and tail, bytes; the default is the
+            spec's (`t1_spec.RolloutSpec.observation_max_bytes`, Terminus: 10,000 bytes).
+        max_command_wait_s: how long one command may keep the harness waiting, seconds (the system prompt's
+            60 s cap on a command's ``duration``).
     """
 
     max_turns: int
     agent_deadline_s: float
     max_new_tokens: int
     context_tokens: int
-    observation_max_bytes: int = 10_000
+    observation_max_bytes: int = RolloutSpec.model_fields["observation_max_bytes"].default
     max_command_wait_s: float = 60.0
+
+    @classmethod
+    def from_spec(cls, rollout: RolloutSpec) -> HarnessConfig:
+        """The episode limits of the recipe's ``rollout`` section (``max_command_wait_s`` keeps its 60 s)."""
+        return cls(
+            max_turns=rollout.max_turns,
+            agent_deadline_s=rollout.agent_deadline_s,
+            max_new_tokens=rollout.max_new_tokens,
+            context_tokens=rollout.context_tokens,
+            observation_max_bytes=rollout.observation_max_bytes,
+        )
 
 
 @dataclass

@@ -1,42 +1,53 @@
 """Admission control and oversampling for one rollout batch (T1 §7.4).
 
-The scheduler launches ``launched`` trials for a batch that needs ``admitted`` of them, admits the first
-finished ones,
-and cancels the straggler tail once the batch is full (560 launched for 512 admitted in production). Sandbox
-creation is
-paced by a token bucket (6 per second) under a provider quota (600 per minute), and at most ``concurrency``
-trials run
-at once (the per-node cap). Cancelled trials reclaim their sandboxes before the batch is returned.
+The scheduler draws ``launched`` tasks for a batch that needs ``admitted`` of them, launches one trial per
+task, admits the first finished ones, and cancels the straggler tail once the batch is full (560 launched for
+512 admitted in production). Sandbox creation is paced by a token bucket (6 per second) under a provider
+quota (600 per minute), and at most ``concurrency`` trials run at once (the per-node cap). Cancelled trials
+reclaim their sandboxes before the batch is returned.
 
 The cancelled tail is not a uniform sample: it concentrates the slowest task families (T1 §10).
-:class:`BatchResult`
-therefore reports retention by family, so the selection bias is visible in the run's metrics.
+:class:`BatchResult` therefore reports retention by family, so the selection bias is visible in the run's
+metrics (`BatchResult.metrics`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from t1_rollout.trial import TrialRecord, new_trial_id
+from t1_spec import RolloutSpec
 from t1_tasks import Task
+
+
+class TaskSource(Protocol):
+    """Where a batch's tasks come from: `t1_tasks.pool.StepTasks` (the pool's per-epoch seeded order)."""
+
+    def draw(self, n: int) -> list[tuple[int, Task]]:
+        """The next ``n`` distinct tasks as ``(epoch, task)`` pairs, in launch order."""
+        ...
 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """Oversampling and admission limits (the recipe's ``rollout`` section).
+    """Oversampling and admission limits (the recipe's ``rollout`` section, `from_spec`).
 
     Attributes:
-        admitted: finished trials a batch needs (the PPO batch).
+        launched: trials launched per batch, tasks drawn from the source (T1 §7.4: 560).
+        admitted: finished trials a batch needs (the PPO batch; T1 §7.4: 512).
         concurrency: trials in flight at once (the per-node cap).
         creation_rate_per_s: sandbox creations per second (token-bucket refill rate; T1: 6).
         creation_quota_per_min: provider quota on creations per minute (T1: 600).
     """
 
+    launched: int
     admitted: int
     concurrency: int
     creation_rate_per_s: float
@@ -47,10 +58,11 @@ class SchedulerConfig:
 
         Raises:
             TypeError: a field of the wrong type (a bool, a string).
-            ValueError: ``admitted`` or ``concurrency`` below 1, a creation rate that is not a finite number
-                > 0, or a quota that is not a finite number >= 1 (the bucket must hold one creation).
+            ValueError: ``launched``, ``admitted`` or ``concurrency`` below 1, fewer launched than admitted,
+                a creation rate that is not a finite number > 0, or a quota that is not a finite number >= 1
+                (the bucket must hold one creation).
         """
-        for name in ("admitted", "concurrency"):
+        for name in ("admitted", "concurrency", "launched"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"SchedulerConfig.{name} must be an int, got {value!r}")
@@ -63,6 +75,21 @@ class SchedulerConfig:
             if not math.isfinite(value) or value < low or value == 0:
                 need = "> 0" if low == 0 else f">= {low:g}"
                 raise ValueError(f"SchedulerConfig.{name} must be a finite number {need}, got {value}")
+        if self.launched < self.admitted:
+            raise ValueError(
+                f"launched {self.launched} trials for a batch of {self.admitted}: launch at least as many"
+            )
+
+    @classmethod
+    def from_spec(cls, rollout: RolloutSpec) -> SchedulerConfig:
+        """The limits of the recipe's ``rollout`` section."""
+        return cls(
+            launched=rollout.launched,
+            admitted=rollout.admitted,
+            concurrency=rollout.concurrency,
+            creation_rate_per_s=rollout.creation_rate_per_s,
+            creation_quota_per_min=rollout.creation_quota_per_min,
+        )
 
 
 class TokenBucket:
@@ -110,6 +137,7 @@ class BatchResult:
         failed: trials that failed, each with its cause.
         cancelled: trials cancelled as the straggler tail.
         launched: trials launched.
+        epochs: the pool epoch each launched task was drawn from, in launch order (``[launched]``).
         wall_s: wall time of the batch, seconds.
     """
 
@@ -118,6 +146,7 @@ class BatchResult:
     failed: list[TrialRecord] = field(default_factory=list)
     cancelled: list[TrialRecord] = field(default_factory=list)
     launched: int = 0
+    epochs: list[int] = field(default_factory=list)
     wall_s: float = 0.0
 
     def retention_by_family(self) -> dict[str, float]:
@@ -128,31 +157,87 @@ class BatchResult:
         kept = Counter(r.family for r in self.admitted)
         return {family: kept[family] / n for family, n in sorted(launched.items())}
 
+    def metrics(self) -> dict[str, Any]:
+        """The step's rollout metrics, from the admitted trials and the failures.
+
+        Reward and assertion figures are over admitted trials only (those trained on); failures are counted
+        by cause stage and never enter the reward mean. A mean over nothing is None, not 0.
+
+        Returns:
+            JSON-ready values: reward and assertion means, fallbacks by cause, ``report_duplicates`` (report
+            entries that repeated a test name, folded to one and never counted twice), parse-failure rate,
+            turn and token means, loss tokens, TITO drift over the loss region, chunk splits, trial counts
+            by outcome, failures by stage, retention by family (T1 §10), the samples' policy versions and
+            the episodes' finish reasons.
+        """
+        admitted = self.admitted
+        rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
+        passed = [r.reward.passed for r in admitted if r.reward and r.reward.total]
+        total = [r.reward.total for r in admitted if r.reward and r.reward.total]
+        fallbacks = Counter(str(r.reward.fallback) for r in admitted if r.reward and r.reward.fallback)
+        episodes = [r.episode for r in admitted if r.episode]
+        n_turns = [len(e.turns) for e in episodes]
+        parse_fail = sum(e.parse_failures for e in episodes)
+        samples = [s for r in admitted for s in r.samples]
+        audits = [r.stitch.audit for r in admitted if r.stitch]
+        loss_tokens = sum(a.loss_tokens for a in audits)
+        drifted = sum(a.drifted_loss_tokens for a in audits)
+        failure_stages = Counter((r.cause or "unknown").split(":", 1)[0] for r in self.failed)
+        return {
+            "reward_mean": statistics.fmean(rewards) if rewards else None,
+            "assertions_passed_mean": statistics.fmean(passed) if passed else None,
+            "assertions_total_mean": statistics.fmean(total) if total else None,
+            "fallbacks": dict(fallbacks),
+            "report_duplicates": sum(r.reward.duplicates for r in admitted if r.reward),
+            "parse_failure_rate": parse_fail / sum(n_turns) if sum(n_turns) else None,
+            "turns_mean": statistics.fmean(n_turns) if n_turns else None,
+            "tokens_mean": statistics.fmean(len(s.token_ids) for s in samples) if samples else None,
+            "loss_tokens": int(sum(int(s.loss_mask.sum()) for s in samples)),
+            "tito_drift_loss_region": drifted / loss_tokens if loss_tokens else None,
+            "tito_drifted_tokens": drifted,
+            "chunks_split": sum(a.splits for a in audits),
+            "samples": len(samples),
+            "trials_launched": self.launched,
+            "trials_admitted": len(admitted),
+            "trials_finished": len(admitted) + len(self.finished_late),
+            "trials_failed": len(self.failed),
+            "trials_cancelled": len(self.cancelled),
+            "failures_by_stage": dict(failure_stages),
+            "retention_by_family": self.retention_by_family(),
+            "policy_versions": [s.policy_version for s in samples],
+            "finish_reasons": dict(Counter(e.finish for e in episodes)),
+        }
+
 
 async def collect_batch(
-    tasks: Sequence[Task],
+    source: TaskSource,
     run_one: Callable[[Task, TrialRecord], Awaitable[TrialRecord]],
     config: SchedulerConfig,
 ) -> BatchResult:
-    """Launch one trial per task, admit the first ``config.admitted`` that finish, cancel the rest.
+    """Draw ``config.launched`` tasks, run a trial on each, admit the first ``admitted`` that finish.
+
+    The trials still running once the batch is full are cancelled (the straggler tail, T1 §7.4).
 
     Args:
-        tasks: the tasks to launch, in launch order (``len(tasks)`` is the oversampled count).
+        source: where the tasks come from (`t1_tasks.pool.StepTasks`); ``config.launched`` are drawn, in
+            launch order, and the epoch of each is kept in ``BatchResult.epochs``.
         run_one: runs a trial and fills the given record (e.g. :func:`t1_rollout.trial.run_trial` bound to the
             engine and sandbox factory); it must record failures rather than raise.
-        config: admission limits.
+        config: oversampling and admission limits.
 
     Returns:
         The :class:`BatchResult`. When fewer trials finish than ``config.admitted``, the batch is short: every
         finished trial is admitted and the shortfall is visible in the counts.
 
     Raises:
-        ValueError: when fewer tasks are given than the batch admits, or a config field is out of range
-            (``admitted`` or ``concurrency`` below 1, a creation rate or quota that is not finite and > 0).
+        ValueError: the source gives another number of tasks than ``config.launched``, or a config field is
+            out of range (``launched``, ``admitted`` or ``concurrency`` below 1, fewer launched than
+            admitted, a creation rate or quota that is not finite and > 0).
         TypeError: a config field of the wrong type.
     """
     if not isinstance(config, SchedulerConfig):  # a duck-typed config gets the same checks
         config = SchedulerConfig(
+            launched=config.launched,
             admitted=config.admitted,
             concurrency=config.concurrency,
             creation_rate_per_s=config.creation_rate_per_s,
@@ -160,15 +245,18 @@ async def collect_batch(
         )
     else:
         config.__post_init__()  # a frozen config can still be altered with object.__setattr__
-    if len(tasks) < config.admitted:
+    drawn = source.draw(config.launched)
+    if len(drawn) != config.launched:
         raise ValueError(
-            f"launched {len(tasks)} trials for a batch of {config.admitted}: launch at least as many"
+            f"the task source gave {len(drawn)} tasks for rollout.launched={config.launched}; a batch "
+            "launches exactly the configured count"
         )
+    tasks = [task for _, task in drawn]
     start = time.monotonic()
     gate = asyncio.Semaphore(config.concurrency)
     rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s))
     quota = TokenBucket(config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min)
-    result = BatchResult(launched=len(tasks))
+    result = BatchResult(launched=len(tasks), epochs=[epoch for epoch, _ in drawn])
     records = [
         TrialRecord(trial_id=new_trial_id(t.id), task_id=t.id, family=t.category, launch_index=i)
         for i, t in enumerate(tasks)

@@ -1,12 +1,10 @@
 """One trial: sandbox -> environment -> agent episode -> held-out verifier -> reward -> stitched samples.
 
 A trial never loses its cause: every failure is recorded in :class:`TrialRecord` with the stage it happened
-in. A
-failure of the infrastructure (sandbox start, engine, verifier without any outcome) marks the trial
-``failed`` and it
-is never scored as the agent's 0 (T1 §7.4; ``../shared/reference/harbor_tb.md`` §6 lists frameworks that
-did). The
-sandbox is reclaimed on every path, cancellation included, by its async context manager.
+in. A failure of the infrastructure (sandbox start, engine, verifier without any outcome) marks the trial
+``failed`` and it is never scored as the agent's 0 (T1 §7.4; ``../shared/reference/harbor_tb.md`` §6 lists
+frameworks that did). The sandbox is reclaimed on every path, cancellation included, by its async context
+manager. A record writes itself out for the run's ``trajectories/`` directory (`TrialRecord.to_json`).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig, run_episode
 from t1_rollout.sandbox.base import Sandbox, format_seconds
 from t1_rollout.verify import VerifierRun, run_verifier
+from t1_spec import RewardSpec, RolloutSpec
 from t1_tasks import Task
 from t1_tito import Sample, StitchResult, TitoSession, stitch
 
@@ -46,6 +45,15 @@ class TrialLimits:
     agent_deadline_s: float
     verifier_deadline_s: float
     build_deadline_s: float = 300.0
+
+    @classmethod
+    def from_spec(cls, rollout: RolloutSpec) -> TrialLimits:
+        """The deadlines of the recipe's ``rollout`` section (the build deadline keeps its 300 s)."""
+        return cls(
+            remote_deadline_s=rollout.remote_deadline_s,
+            agent_deadline_s=rollout.agent_deadline_s,
+            verifier_deadline_s=rollout.verifier_deadline_s,
+        )
 
 
 @dataclass
@@ -86,6 +94,69 @@ class TrialRecord:
         """The trial's training samples (empty unless finished)."""
         return list(self.stitch.samples) if self.stitch is not None else []
 
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready data, one file of the run's ``trajectories/`` directory.
+
+        Token counts per turn, the conversation text, the reward with its provenance, the verifier's
+        outcome, each sample's size and the TITO audit; token ids, log-probs and routing stay out (they are
+        in the samples trained on). ``assertions_passed`` and ``assertions_total`` are None, not 0, when
+        no per-assertion report was used (a fallback): the counts are unknown.
+
+        Returns:
+            A dict of str, int, float, bool, None, lists and dicts only (``json.dumps`` takes it as is).
+        """
+        episode = self.episode
+        turns = episode.turns if episode else []
+        audit = self.stitch.audit if self.stitch else None
+        reward = self.reward
+        counted = reward is not None and bool(reward.total)
+        return {
+            "trial_id": self.trial_id,
+            "task_id": self.task_id,
+            "family": self.family,
+            "status": self.status,
+            "cause": self.cause,
+            "finish": episode.finish if episode else None,
+            "parse_failures": episode.parse_failures if episode else 0,
+            "turns": len(turns),
+            "prompt_tokens": [len(t.prompt_ids) for t in turns],
+            "completion_tokens": [len(t.output_ids) for t in turns],
+            "policy_versions": sorted({t.policy_version for t in turns}),
+            "messages": episode.messages if episode else [],
+            "reward": None if reward is None else reward.value,
+            "assertions_passed": reward.passed if counted else None,
+            "assertions_total": reward.total if counted else None,
+            "fallback": None if reward is None else reward.fallback,
+            "outcomes": [
+                {"name": o.name, "status": o.status, "message": o.message}
+                for o in (self.report.outcomes if self.report else ())
+            ],
+            "verifier": None
+            if self.verifier is None
+            else {
+                "exit_code": self.verifier.exit_code,
+                "timed_out": self.verifier.timed_out,
+                "error": self.verifier.error,
+                "dir": str(self.verifier.out_dir),
+            },
+            "samples": [
+                {
+                    "chunk": s.chunk_index,
+                    "tokens": int(len(s.token_ids)),
+                    "loss_tokens": int(s.loss_mask.sum()),
+                }
+                for s in self.samples
+            ],
+            "tito": None
+            if audit is None
+            else {
+                "loss_tokens": audit.loss_tokens,
+                "drifted": audit.drifted_loss_tokens,
+                "splits": audit.splits,
+            },
+            "timings_s": self.timings,
+        }
+
 
 def new_trial_id(task_id: str) -> str:
     """A unique trial id for ``task_id``."""
@@ -101,7 +172,7 @@ async def run_trial(
     sampling: SamplingParams,
     harness: HarnessConfig,
     limits: TrialLimits,
-    reward_spec: Any,
+    reward_spec: RewardSpec,
     out_dir: Path,
     record: TrialRecord | None = None,
 ) -> TrialRecord:
@@ -115,14 +186,14 @@ async def run_trial(
         sampling: sampling parameters.
         harness: limits of the agent episode.
         limits: per-trial deadlines.
-        reward_spec: the recipe's reward section (``kind`` dense | ratio | binary).
+        reward_spec: the recipe's reward section (`t1_spec` dense, ratio or binary reward spec).
         out_dir: where the verifier's files are kept (``<out_dir>/<trial_id>/``).
         record: filled in place when given, so a caller that cancels the trial keeps what it had.
 
     Returns:
         The :class:`TrialRecord`. This function does not raise for trial failures; it records them. It
-        re-raises
-        ``asyncio.CancelledError`` after marking the record ``cancelled`` (the sandbox is reclaimed first).
+        re-raises ``asyncio.CancelledError`` after marking the record ``cancelled`` (the sandbox is
+        reclaimed first).
     """
     rec = record or TrialRecord(trial_id=new_trial_id(task.id), task_id=task.id, family=task.category)
     t_start = time.monotonic()

@@ -27,7 +27,7 @@ section (for ``kind: local``: ``cpu_time_s``, ``memory_mb``, ``max_processes``, 
 same for every task. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
 """
 
-from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, load_pool
+from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, StepTasks, load_pool, task_stream
 from t1_tasks.task import Task, TaskError, count_assertions, format_seconds, load_task
 
 __all__ = [
@@ -35,10 +35,12 @@ __all__ = [
     "BrokenBundle",
     "Pool",
     "PoolStatistics",
+    "StepTasks",
     "Task",
     "TaskError",
     "count_assertions",
     "format_seconds",
     "load_pool",
     "load_task",
+    "task_stream",
 ]

@@ -1,9 +1,12 @@
-"""Task pools: a list of bundles, a seeded per-epoch permutation, and statistics.
+"""Task pools: a list of bundles, a seeded per-epoch permutation, each step's draws, and statistics.
 
 A pool directory's subdirectories are its bundles in stored order (sorted by name). ``load_pool`` is strict
 by default (training's use): the first broken bundle raises a ``TaskError`` naming the file and the field.
 ``load_pool(..., strict=False)`` (``t1 tasks list``, ``stats``, ``validate``) loads every good bundle and
 collects the broken ones in ``Pool.broken``, so that a user sees every problem of a pool at once.
+
+`StepTasks` hands each training step its launched tasks from `task_stream`, the pool's per-epoch seeded
+order epoch after epoch, never the same task twice in one step.
 
 Source: T1 §3 (pools are stored in quality-rank order, so every epoch visits them in a seeded permutation).
 """
@@ -11,14 +14,16 @@ Source: T1 §3 (pools are stored in quality-rank order, so every epoch visits th
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from t1_spec import PoolSpec
 from t1_tasks.task import Task, TaskError, load_task
 
-__all__ = ["BrokenBundle", "Pool", "PoolStatistics", "load_pool", "BUILTIN_POOLS"]
+__all__ = ["BUILTIN_POOLS", "BrokenBundle", "Pool", "PoolStatistics", "StepTasks", "load_pool", "task_stream"]
 
 BUILTIN_POOLS = ("mini",)
 # A subdirectory holding any of these is a bundle (broken when task.toml is missing), not a stray folder.
@@ -139,6 +144,73 @@ class Pool:
             assertion_percentiles=pct,
             assertions_unknown=sum(t.n_assertions is None for t in self.tasks),
         )
+
+
+def task_stream(pool: Pool, seed: int, *, shuffle: bool = True) -> Iterator[tuple[int, Task]]:
+    """Tasks in per-epoch seeded order, epoch after epoch (T1 §3: mandatory for a pool stored in rank order).
+
+    Args:
+        pool: the pool to walk.
+        seed: the per-epoch shuffle seed (`Pool.epoch_order`).
+        shuffle: False walks the stored order in every epoch (``pool.shuffle: none``, for tests).
+
+    Yields:
+        ``(epoch, task)`` pairs, forever.
+    """
+    epoch = 0
+    while True:
+        for task in pool.epoch_order(epoch, seed) if shuffle else pool.tasks:
+            yield epoch, task
+        epoch += 1
+
+
+class StepTasks:
+    """Draws each step's launched tasks from :func:`task_stream`, never the same task twice in one step.
+
+    A step that spans an epoch boundary could meet a task it already holds (the next epoch's order is a new
+    permutation); that draw is deferred, in order, to the next step instead of dropped, so every epoch still
+    runs every task once (T1: one sample per task per step).
+
+    Args:
+        pool: the pool to draw from.
+        seed: the per-epoch shuffle seed.
+        shuffle: False walks the stored order in every epoch (see `task_stream`).
+
+    Raises:
+        ValueError: from :meth:`draw`, when a step asks for more tasks than the pool holds.
+    """
+
+    def __init__(self, pool: Pool, seed: int, *, shuffle: bool = True) -> None:
+        self._size = len(pool)
+        self._stream = task_stream(pool, seed, shuffle=shuffle)
+        self._deferred: deque[tuple[int, Task]] = deque()
+
+    @classmethod
+    def from_spec(cls, pool: Pool, spec: PoolSpec) -> StepTasks:
+        """The draws of ``pool`` in the order its recipe section asks (``shuffle``, ``shuffle_seed``)."""
+        return cls(pool, spec.shuffle_seed, shuffle=spec.shuffle == "per_epoch")
+
+    def draw(self, n: int) -> list[tuple[int, Task]]:
+        """The next ``n`` distinct ``(epoch, task)`` pairs, deferred draws first.
+
+        Raises:
+            ValueError: ``n`` exceeds the pool's size (a step cannot hold ``n`` distinct tasks).
+        """
+        if n > self._size:
+            raise ValueError(f"a step of {n} distinct tasks cannot be drawn from a pool of {self._size}")
+        chosen: list[tuple[int, Task]] = []
+        held: set[str] = set()
+        skipped: list[tuple[int, Task]] = []
+        # Terminates: the pool has more tasks than the step holds, and each epoch's order holds every task.
+        while len(chosen) < n:
+            item = self._deferred.popleft() if self._deferred else next(self._stream)
+            if item[1].id in held:
+                skipped.append(item)
+                continue
+            chosen.append(item)
+            held.add(item[1].id)
+        self._deferred.extendleft(reversed(skipped))
+        return chosen
 
 
 def _percentile(sorted_values: list[int], q: float) -> float:

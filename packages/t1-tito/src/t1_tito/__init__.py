@@ -4,9 +4,14 @@
 each turn's prompt ids from the previous ids (never re-encoding them); `stitch` turns a trial's `Turn`s into
 `Sample`s with four aligned streams (token ids, loss mask, rollout log-probs, routing rows) and a
 `DriftAudit`.
+
+`RoutingMismatchError` is `t1_r3.RoutingMismatchError` itself (the one routing contract,
+`t1_r3.check_routing`), so catching either name catches every misaligned routing record. No torch is imported
+by this package.
 """
 
-from t1_tito.sample import InvalidTurnError, RoutingMismatchError, Sample, StreamMisalignmentError, Turn
+from t1_r3 import RoutingMismatchError
+from t1_tito.sample import InvalidTurnError, Sample, StreamMisalignmentError, Turn
 from t1_tito.session import TitoSession
 from t1_tito.stitch import REPAIR_MODES, DriftAudit, StitchResult, audit_drift, stitch
 from t1_tito.template import ChatTemplate, TemplateError, normalize_messages

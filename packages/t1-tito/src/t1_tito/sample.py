@@ -8,6 +8,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from t1_r3 import RoutingMismatchError, check_routing
+
+__all__ = [
+    "MAX_TOKEN_ID",
+    "InvalidTurnError",
+    "RoutingMismatchError",
+    "Sample",
+    "StreamMisalignmentError",
+    "Turn",
+]
+
 #: Token ids are stored as int32 in a `Sample` (T1 §4.1 streams); an id at or above this cannot be.
 MAX_TOKEN_ID = 2**31 - 1
 
@@ -21,14 +32,6 @@ class InvalidTurnError(ValueError):
 
     A negative or too-large token id, a log-prob that is positive or not finite, a negative
     ``routed_experts_start_len``.
-    """
-
-
-class RoutingMismatchError(ValueError):
-    """Routing rows of successive turns do not tile the chunk (gap, overlap, missing record, shape change).
-
-    R3 replays recorded routing; a chunk whose routing cannot be assembled exactly must not be trained on
-    (T1 §4.2: missing routing aborts the rollout).
     """
 
 
@@ -68,7 +71,8 @@ class Turn:
             InvalidTurnError: a token id < 0 or > ``MAX_TOKEN_ID``; a log-prob > 0 or not finite; a
                 negative ``routed_experts_start_len``.
             StreamMisalignmentError: log-prob count differs from output count, or empty prompt.
-            RoutingMismatchError: routing not ``[rows, L, k]`` integer with the rows SGLang semantics give.
+            RoutingMismatchError: routing not ``[rows, L, k]`` integer with the rows SGLang semantics give
+                (`t1_r3.check_routing`).
         """
         n_prompt = _check_ids(self.prompt_ids, f"{where}: prompt_ids")
         n_output = _check_ids(self.output_ids, f"{where}: output_ids")
@@ -90,16 +94,7 @@ class Turn:
         r = self.routed_experts
         if not isinstance(r, np.ndarray):
             raise TypeError(f"{where}: routed_experts must be a numpy array or None, got {type(r).__name__}")
-        if r.ndim != 3 or not np.issubdtype(r.dtype, np.integer):
-            raise RoutingMismatchError(
-                f"{where}: routed_experts must be integer [rows, L, k], got {r.dtype} {r.shape}"
-            )
-        expected = n_prompt + n_output - 1 - start
-        if r.shape[0] != expected:
-            raise RoutingMismatchError(
-                f"{where}: routed_experts has {r.shape[0]} rows, expected len(prompt)+len(output)-1-start_len"
-                f" = {n_prompt}+{n_output}-1-{start} = {expected}"
-            )
+        check_routing(r, num_tokens=n_prompt + n_output, start_len=start, where=f"{where}: routed_experts")
 
 
 def _check_ids(ids: object, where: str) -> int:
@@ -242,10 +237,17 @@ class Sample:
             raise StreamMisalignmentError(f"{where}: non-finite sampled log-prob at position {bad[0]}")
         if self.routing is not None:
             r = self.routing
-            if r.dtype != np.int32 or r.ndim != 3 or r.shape[0] != t - 1:
+            bad_rows = None
+            if isinstance(r, np.ndarray) and r.dtype == np.int32:
+                try:
+                    check_routing(r, num_tokens=t)
+                except RoutingMismatchError as exc:
+                    bad_rows = exc
+            if not isinstance(r, np.ndarray) or r.dtype != np.int32 or bad_rows is not None:
+                got = f"{r.dtype} {r.shape}" if isinstance(r, np.ndarray) else type(r).__name__
                 raise StreamMisalignmentError(
-                    f"{where}: routing must be int32 [T-1={t - 1}, L, k], got {r.dtype} {r.shape}"
-                )
+                    f"{where}: routing must be int32 [T-1={t - 1}, L, k], got {got}"
+                ) from bad_rows
         loss_positions = np.flatnonzero(~masked)
         if loss_positions.size == 0:
             raise StreamMisalignmentError(f"{where}: no sampled (loss) position to carry the reward")

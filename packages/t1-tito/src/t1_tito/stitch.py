@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from t1_tito.sample import RoutingMismatchError, Sample, Turn
+from t1_r3 import RoutingMismatchError, check_routing
+from t1_tito.sample import Sample, Turn
 
 #: Boundary repair modes of T1 §4.1 (002 summary, "Boundary repair cases"), strongest first.
 REPAIR_MODES = ("strict", "normalized", "retokenized")
@@ -192,11 +193,9 @@ def stitch(
             )
         if chunk.has_routing:
             routing = np.concatenate(chunk.routing_parts, axis=0).astype(np.int32, copy=False)
-            if routing.shape[0] != len(chunk.tokens) - 1:
-                raise RoutingMismatchError(
-                    f"chunk starting at turn {chunk.first_turn}: {routing.shape[0]} routing rows for "
-                    f"{len(chunk.tokens)} tokens (expected T - 1 = {len(chunk.tokens) - 1})"
-                )
+            check_routing(
+                routing, num_tokens=len(chunk.tokens), where=f"chunk starting at turn {chunk.first_turn}"
+            )
         mask = np.asarray(chunk.mask, dtype=np.int8)
         sample = Sample(
             token_ids=np.asarray(chunk.tokens, dtype=np.int32),

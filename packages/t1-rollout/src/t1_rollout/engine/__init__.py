@@ -1,12 +1,13 @@
-"""Inference engines: the `Engine` seam, the in-process embedded engine and the SGLang client.
+"""Inference engines: the `Engine` seam, its registry, the in-process embedded engine and the SGLang client.
 
 `EmbeddedEngine` and `SGLangEngine` load on first use, so importing the seam (`SamplingParams`,
-`Generation`) does not import transformers.
+`Generation`, `ENGINES`) does not import transformers.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from t1_rollout.engine.base import (
+    ENGINES,
     Engine,
     EngineError,
     EngineStateError,
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from t1_rollout.engine.sglang import SGLangEngine
 
 __all__ = [
+    "ENGINES",
     "EmbeddedEngine",
     "Engine",
     "EngineError",

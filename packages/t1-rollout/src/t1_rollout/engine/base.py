@@ -3,6 +3,10 @@
 A generation returns the sampled ids, their log-probs, the routed experts of every position that went
 through a forward (the prompt and every sampled token except the last; T1 §4.2, SGLang ``routed_experts``)
 and the weight version that produced them (T1 Appendix 12: no request spans two versions).
+
+`ENGINES` maps the recipe's ``engine.kind`` to the engine a training run builds (``from_spec``) and checks
+(``preflight``). Only engines that take weight updates train: the SGLang client cannot publish weights yet,
+so it is not registered, and ``engine.kind: sglang`` is refused by the registry.
 """
 
 from __future__ import annotations
@@ -13,10 +17,25 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from t1_spec import Registry
+
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Engine", "EngineError", "EngineStateError", "FinishReason", "Generation", "SamplingParams"]
+    from t1_spec import SamplingSpec
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineError",
+    "EngineStateError",
+    "FinishReason",
+    "Generation",
+    "SamplingParams",
+]
+
+ENGINES = Registry("engine.kind", {"embedded": "t1_rollout.engine.embedded:EmbeddedEngine"})
+"""``engine.kind`` -> the engine class (``from_spec(spec, *, model, seed)``, ``preflight(recipe)``)."""
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -64,6 +83,26 @@ class SamplingParams:
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
 
+    @classmethod
+    def from_spec(cls, sampling: SamplingSpec, *, max_new_tokens: int, seed: int | None) -> SamplingParams:
+        """A request's decoding parameters from the recipe's ``engine.sampling`` section.
+
+        Args:
+            sampling: temperature, top-p and top-k of training rollouts.
+            max_new_tokens: the per-turn budget, tokens (``rollout.max_new_tokens``).
+            seed: the request's sampling seed; None = drawn from the engine.
+
+        Returns:
+            The `SamplingParams`, without stop ids (the harness adds the tokenizer's).
+        """
+        return cls(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+        )
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -72,7 +111,7 @@ class Generation:
     Attributes:
         output_ids: sampled ids, ``[completion_tokens]`` (a stop id, when hit, is the last one).
         output_logprobs: ``log_softmax(logits / temperature)`` at each sampled id, ``[completion_tokens]``
-            (untruncated by top-p/top-k; see `t1_rollout.model.token_logprobs`); empty when not requested.
+            (untruncated by top-p/top-k; see `t1_policy.token_logprobs`); empty when not requested.
         routed_experts: int32 ``[rows, L, k]`` with
             ``rows = len(input_ids) + len(output_ids) - 1 - start_len``; None when not requested.
         routed_experts_start_len: first row covered (SGLang ``routed_experts_start_len``).

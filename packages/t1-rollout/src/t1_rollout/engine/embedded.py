@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from t1_r3 import capture_routing, moe_routers
+from t1_policy import num_real_tokens
+from t1_r3 import capture_routing, check_routing, moe_routers
 from t1_rollout.engine.base import (
     EngineStateError,
     FinishReason,
@@ -35,7 +36,7 @@ from t1_rollout.engine.base import (
     SamplingParams,
 )
 from t1_rollout.engine.sampling import sample_token
-from t1_rollout.model import ModelSpecLike, build_model, num_real_tokens
+from t1_spec import EmbeddedEngineSpec, Recipe
 
 __all__ = ["EmbeddedEngine"]
 
@@ -53,7 +54,7 @@ class EmbeddedEngine:
     """In-process engine; see the module docstring. Implements `t1_rollout.engine.base.Engine`.
 
     Args:
-        model: a `Qwen3_5MoeForCausalLM` (e.g. from `t1_rollout.model.build_model`); the engine owns it.
+        model: a `Qwen3_5MoeForCausalLM` (e.g. from `t1_policy.build_model`); the engine owns it.
         weight_version: version of the weights ``model`` holds.
         device: torch device string.
         num_threads: torch intra-op threads, set PROCESS-WIDE (torch has no per-thread setting); None leaves
@@ -92,6 +93,7 @@ class EmbeddedEngine:
         self.max_positions: int = config.max_position_embeddings
         routers = moe_routers(model)
         self.num_layers, self.top_k = len(routers), int(routers[0].top_k)
+        self.num_experts = int(routers[0].num_experts)
         self._prefix_cache_size = prefix_cache_size
         self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="t1-embedded-engine")
@@ -104,9 +106,35 @@ class EmbeddedEngine:
         )
 
     @classmethod
-    def from_spec(cls, model_spec: ModelSpecLike, *, seed: int, **kwargs: Any) -> EmbeddedEngine:
-        """Builds the model of ``model_spec`` with weights from ``seed`` (`build_model`) and serves it."""
-        return cls(build_model(model_spec, seed=seed), seed=seed, **kwargs)
+    def from_spec(cls, spec: EmbeddedEngineSpec, *, model: torch.nn.Module, seed: int) -> EmbeddedEngine:
+        """The engine of the recipe's ``engine`` section, serving ``model`` at weight version 0.
+
+        Args:
+            spec: the ``engine`` section (``device``; ``sampling`` is read per request, `SamplingParams`).
+            model: the policy, e.g. `t1_policy.build_model` of the recipe's ``model`` section; the engine
+                owns it.
+            seed: the recipe seed; seeds the draws of requests that give no seed.
+        """
+        return cls(model, weight_version=0, device=spec.device, seed=seed)
+
+    @classmethod
+    def preflight(cls, recipe: Recipe) -> list[str]:
+        """What stops ``recipe`` from running on this engine here, one line each (empty: runnable).
+
+        Cheap: builds no model. Checks that a ``cuda`` device is one torch sees.
+        """
+        spec = recipe.engine
+        if not isinstance(spec, EmbeddedEngineSpec):
+            return [f"engine.kind '{spec.kind}': the embedded engine serves kind 'embedded' only"]
+        if not spec.device.startswith("cuda"):
+            return []
+        index = int(spec.device.partition(":")[2] or 0)
+        if torch.cuda.is_available() and index < torch.cuda.device_count():
+            return []
+        return [
+            f"engine.device {spec.device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here; "
+            "use 'cpu' or a visible device"
+        ]
 
     # ---- requests
 
@@ -278,6 +306,15 @@ class EmbeddedEngine:
         if finish != "abort":
             self._keep_prefix(_Prefix(tuple(forwarded), cache, rows))
         routed = rows[start_len : len(input_ids) + len(output_ids) - 1] if return_routed else None
+        if routed is not None and len(input_ids) + len(output_ids) - 1 >= start_len:
+            check_routing(  # the record leaves the engine under the same contract as SGLang's (T1 §4.2)
+                routed,
+                num_tokens=len(input_ids) + len(output_ids),
+                start_len=start_len,
+                num_layers=self.num_layers,
+                top_k=self.top_k,
+                num_experts=self.num_experts,
+            )
         return Generation(
             output_ids=output_ids,
             output_logprobs=logprobs if return_logprob else [],

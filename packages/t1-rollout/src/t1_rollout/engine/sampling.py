@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from t1_policy import logprob_vector
 from t1_rollout.engine.base import SamplingParams
-from t1_rollout.model import logprob_vector
 
 __all__ = ["draw", "sample_token"]
 
@@ -28,7 +28,7 @@ def sample_token(
 
     Ids ``>= vocab_limit`` (Qwen3.5's padded embedding rows) are never sampled. Top-k then top-p truncate the
     temperature-scaled distribution and the draw is renormalised over what is left; the REPORTED log-prob is
-    read from `t1_rollout.model.logprob_vector` (temperature-scaled, untruncated, over the real ids), which is
+    read from `t1_policy.logprob_vector` (temperature-scaled, untruncated, over the real ids), which is
     exactly what `token_logprobs` computes for the trainer, as SGLang reports it.
 
     Args:

@@ -197,9 +197,7 @@ class SGLangEngine:
                 num_tokens=prompt_tokens + len(output_ids),
                 num_layers=self.num_layers,
                 top_k=self.top_k,
-                num_experts=self.num_experts
-                if self.num_experts is not None
-                else 2**31 - 1,  # unknown: no range check
+                num_experts=self.num_experts,  # None: unknown, ids only checked to be non-negative
                 start_len=int(meta.get("routed_experts_start_len", start_len)),
             )
         return Generation(
