@@ -91,25 +91,25 @@ def test_recipe_guide_lists_every_recipe(root: Path) -> None:
 
 
 def test_getting_started_explains_every_column_of_the_step_table(root: Path) -> None:
-    from t1.training import _metrics_table
+    from t1.run.console import metrics_table
 
     text = (root / "docs" / "getting-started.md").read_text(encoding="utf-8")
     table = text.split("| Column | Meaning |", 1)[1].split("\n\n", 1)[0]
     first_cells = [line[2:].split(" | ", 1)[0] for line in table.splitlines() if line.startswith("| `")]
     documented = {name for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
-    columns = {str(c.header) for c in _metrics_table().columns}
+    columns = {str(c.header) for c in metrics_table().columns}
     assert columns == documented, f"step table columns {sorted(columns)}, documented {sorted(documented)}"
 
 
 def test_recipe_guide_shows_what_train_refuses_today(root: Path) -> None:
-    """The refusal example for recipes/t1-122b.yaml is what the loop says about it now, line for line."""
-    from t1.training import unbuilt_parts
+    """The refusal example for recipes/t1-122b.yaml is what the preflight says about it now, line for line."""
+    from t1.run import preflight
     from t1_spec import load_recipe
 
     text = (root / "docs" / "recipes.md").read_text(encoding="utf-8")
     example = text.split("$ uv run t1 train recipes/t1-122b.yaml\n", 1)[1].split("```", 1)[0]
     documented = [line.removeprefix("  - ") for line in example.splitlines()[1:]]
-    assert documented == unbuilt_parts(load_recipe(root / "recipes" / "t1-122b.yaml"))
+    assert documented == list(preflight(load_recipe(root / "recipes" / "t1-122b.yaml")).problems)
 
 
 def _click_app():

@@ -185,11 +185,11 @@ def test_ctrl_c_reclaims_sandboxes_and_marks_the_run_interrupted(tmp_path, sig, 
 
 @pytest.mark.e2e
 def test_unbuilt_settings_are_all_refused_before_any_work(tmp_path):
-    from t1.training import unbuilt_parts
+    from t1.run import preflight
     from t1_spec import load_recipe
 
-    assert unbuilt_parts(load_recipe(REPO / "recipes/tiny-cpu.yaml")) == []
-    production = unbuilt_parts(load_recipe(REPO / "recipes/t1-122b.yaml"))
+    assert preflight(load_recipe(REPO / "recipes/tiny-cpu.yaml")).problems == ()
+    production = preflight(load_recipe(REPO / "recipes/t1-122b.yaml")).problems
     for part in ("engine.kind", "sandbox.kind", "trainer.backend", "tito.repair"):
         assert any(line.startswith(part) for line in production), part
     result = CliRunner().invoke(

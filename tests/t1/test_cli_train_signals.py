@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from t1._errors import stop_as_ctrl_c
+from t1.run.signals import stop_as_ctrl_c
 
 
 def test_outside_the_event_loop_sigterm_raises_keyboard_interrupt():
@@ -43,7 +43,7 @@ def test_sigterm_still_stops_where_sigint_is_ignored():
 
 
 def test_inside_run_interruptible_sigterm_cancels_without_raising_even_where_sigint_is_ignored():
-    from t1._errors import run_interruptible
+    from t1.run.signals import run_interruptible
 
     reached = []
 

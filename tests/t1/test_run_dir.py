@@ -1,7 +1,7 @@
 import json
 import math
 
-from t1.run_dir import RunDir
+from t1.run.run_dir import RunDir
 
 
 def test_metrics_lines_are_strict_json(tmp_path):

@@ -1,8 +1,8 @@
 """`t1 recipe` verbs: validate, show, schema, diff.
 
-Exit codes: 0 success; 2 invalid input (a recipe that does not load or validate, a missing file, bad
-arguments). Errors go to stderr as one message naming the file and the dotted field, without a traceback
-unless ``--debug``.
+Exit codes: 0 success; 1 ``validate`` found a valid recipe that ``t1 train`` would refuse here (its
+preflight); 2 invalid input (a recipe that does not load or validate, a missing file, bad arguments). Errors
+go to stderr as one message naming the file and the dotted field, without a traceback unless ``--debug``.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import reported
+from t1._errors import EXIT_CHECK_FAILED, err_console, reported
 from t1_spec import (
     ABSENT,
     RecipeError,
@@ -72,8 +73,24 @@ def _fmt(value: Any) -> str:
 
 
 @app.command()
-def validate(recipe: RecipeArg, overrides: Overrides = None, debug: Debug = False) -> None:
-    """Load and validate a recipe; print a summary and any departures from the paper (exit 2: invalid)."""
+def validate(
+    recipe: RecipeArg,
+    overrides: Overrides = None,
+    spec_only: Annotated[
+        bool,
+        typer.Option(
+            "--spec-only",
+            help="check the spec and the paper's rules only, not whether t1 train can run it on this machine",
+        ),
+    ] = False,
+    debug: Debug = False,
+) -> None:
+    """Validate a recipe and run t1 train's preflight on it (exit 2: invalid; 1: t1 train would refuse it).
+
+    The preflight is the one `t1 train` runs before any work: backends built, host tools present, settings the
+    loop runs, and the capacity model's admission of the plan (T1 §7.1, Eq. 21); its lines are printed as
+    `t1 train` prints them.
+    """
     with reported(debug, invalid=INVALID):
         r = load_recipe(recipe, overrides or [])
         out = _console()
@@ -96,6 +113,18 @@ def validate(recipe: RecipeArg, overrides: Overrides = None, debug: Debug = Fals
         )
         for note in r.advisories():
             out.print(f"  [yellow]note[/] {note.field}: {note.message}")
+        if spec_only:
+            return
+        from t1.run.preflight import preflight
+
+        verdict = preflight(r)
+        for note in verdict.notes:
+            out.print(f"  [dim]note {note}[/]")
+        if verdict.ok:
+            out.print("  [green]runnable here[/]: t1 train's preflight accepts it")
+            return
+        err_console.print(f"[bold red]error:[/] {escape(verdict.message())}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 @app.command()

@@ -15,7 +15,6 @@ flight are cancelled and their sandboxes reclaimed first).
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 from pathlib import Path
@@ -33,9 +32,8 @@ from t1._errors import (
     EXIT_OK,
     err_console,
     reported,
-    run_interruptible,
-    stop_as_ctrl_c,
 )
+from t1.run.signals import run_interruptible, stop_signals
 from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
@@ -234,23 +232,21 @@ def validate(
 
         started = time.monotonic()
         ledger = SandboxLedger()
-        # SIGTERM (a scheduler, `kill`) stops as Ctrl-C does, so every sandbox is reclaimed
-        signal.signal(signal.SIGTERM, stop_as_ctrl_c)
         try:
-            result = run_interruptible(
-                validate_pool(
-                    p,
-                    sandbox_factory=LocalSandbox,
-                    concurrency=concurrency,
-                    work_dir=keep,
-                    on_task_done=progress,
-                    ledger=ledger,
+            # SIGTERM and SIGHUP (a scheduler, `kill`) stop as Ctrl-C does, so every sandbox is reclaimed
+            with stop_signals():
+                result = run_interruptible(
+                    validate_pool(
+                        p,
+                        sandbox_factory=LocalSandbox,
+                        concurrency=concurrency,
+                        work_dir=keep,
+                        on_task_done=progress,
+                        ledger=ledger,
+                    )
                 )
-            )
         except KeyboardInterrupt:
             # asyncio.run cancelled every check and awaited it: each sandbox's close has run (or failed).
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the line below
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             _report_interrupt(len(done), len(p), ledger)
             raise SystemExit(EXIT_INTERRUPTED) from None
         table = Table(

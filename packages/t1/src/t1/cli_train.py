@@ -1,12 +1,10 @@
-"""`t1 train`: run a recipe end to end (embedded engine, local sandboxes, torch trainer)."""
+"""`t1 train`: run a recipe end to end with the backends its ``kind:`` fields name."""
 
 from __future__ import annotations
 
-import signal
-
 import typer
 
-from t1._errors import EXIT_INTERRUPTED, err_console, reported, stop_as_ctrl_c
+from t1._errors import EXIT_INTERRUPTED, err_console, reported
 
 
 def register(app: typer.Typer) -> None:
@@ -23,38 +21,25 @@ def register(app: typer.Typer) -> None:
         """Train a recipe: critic warm-up if enabled, then PPO steps; writes a run directory.
 
         Exit codes: 0 the run finished; 2 the recipe is invalid or a path in it is unusable (no run directory
-        is created); 1 the run failed (e.g. a step where no trial finished, or a part not built yet); 130
-        interrupted by Ctrl-C or SIGTERM (the run directory is kept, marked "interrupted" in status.json).
+        is created); 1 the run failed, or the preflight refused the recipe before any work (a part not built,
+        a missing host tool, a plan the capacity model refuses); 130 interrupted by Ctrl-C, SIGTERM or SIGHUP
+        (the run directory is kept, marked "interrupted" in status.json).
         """
         from t1_spec import RecipeError, load_recipe
 
         with reported(debug, invalid=(RecipeError,)):
             spec = load_recipe(recipe, overrides or [])
-            from t1.training import Trainer
+            from t1.run import Run, stop_signals
 
-            trainer: Trainer | None = None
-            stopping = False
-
-            def on_sigterm(signum: int, frame: object) -> None:
-                if stopping:  # shutdown already under way
-                    return
-                if trainer is not None:
-                    trainer.interrupted_by = "SIGTERM"
-                    trainer.stop_requested = True
-                stop_as_ctrl_c(signum, frame)
-
-            # SIGTERM (a scheduler, `kill`) stops the run as Ctrl-C does: trials cancelled, sandboxes
-            # reclaimed, the run directory marked "interrupted".
-            signal.signal(signal.SIGTERM, on_sigterm)
+            run: Run | None = None
             try:
-                trainer = Trainer(spec, spec.model_dump(mode="json", by_alias=True))
-                trainer.run()
+                # SIGTERM and SIGHUP stop the run as Ctrl-C does: trials cancelled, sandboxes reclaimed, the
+                # run directory marked "interrupted".
+                with stop_signals() as token:
+                    run = Run(spec, spec.model_dump(mode="json", by_alias=True), stop=token)
+                    run.run()
             except KeyboardInterrupt:
-                # A second Ctrl-C during shutdown must not print tracebacks from library atexit hooks.
-                stopping = True
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                where = trainer.run_dir if trainer is not None else None
+                where = run.run_dir if run is not None else None
                 err_console.print(
                     "[bold yellow]interrupted:[/] "
                     + (

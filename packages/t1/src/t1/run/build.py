@@ -1,0 +1,113 @@
+"""Build a run's components from the recipe, each through its seam's registry.
+
+The loop never names a backend class: the engine, the sandbox and the trainer backend are whatever the
+registries hold for ``engine.kind``, ``sandbox.kind`` and ``trainer.backend``, each built by its own
+``from_spec``. Heavy imports (torch, transformers) happen here, not when the CLI starts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from t1_spec import PoolSpec, Recipe
+from t1_tasks import Pool
+
+
+@dataclass
+class Components:
+    """Everything one run uses, built once before its first step.
+
+    Attributes:
+        pool: the training pool.
+        warmup_pool: the critic warm-up pool (the training pool unless ``critic_warmup.pool`` names one).
+        warmup_pool_spec: the spec of ``warmup_pool`` (its shuffle and seed order the warm-up draws).
+        tito: the tokenizer and chat template session that stitches samples.
+        engine: the inference engine (``engine.kind``).
+        backend: the trainer backend (``trainer.backend``).
+        sandbox_factory: makes one fresh sandbox per trial (``sandbox.kind``).
+        sampling, harness, limits, scheduler: the rollout settings, built from the recipe's sections.
+    """
+
+    pool: Pool
+    warmup_pool: Pool
+    warmup_pool_spec: PoolSpec
+    tito: Any
+    engine: Any
+    backend: Any
+    sandbox_factory: Callable[[], Any]
+    sampling: Any
+    harness: Any
+    limits: Any
+    scheduler: Any
+
+
+def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
+    """The training pool and the warm-up pool, each large enough for one step of distinct tasks.
+
+    Raises:
+        ValueError: ``rollout.launched`` exceeds a pool's tasks (one step would run a task twice; T1: one
+            sample per task per step), naming ``pool.limit`` when that is what cut the pool.
+    """
+    from t1_tasks import load_pool
+
+    r = recipe
+    pool = load_pool(r.pool.source, limit=r.pool.limit)
+    warm = r.critic_warmup.pool or r.pool
+    warmup_pool = pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
+    for name, p, spec in (("pool", pool, r.pool), ("critic_warmup.pool", warmup_pool, warm)):
+        if r.rollout.launched > len(p):
+            limited = f" (cut to {spec.limit} by {name}.limit)" if spec.limit is not None else ""
+            raise ValueError(
+                f"rollout.launched={r.rollout.launched} exceeds the {len(p)} tasks of {name} "
+                f"{p.source!r}{limited}: one step would run a task more than once (T1: one sample "
+                "per task per step); lower rollout.launched (and rollout.admitted, ppo.batch_size) "
+                "or use more tasks"
+            )
+    return pool, warmup_pool, warm
+
+
+def build(recipe: Recipe) -> Components:
+    """Load the pools, the tokenizer, the policy model, the engine and the trainer backend.
+
+    The engine and the trainer's actor start from the same seeded weights (one build, one deep copy), so the
+    first step's samples are scored by exactly the sampler's policy.
+
+    Raises:
+        ValueError: a pool is too small for one step (see `load_pools`), or a path in the recipe is unusable.
+    """
+    import torch
+
+    from t1_policy import build_model
+    from t1_rollout.engine import ENGINES, SamplingParams
+    from t1_rollout.harness import HarnessConfig
+    from t1_rollout.sandbox import SANDBOXES
+    from t1_rollout.scheduler import SchedulerConfig
+    from t1_rollout.trial import TrialLimits
+    from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+    from t1_trainer.base import TRAINER_BACKENDS
+
+    r = recipe
+    pool, warmup_pool, warm = load_pools(r)
+    tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
+    model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
+    engine = ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed)
+    backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
+    sandbox_cls = SANDBOXES.load(r.sandbox.kind)
+    return Components(
+        pool=pool,
+        warmup_pool=warmup_pool,
+        warmup_pool_spec=warm,
+        tito=tito,
+        engine=engine,
+        backend=backend,
+        sandbox_factory=lambda: sandbox_cls.from_spec(r.sandbox),
+        sampling=SamplingParams.from_spec(
+            r.engine.sampling, max_new_tokens=r.rollout.max_new_tokens, seed=r.seed
+        ),
+        harness=HarnessConfig.from_spec(r.rollout),
+        limits=TrialLimits.from_spec(r.rollout),
+        scheduler=SchedulerConfig.from_spec(r.rollout),
+    )

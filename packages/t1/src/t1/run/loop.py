@@ -1,0 +1,307 @@
+"""The embedded training loop: rollout, reward, TITO samples, critic then actor, publish; once per step.
+
+One step (T1 §2, Fig. 2): the scheduler launches ``rollout.launched`` trials on tasks taken in the pool's
+per-epoch seeded order, admits the first ``rollout.admitted`` that finish and cancels the tail (§7.4); every
+admitted trial is stitched into samples whose four streams stay aligned (§4.1); the trainer computes the
+critic's pre-update values, GAE, updates the critic and then the actor with routing replay (§4.2, §4.5); the
+new actor weights are published to the engine with generation quiesced, so its weight version advances by one
+(Appendix 12). Critic warm-up (§4.5) runs the same step with the critic update only and no publication.
+
+The embedded loop runs rollout and training one after the other on the same CPU, so every sample of step
+``t`` was drawn by policy version ``t`` (staleness 0). The one-step asynchronous pipeline of the paper
+(rollout of step ``t+1`` overlapping training of step ``t`` on disjoint devices) is not built yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.console import Console
+
+from t1.run import console as out
+from t1.run.build import Components, build
+from t1.run.preflight import require
+from t1.run.run_dir import RunDir
+from t1.run.signals import SIGNAL_NAMES, StopToken, run_interruptible
+from t1_spec import Recipe
+
+Phase = Literal["critic_warmup", "ppo"]
+
+
+@dataclass
+class RunSummary:
+    """What a finished run reports.
+
+    Attributes:
+        run_dir: the run directory.
+        steps: PPO steps completed.
+        warmup_steps: critic warm-up steps completed.
+        wall_s: wall time per stage, seconds (``setup``, ``warmup``, ``rollout``, ``train``, ``publish``,
+            ``total``).
+        last_metrics: the last step's metrics row.
+    """
+
+    run_dir: Path
+    steps: int = 0
+    warmup_steps: int = 0
+    wall_s: dict[str, float] = field(default_factory=dict)
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+class RunFailed(RuntimeError):
+    """A run stopped because a step had nothing to train on; the run directory says why (``status.json``)."""
+
+
+def trial_seed(seed: int, label: str, launch_index: int) -> int:
+    """A sampling seed for one trial, stable across runs: a hash of the recipe seed, the step and the slot."""
+    return zlib.crc32(f"{seed}:{label}:{launch_index}".encode()) & 0x7FFFFFFF
+
+
+def planned_steps(recipe: Recipe, pool_size: int) -> int:
+    """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer.
+
+    A pass counts the tasks drawn, ``rollout.launched`` per step: a cancelled trial used up its task's turn in
+    the epoch (the oversampling tail is lost signal, T1 §10), as in the task stream itself. Only whole steps
+    that fit in ``epochs`` passes run (floor), so no step reaches into a pass beyond them; the tasks left over
+    at the end are not drawn.
+    """
+    by_epochs = pool_size * recipe.ppo.epochs // recipe.rollout.launched
+    return by_epochs if recipe.ppo.steps is None else min(recipe.ppo.steps, by_epochs)
+
+
+def warmup_steps(recipe: Recipe, pool_size: int) -> int:
+    """Critic warm-up steps: launched trials enough to cover the warm-up pool ``critic_warmup.epochs`` times.
+
+    Rounded up, so every task of the warm-up pool is drawn in each warm-up epoch (T1 §4.5).
+    """
+    return -(-pool_size * recipe.critic_warmup.epochs // recipe.rollout.launched)
+
+
+class Run:
+    """One training run of a recipe: preflight, build, critic warm-up, PPO steps, final weights.
+
+    Args:
+        recipe: the validated recipe.
+        resolved: the resolved recipe as plain data (written into the run directory).
+        console: where progress and the per-step table go.
+        stop: the stop token the signal handlers set (`t1.run.signals.stop_signals`).
+
+    Raises:
+        PreflightError: the recipe cannot run here (a backend not built, a setting the loop does not run, a
+            host prerequisite missing, a plan the capacity model refuses), before any work.
+    """
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        resolved: dict[str, Any],
+        console: Console | None = None,
+        stop: StopToken | None = None,
+    ) -> None:
+        self.recipe = recipe
+        self.resolved = resolved
+        self.console = console or out.run_console()
+        self.stop = stop or StopToken()
+        self.preflight = require(recipe)
+        self.rundir: RunDir | None = None
+        self.parts: Components | None = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory, once start-up has created it (None before)."""
+        return self.rundir.root if self.rundir is not None else None
+
+    def run(self) -> RunSummary:
+        """Run critic warm-up (if enabled) and the PPO steps; write the run directory.
+
+        ``status.json`` in the run directory says how the run ended: ``finished``, ``failed`` (with the error)
+        or ``interrupted`` (with the signal), with the steps completed. The run directory is created after
+        the components are built, so a recipe that fails to build leaves nothing behind.
+
+        Returns:
+            The `RunSummary`.
+
+        Raises:
+            RunFailed: a step had no finished trial to train on (no weights are written).
+            ValueError: a pool too small for one step, or an unusable ``logging.run_root``.
+            KeyboardInterrupt: on Ctrl-C, SIGTERM or SIGHUP, after marking the run directory
+                ``interrupted``; the sandboxes of the trials in flight are reclaimed first.
+        """
+        t_total = time.monotonic()
+        for note in self.preflight.notes:
+            self.console.print(f"[dim]note {note}[/]", highlight=False, soft_wrap=True)
+        self.parts = build(self.recipe)
+        r = self.recipe
+        try:
+            self.rundir = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+        except OSError as exc:
+            raise ValueError(
+                f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
+            ) from None
+        summary = RunSummary(run_dir=self.rundir.root)
+        summary.wall_s["setup"] = time.monotonic() - t_total
+        # "running" until the end: a run killed outright (SIGKILL, power loss) still says it did not finish
+        self.rundir.write_status("running", 0, None)
+        try:
+            self._run_steps(summary)
+        except KeyboardInterrupt:
+            reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's Ctrl-C handler records none
+            self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
+            raise
+        except BaseException as exc:
+            self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+            raise
+        summary.wall_s["total"] = time.monotonic() - t_total
+        self.rundir.write_status("finished", summary.steps, None)
+        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
+        return summary
+
+    def _run_steps(self, summary: RunSummary) -> None:
+        from t1_tasks import StepTasks
+        from t1_trainer.weights import save_weights
+
+        r, parts = self.recipe, self.parts
+        steps = planned_steps(r, len(parts.pool))
+        self.console.print(
+            f"[bold]t1 train[/] {r.name}: {len(parts.pool)} tasks, {steps} steps, "
+            f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.rundir.root}"
+        )
+        for key in ("warmup", "rollout", "train", "publish"):
+            summary.wall_s[key] = 0.0
+
+        if r.critic_warmup.enabled:
+            warm = warmup_steps(r, len(parts.warmup_pool))
+            stream = StepTasks.from_spec(parts.warmup_pool, parts.warmup_pool_spec)
+            for w in range(warm):
+                t0 = time.monotonic()
+                row = self._step("critic_warmup", w, stream)
+                summary.wall_s["warmup"] += time.monotonic() - t0
+                summary.warmup_steps += 1
+                ev = out.fmt(row.get("critic/explained_variance"))
+                self.console.print(f"critic warm-up {w + 1}/{warm}: EV {ev}")
+
+        stream = StepTasks.from_spec(parts.pool, r.pool)
+        every = r.trainer.checkpoint_every
+        for step in range(steps):
+            self.stop.check()
+            row = self._step("ppo", step, stream)
+            for key in ("rollout", "train", "publish"):
+                summary.wall_s[key] += row["wall_s"][key]
+            summary.steps += 1
+            summary.last_metrics = row
+            if every and summary.steps % every == 0 and summary.steps < steps:
+                save_weights(parts.backend, self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}")
+            self.rundir.write_status("running", summary.steps, None)
+            out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
+
+        save_weights(parts.backend, self.rundir.root)
+
+    def _step(self, phase: Phase, index: int, stream: Any) -> dict[str, Any]:
+        """One step of ``phase``: roll out a batch, update (critic only in warm-up), publish after PPO.
+
+        Returns:
+            The step's metrics row, already appended to ``metrics.jsonl``.
+        """
+        from t1_trainer.publish import publish_weights
+
+        from t1_trainer.step import critic_warmup_step, ppo_step
+
+        r, parts = self.recipe, self.parts
+        label = f"warmup-{index:04d}" if phase == "critic_warmup" else f"step-{index:04d}"
+        t_step = time.monotonic()
+        batch, samples = self._collect(stream, label)
+        t_rollout = time.monotonic() - t_step
+
+        self.stop.check()
+        t0 = time.monotonic()
+        update = critic_warmup_step if phase == "critic_warmup" else ppo_step
+        train_metrics = update(parts.backend, samples, r.ppo)
+        t_train = time.monotonic() - t0
+
+        row: dict[str, Any] = {"phase": phase, "step": index, "epochs": sorted(set(batch.epochs))}
+        wall = {"rollout": t_rollout, "train": t_train}
+        if phase == "ppo":
+            wall["publish"] = publish_weights(parts.backend, [parts.engine])
+            row["weight_version_after"] = parts.engine.weight_version
+        row.update(batch.metrics())
+        row["batch_shortfall"] = r.rollout.admitted - len(batch.admitted)
+        row.update(_plain(train_metrics))
+        row["wall_s"] = {**wall, "step": time.monotonic() - t_step}
+        self.rundir.append_metrics(row)
+        return row
+
+    async def _rollout(self, stream: Any, label: str) -> Any:
+        """Collect one oversampled batch; each trial's record is written as soon as it ends."""
+        from t1_rollout.scheduler import collect_batch
+        from t1_rollout.trial import TrialRecord, run_trial
+
+        parts = self.parts
+
+        async def run_one(task: Any, record: TrialRecord) -> TrialRecord:
+            # Each trial samples with its own seed, fixed by the recipe seed, the step and its launch slot.
+            sampling = dataclasses.replace(
+                parts.sampling, seed=trial_seed(self.recipe.seed, label, record.launch_index)
+            )
+            try:
+                rec = await run_trial(
+                    task,
+                    sandbox_factory=parts.sandbox_factory,
+                    engine=parts.engine,
+                    tito=parts.tito,
+                    sampling=sampling,
+                    harness=parts.harness,
+                    limits=parts.limits,
+                    reward_spec=self.recipe.reward,
+                    out_dir=self.rundir.verifier_dir,
+                    record=record,
+                )
+            finally:
+                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+            self.stop.check()
+            out.print_trial(self.console, label, rec)
+            return rec
+
+        batch = await collect_batch(stream, run_one, parts.scheduler)
+        for rec in batch.cancelled:  # cancelled before they started never reached run_one
+            if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+                self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
+        return batch
+
+    def _collect(self, stream: Any, label: str) -> tuple[Any, list[Any]]:
+        """Roll out one batch; refuse to go on when nothing finished, and say when the batch is short."""
+        batch = run_interruptible(self._rollout(stream, label))  # SIGTERM cancels it (t1.run.signals)
+        samples = [s for rec in batch.admitted for s in rec.samples]
+        wanted = self.recipe.rollout.admitted
+        if not samples:
+            causes = Counter(rec.cause for rec in batch.failed)
+            top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
+            raise RunFailed(
+                f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
+                f"Every trial's cause is in {self.rundir.root / 'trajectories' / label}"
+            )
+        if len(batch.admitted) < wanted:
+            self.console.print(
+                f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
+                f"({len(batch.failed)} failed); training on what finished",
+                highlight=False,
+            )
+        return batch, samples
+
+
+def _plain(metrics: Any) -> dict[str, Any]:
+    """Turn a metrics object (dict or dataclass) into a flat dict of JSON-ready values."""
+    if hasattr(metrics, "as_dict"):
+        metrics = metrics.as_dict()
+    elif dataclasses.is_dataclass(metrics):
+        metrics = dataclasses.asdict(metrics)
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
+
+
+__all__ = ["Run", "RunFailed", "RunSummary", "planned_steps", "trial_seed", "warmup_steps"]

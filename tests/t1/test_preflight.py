@@ -1,0 +1,107 @@
+"""One preflight for `t1 recipe validate` and `t1 train`: same checks, same words, before any work."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from t1.cli import app
+from t1.run import PreflightError, Run, preflight
+from t1_spec import load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "recipes" / "tiny-cpu.yaml"
+RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
+
+
+def test_the_tiny_recipe_is_runnable_here():
+    verdict = preflight(load_recipe(TINY))
+    assert verdict.ok, verdict.problems
+    assert any(n.startswith("rollout.compaction_threshold_tokens") for n in verdict.notes)
+
+
+def test_missing_bubblewrap_is_named_with_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    problems = [p for p in preflight(load_recipe(TINY)).problems if p.startswith("sandbox.kind 'local'")]
+    assert problems and any("apt-get install bubblewrap" in p for p in problems)
+    with pytest.raises(PreflightError, match="bubblewrap"):
+        Run(load_recipe(TINY), {})
+
+
+def test_a_cuda_device_torch_cannot_see_is_refused_naming_the_field():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    problems = preflight(load_recipe(TINY, ["trainer.device=cuda:0"])).problems
+    assert any(p.startswith("trainer.device 'cuda:0'") for p in problems), problems
+
+
+def test_unbuilt_ppo_settings_are_listed_up_front():
+    overrides = ["ppo.routing_replay=false", "ppo.kl_coef=0.1", "ppo.normalize_advantages=true"]
+    problems = preflight(load_recipe(TINY, overrides)).problems
+    assert [p.split()[0].rstrip(":") for p in problems] == ["ppo.normalize_advantages", "ppo.kl_coef"]
+
+
+def test_a_backend_kind_without_a_registry_entry_is_refused_once_naming_the_field():
+    problems = preflight(load_recipe(REPO / "recipes" / "t1-122b.yaml")).problems
+    for field in ("engine.kind 'sglang'", "sandbox.kind 'daytona'", "trainer.backend 'megatron'"):
+        assert sum(p.startswith(field) for p in problems) == 1, (field, problems)
+
+
+def test_a_plan_the_capacity_model_refuses_is_refused_before_any_sandbox(tmp_path):
+    # M = 5 GiB: the tiny actor needs about 10 GiB (3 GiB of it allocator residue, T1 §7.1)
+    recipe = load_recipe(TINY, ["plan.memory_budget_gib=5", f"logging.run_root={tmp_path}"])
+    (line,) = [p for p in preflight(recipe).problems if p.startswith("plan")]
+    assert "logit_buffer" in line or "allocator_residue" in line, line
+    with pytest.raises(PreflightError):
+        Run(recipe, {})
+    assert not any(tmp_path.iterdir())
+
+
+def test_checkpoint_every_default_is_runnable_and_optimizer_state_is_refused():
+    assert preflight(load_recipe(TINY, ["trainer.checkpoint_every=10"])).ok
+    problems = preflight(load_recipe(TINY, ["trainer.checkpoint_optimizer=true"])).problems
+    assert [p.split(":")[0] for p in problems] == ["trainer.checkpoint_optimizer"]
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
+def test_validate_and_train_agree_on_every_shipped_recipe(recipe, tmp_path):
+    """validate exits 0 exactly when train's preflight accepts; otherwise both print the same lines."""
+    verdict = preflight(load_recipe(recipe))
+    runner = CliRunner()
+    checked = runner.invoke(app, ["recipe", "validate", str(recipe)])
+    if verdict.ok:
+        assert checked.exit_code == 0, checked.output
+        return
+    assert checked.exit_code == 1, checked.output
+    trained = runner.invoke(app, ["train", str(recipe), f"logging.run_root={tmp_path}"])
+    assert trained.exit_code == 1
+    for line in verdict.problems:
+        assert line in checked.output and line in trained.output
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("ppo.normalize_advantages=true", "ppo.normalize_advantages"),
+        ("ppo.micro_batch_size=3", "ppo.micro_batch_size"),
+    ],
+)
+def test_settings_validate_once_accepted_and_train_refused_are_refused_by_both(override, field, tmp_path):
+    runner = CliRunner()
+    checked = runner.invoke(app, ["recipe", "validate", str(TINY), override])
+    trained = runner.invoke(app, ["train", str(TINY), override, f"logging.run_root={tmp_path}"])
+    assert checked.exit_code != 0 and trained.exit_code != 0
+    assert field in checked.output and field in trained.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_spec_only_validation_skips_the_preflight():
+    production = str(REPO / "recipes" / "t1-122b.yaml")
+    result = CliRunner().invoke(app, ["recipe", "validate", production, "--spec-only"])
+    assert result.exit_code == 0, result.output
