@@ -20,7 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 def test_tiny_cpu_one_step_writes_the_run_directory(tmp_path):
     result = CliRunner().invoke(
         app,
-        ["train", str(REPO / "recipes/tiny-cpu.yaml"), "ppo.steps=1", f"logging.run_root={tmp_path}"],
+        [
+            "train",
+            str(REPO / "recipes/tiny-cpu.yaml"),
+            "ppo.steps=1",
+            "trainer.checkpoint_every=1",
+            f"logging.run_root={tmp_path}",
+        ],
     )
     assert result.exit_code == 0, result.output
     (run,) = tmp_path.iterdir()
@@ -64,6 +70,10 @@ def test_tiny_cpu_one_step_writes_the_run_directory(tmp_path):
     assert any((run / "verifier").iterdir())
     assert (run / "weights" / "actor.safetensors").stat().st_size > 0
     assert (run / "weights" / "critic.safetensors").stat().st_size > 0
+    # trainer.checkpoint_every=1: the step's weights are also kept as a checkpoint, equal to the final ones
+    checkpoint = run / "checkpoints" / "step-0001" / "weights"
+    for name in ("actor.safetensors", "critic.safetensors"):
+        assert (checkpoint / name).read_bytes() == (run / "weights" / name).read_bytes()
     assert json.loads((run / "status.json").read_text())["status"] == "finished"
 
 

@@ -1,14 +1,15 @@
 """Pool validation: every reference solution passes every assertion; a do-nothing agent does not.
 
-Behind ``t1 tasks validate``; T1 §3 (task audit: a verifier that the empty trajectory satisfies rewards nothing
-the agent did, so it is reported as weak).
+Behind ``t1 tasks validate``; T1 §3 (task audit: a verifier that the empty trajectory satisfies rewards
+nothing the agent did, so it is reported as weak).
 
 Deadlines here are the task's own: ``solution/solve.sh`` runs under ``task.toml``'s ``[agent] timeout_sec``
 and the verifier under ``[verifier] timeout_sec`` (``Task.agent_timeout_s``, ``Task.verifier_timeout_s``).
 This is the only place they apply; training uses the recipe's ``rollout.agent_deadline_s`` and
 ``rollout.verifier_deadline_s`` for every task. Sandbox limits are the ``sandbox_factory``'s (``t1 tasks
-validate``: the defaults of ``LocalSandboxSpec``); ``task.toml``'s ``[environment]`` is not used. Broken bundles never
-reach this module: ``load_pool(..., strict=False)`` lists them in ``Pool.broken`` and the CLI reports them.
+validate``: the defaults of ``LocalSandboxSpec``); ``task.toml``'s ``[environment]`` is not used. Broken
+bundles never reach this module: ``load_pool(..., strict=False)`` lists them in ``Pool.broken`` and the CLI
+reports them.
 
 The expected number of assertions is ``Task.n_assertions``, counted statically from ``tests/*.py`` (test
 functions and ``Test*`` methods times literal ``parametrize`` cases). When it is unknown (None: parametrize

@@ -22,9 +22,10 @@ class TrainerSpec(Spec):
     ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)
-    """Save a checkpoint every this many steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).
-    Checkpointing is not built yet: the embedded loop reads neither this nor ``checkpoint_optimizer``."""
+    """Save a checkpoint every this many PPO steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).
+    A checkpoint holds the actor and critic weights (``checkpoints/step-NNNN/weights/`` in the run directory;
+    the final weights go to ``weights/``); resuming a run from one is not built yet."""
 
     checkpoint_optimizer: bool = False
     """Also save optimizer state. Off in the paper: weights only, so a crash means restart rather than resume,
-    traded for cost (T1 §7)."""
+    traded for cost (T1 §7). Not built yet: ``t1 train`` refuses ``true``."""

@@ -189,7 +189,7 @@ class TorchBackend:
         """
         if not self.ppo.routing_replay:
             return {}
-        from t1_r3 import RoutingMismatchError, replay_routing
+        from t1_r3 import RoutingMismatchError, check_routing, replay_routing
 
         errors: dict[int, str] = {}
         for i, s in enumerate(samples):
@@ -197,15 +197,10 @@ class TorchBackend:
             if s.routing is None:
                 errors[i] = f"sample {name}: routing record missing; R3 cannot replay it (T1 §4.3: aborted)"
                 continue
-            rows = int(np.asarray(s.routing).shape[0]) if np.asarray(s.routing).ndim == 3 else -1
-            if rows != len(s.token_ids) - 1:
-                errors[i] = (
-                    f"sample {name}: routing has {rows} rows for {len(s.token_ids)} tokens "
-                    "(need tokens - 1); record and stream are misaligned (aborted)"
-                )
-                continue
             try:
-                with replay_routing(self.actor, _as_routing(s.routing)):
+                routing = _as_routing(s.routing)
+                check_routing(routing, num_tokens=len(s.token_ids))
+                with replay_routing(self.actor, routing):
                     pass  # entering validates layers, top-k and expert ids against the model
             except RoutingMismatchError as e:
                 errors[i] = f"sample {name}: {e} (aborted)"

@@ -196,7 +196,7 @@ class Run:
                 summary.wall_s[key] += row["wall_s"][key]
             summary.steps += 1
             summary.last_metrics = row
-            if every and summary.steps % every == 0 and summary.steps < steps:
+            if every and summary.steps % every == 0:
                 save_weights(parts.backend, self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}")
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
@@ -210,7 +210,6 @@ class Run:
             The step's metrics row, already appended to ``metrics.jsonl``.
         """
         from t1_trainer.publish import publish_weights
-
         from t1_trainer.step import critic_warmup_step, ppo_step
 
         r, parts = self.recipe, self.parts

@@ -10,6 +10,7 @@ Layout::
         verifier/<trial_id>/     the verifier's reports and logs as read back (ctrf.json, *.xml, reward.json,
                                  test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
         weights/actor.safetensors, weights/critic.safetensors   the final weights
+        checkpoints/step-NNNN/weights/   the same, every trainer.checkpoint_every PPO steps
 """
 
 from __future__ import annotations
