@@ -30,7 +30,7 @@ def test_validate_accepts_the_tiny_recipe() -> None:
 
 
 def test_validate_prints_paper_departures_as_notes() -> None:
-    # a cluster ablation: valid, so --spec-only exits 0; its preflight (exit 1 here) is tested in test_preflight
+    # a cluster ablation: valid, so --spec-only exits 0; its preflight (exit 1 here): see test_preflight
     res = run("validate", str(ROOT / "recipes" / "no-r3.yaml"), "--spec-only")
     assert res.exit_code == 0, res.output
     assert "ppo.routing_replay" in res.stdout

@@ -11,7 +11,6 @@ import pytest
 from t1_spec import (
     DaytonaSandboxSpec,
     DockerSandboxSpec,
-    EvaluationSpec,
     HarborSandboxSpec,
     LivenessSpec,
     PoolSpec,
@@ -50,7 +49,6 @@ def test_compaction_threshold_says_proactive_compaction_is_not_built() -> None:
         DaytonaSandboxSpec,
         HarborSandboxSpec,
         SGLangEngineSpec,
-        EvaluationSpec,
         LivenessSpec,
     ],
 )

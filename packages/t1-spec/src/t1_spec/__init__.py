@@ -27,7 +27,7 @@ from t1_spec.loading import (
 from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import PARAM_TOLERANCE, LayerType, ModelSpec
 from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
-from t1_spec.pool import PoolSpec
+from t1_spec.pool import PoolAuditSpec, PoolSpec
 from t1_spec.ppo import AdvantageSpec, GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
 from t1_spec.recipe import Recipe
 from t1_spec.registry import BackendNotBuilt, Registry
@@ -73,6 +73,7 @@ __all__ = [
     "ModelSpec",
     "PPOSpec",
     "PlanSpec",
+    "PoolAuditSpec",
     "PoolSpec",
     "Problem",
     "RatioRewardSpec",

@@ -8,17 +8,19 @@ from t1_spec._base import Spec, Violation, raise_if
 
 
 class EvaluationSpec(Spec):
-    """Periodic held-out evaluation: Terminus-2 on Harbor, one configuration for all suites (T1 §6).
+    """Held-out evaluation: one configuration for all suites (T1 §6).
 
-    Not built yet: the section validates, but the training loop runs no evaluation whether ``enabled`` is
-    set or not.
+    Used by ``t1 eval`` and, when ``enabled``, by the training loop every ``every_steps`` PPO steps.
     """
 
     enabled: bool = False
     """Run evaluation during training."""
 
     suites: list[str] = Field(default_factory=list)
-    """Benchmarks to evaluate, e.g. ``["terminal-bench@2.1"]`` (T1 §6: TB 2.1, Long-Horizon TB, TB Hard)."""
+    """Evaluation pools, each a pool source as ``pool.source`` takes it (``"builtin:mini"`` or a directory of
+    task bundles, e.g. a local copy of Terminal-Bench 2.1). The paper evaluates TB 2.1, Long-Horizon TB and TB
+    Hard (T1 §6); a registry name such as ``"terminal-bench@2.1"`` is not resolvable here (nothing is
+    downloaded at run time): give the directory."""
 
     every_steps: int = Field(default=10, gt=0)
     """Evaluate every this many rollout steps (steps). 10 (T1 §6.3, Fig. 12)."""

@@ -10,6 +10,20 @@ from pydantic import Field, model_validator
 from t1_spec._base import Spec, Violation, raise_if
 
 
+class PoolAuditSpec(Spec):
+    """The audit a pool must have passed before a run trains on it (T1 §3.2, Fig. 4)."""
+
+    file: str
+    """The JSONL file that ``t1 tasks audit`` wrote for this pool (one row per task: the eight dimension
+    scores, the QualityScore, hard rejects). A relative path resolves against the current working
+    directory."""
+
+    min_score: float = Field(default=3.0, ge=1, le=5)
+    """Lowest QualityScore a task may have to be trained on (score on the rubric's 1-5 scale). Tasks below it,
+    below a dimension's critical minimum, or hard-rejected are left out of the pool, and a task the audit file
+    does not list refuses the run. 3.0, chosen (the paper selects by rank, not by a published cut)."""
+
+
 class PoolSpec(Spec):
     """A task pool and the order in which its tasks are handed out."""
 
@@ -42,6 +56,16 @@ class PoolSpec(Spec):
     limit: int | None = Field(default=None, gt=0)
     """Use only the first ``limit`` tasks (tasks), after ordering, before shuffling); ``None`` uses the whole
     pool."""
+
+    audit: PoolAuditSpec | None = None
+    """Require an audit of the pool (``t1 tasks audit``) and train only on the tasks it admits; ``None``
+    trains on every task of the pool (T1 §3.2 audits T1-15k before any training)."""
+
+    max_eval_overlap: float = Field(default=0.8, gt=0, le=1)
+    """Largest estimated Jaccard similarity (fraction, MinHash over word 5-grams of instruction and tests)
+    that a training task may have with any task of the evaluation pools (``evaluation.suites``); ``t1 train``
+    refuses a pool with a closer pair. The paper's pool is out of distribution by construction (T1 §3); 0.8,
+    chosen (a common near-duplicate threshold)."""
 
     @model_validator(mode="after")
     def _check(self) -> PoolSpec:
