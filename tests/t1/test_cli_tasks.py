@@ -329,3 +329,128 @@ def test_validate_verifier_timeout_of_half_a_second_is_printed_as_such(tmp_path)
     text = " ".join(result.stdout.split())
     assert "verifier timed out after 0.5 s (verifier.timeout_sec in task.toml)" in text
     assert "after 0 s" not in text
+
+
+# ------------------------------------------------------------ stats: record, recipe, --json, --png
+
+
+def _two_task_pool(root: Path) -> Path:
+    _task(root, "a-hello", GOOD)  # 3 assertions
+    _task(root, "b-parametrized", PARAMETRIZED)  # 4 assertions
+    return root
+
+
+def _write_record(path: Path, observed: dict[str, tuple[int, str]]) -> Path:
+    import datetime
+
+    from t1_tasks import ValidationRecord, write_record
+    from t1_tasks.validation import CheckRecord, TaskRecord
+
+    def check(total, source, solve):
+        return CheckRecord(
+            passed=total, total=total, report_source=source, solve_s=solve, verifier_s=2.0, duration_s=3.0
+        )
+
+    rows = tuple(
+        TaskRecord(id=tid, verdict="ok", oracle=check(n, src, 0.5), nop=check(n, src, None))
+        for tid, (n, src) in observed.items()
+    )
+    record = ValidationRecord(
+        pool="test", created=datetime.datetime.now(datetime.UTC), t1_version="0", duration_s=1.0, tasks=rows
+    )
+    return write_record(record, path)
+
+
+def test_stats_json_has_the_documented_keys_and_the_suggested_scale(tmp_path):
+    import json
+    import math
+
+    import numpy as np
+
+    root = _two_task_pool(tmp_path / "pool")
+    result = runner.invoke(app, ["tasks", "stats", str(root), "--json", "--recipe", "recipes/tiny-cpu.yaml"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in ("median", "p90", "max", "suggested_scale", "recipe_scale", "n_tasks", "categories"):
+        assert key in data, key
+    for key in ("difficulties", "per_assertion_report_fraction", "runtimes"):
+        assert key in data, key
+    assert data["p90"] == pytest.approx(np.percentile([3, 4], 90))
+    assert data["suggested_scale"] == math.ceil(np.percentile([3, 4], 90)) == 4
+    assert data["recipe_scale"] == 20 and data["n_tasks"] == 2 and data["max"] == 4
+    assert data["per_assertion_report_fraction"] is None and data["runtimes"] == {}
+
+
+def test_stats_with_a_record_prefers_observed_counts_and_shows_report_share_and_runtimes(tmp_path):
+    import json
+
+    root = _two_task_pool(tmp_path / "pool")
+    record = _write_record(
+        tmp_path / "r.json", {"a-hello": (12, "ctrf"), "b-parametrized": (0, "reward.txt")}
+    )
+    result = runner.invoke(app, ["tasks", "stats", str(root), "--validated", str(record), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["max"] == 12 and data["observed"]["n"] == 1  # b fell back to reward.txt: static 4 kept
+    assert data["per_assertion_report_fraction"] == 0.5
+    assert (
+        data["runtimes"]["oracle_solve_s"]["median"] == 0.5 and data["runtimes"]["verifier_s"]["max"] == 2.0
+    )
+    text = runner.invoke(app, ["tasks", "stats", str(root), "--validated", str(record)])
+    assert text.exit_code == 0, text.output
+    out = " ".join(text.stdout.split())
+    assert "per-assertion reports (CTRF or JUnit): 1 of 2 tasks (50%" in out and "93%" in out
+    assert "observed (record" in out and "suggested S = ceil(p90) = 12" in out
+
+
+def test_stats_text_histogram_sums_to_the_task_count_and_old_lines_stay(tmp_path):
+    root = _parametrized_pool(tmp_path / "pool")  # 4 known, 1 unknown
+    result = runner.invoke(app, ["tasks", "stats", str(root)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("histogram (assertions | tasks):")
+    bars = [line for line in lines[start + 1 :] if " | " in line]
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in bars) == 2
+    assert bars[-1].strip().startswith("? |")
+    assert "assertions per task (static): p10 4, p50 4, p90 4, max 4" in result.stdout
+
+
+def test_stats_png_is_a_valid_png(tmp_path):
+    png = tmp_path / "h.png"
+    result = runner.invoke(app, ["tasks", "stats", "--png", str(png), "--recipe", "recipes/tiny-cpu.yaml"])
+    assert result.exit_code == 0, result.output
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and 0 < len(data) < 100_000
+    assert f"histogram written to {png}" in " ".join(result.stdout.split())
+
+
+def test_stats_refuses_a_record_of_another_version_with_exit_2(tmp_path):
+    import json
+
+    record = _write_record(tmp_path / "r.json", {"a-hello": (3, "ctrf")})
+    data = json.loads(record.read_text())
+    data["version"] = "t1-validation/v0"
+    record.write_text(json.dumps(data))
+    result = runner.invoke(app, ["tasks", "stats", "--validated", str(record)])
+    assert result.exit_code == 2, result.output
+    assert "version 't1-validation/v0' is not supported" in result.stderr
+
+
+@needs_bwrap
+def test_validate_record_feeds_stats_the_observed_counts(tmp_path):
+    import json
+
+    from t1_tasks import read_record
+
+    _task(tmp_path / "pool", "hello", GOOD)
+    path = tmp_path / "rec.json"
+    result = runner.invoke(app, ["tasks", "validate", str(tmp_path / "pool"), "--record", str(path)])
+    assert result.exit_code == 0, result.output
+    (row,) = read_record(path).tasks
+    assert (row.id, row.verdict, row.static_assertions) == ("hello", "ok", 3)
+    assert (row.oracle.passed, row.oracle.total, row.oracle.report_source) == (3, 3, "ctrf")
+    assert row.nop.passed < row.nop.total == 3 and row.oracle.solve_s is not None
+    assert row.oracle.verifier_s > 0 and row.nop.solve_s is None
+    stats = runner.invoke(app, ["tasks", "stats", str(tmp_path / "pool"), "--validated", str(path), "--json"])
+    data = json.loads(stats.stdout)
+    assert data["observed"]["max"] == 3 and data["per_assertion_report_fraction"] == 1.0

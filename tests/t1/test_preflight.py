@@ -105,3 +105,26 @@ def test_spec_only_validation_skips_the_preflight():
     production = str(REPO / "recipes" / "t1-122b.yaml")
     result = CliRunner().invoke(app, ["recipe", "validate", production, "--spec-only"])
     assert result.exit_code == 0, result.output
+
+
+def test_evaluation_runs_on_pool_sources_and_refuses_a_benchmark_name_in_one_line(tmp_path):
+    on = ["evaluation.enabled=true", "evaluation.context_tokens=4096", "pool.limit=5"]
+    suite = tmp_path / "suite"
+    shutil.copytree(
+        REPO / "packages/t1-tasks/src/t1_tasks/pools/mini/wordfreq-script", suite / "wordfreq-script"
+    )
+    assert preflight(load_recipe(TINY, [*on, f"evaluation.suites=[{suite}]"])).ok
+    problems = preflight(load_recipe(TINY, [*on, f"evaluation.suites=[{suite},terminal-bench@2.1]"])).problems
+    (line,) = [p for p in problems if p.startswith("evaluation.suites")]
+    assert "'terminal-bench@2.1': not a directory" in line and "give a directory of task bundles" in line
+    problems = preflight(load_recipe(TINY, [*on, f"evaluation.suites=[{tmp_path / 'empty'}]"])).problems
+    assert any(p.startswith("evaluation.suites") for p in problems), problems
+
+
+def test_evaluation_thinking_is_accepted_because_the_template_has_a_thinking_mode():
+    from t1.run.preflight import template_has_thinking
+
+    assert template_has_thinking()
+    assert not [
+        p for p in preflight(load_recipe(TINY, ["evaluation.thinking=true"])).problems if "thinking" in p
+    ]

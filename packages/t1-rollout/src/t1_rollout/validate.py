@@ -20,6 +20,7 @@ still pass every reported assertion and the do-nothing agent fail at least one.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from t1_reward import FallbackCause, Report, read_report
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_rollout.verify import VerifierRun, run_verifier
 from t1_tasks import Pool, Task, format_seconds
+from t1_tasks.validation import PER_ASSERTION_SOURCES, CheckRecord, TaskRecord, ValidationRecord
 
 __all__ = [
     "CheckResult",
@@ -38,6 +40,7 @@ __all__ = [
     "PoolValidation",
     "validate_task",
     "validate_pool",
+    "validation_record",
     "SOLUTION_DIR",
 ]
 
@@ -61,6 +64,13 @@ class CheckResult:
             None.
         duration_s: wall seconds, sandbox creation to reclamation.
         failed_assertions: names of the assertions that did not pass.
+        report_source: where the counts came from (``Report.source``): ``"ctrf"`` or ``"junit"`` for a
+            per-assertion report, ``"reward.json"``, ``"reward.txt"`` or ``"none"`` when only a binary outcome
+            or nothing was written; None when the verifier did not run (build or solution failure).
+        solve_s: wall seconds of ``solution/solve.sh`` (oracle only; None for the do-nothing check or when it
+            did not run).
+        verifier_s: wall seconds of the verifier run (upload, ``tests/test.sh``, download); None when it did
+            not run.
     """
 
     kind: str
@@ -70,6 +80,14 @@ class CheckResult:
     error: str | None
     duration_s: float
     failed_assertions: tuple[str, ...] = ()
+    report_source: str | None = None
+    solve_s: float | None = None
+    verifier_s: float | None = None
+
+    @property
+    def per_assertion_report(self) -> bool:
+        """The verifier wrote a usable per-assertion report (CTRF or JUnit), not only a reward file."""
+        return self.report_source in PER_ASSERTION_SOURCES
 
     @property
     def count_matches(self) -> bool:
@@ -214,6 +232,7 @@ async def _check(
     out_dir = work_dir / task.id / kind
     run: VerifierRun | None = None
     error: str | None = None
+    solve_s: float | None = None
     try:
         sandbox = sandbox_factory()
         ledger.opened += 1
@@ -221,7 +240,9 @@ async def _check(
             await sandbox.start(task.environment_dir, timeout_s=BUILD_TIMEOUT_S)
             if kind == "oracle":
                 await sandbox.upload(task.solution_dir, SOLUTION_DIR, timeout_s=60)
+                solve_started = time.monotonic()
                 solved = await sandbox.exec(f"bash {SOLUTION_DIR}/solve.sh", timeout_s=task.agent_timeout_s)
+                solve_s = time.monotonic() - solve_started
                 if not solved.ok:
                     error = _solve_failed(task, solved)
             if error is None:
@@ -241,8 +262,11 @@ async def _check(
             error=_verifier_failed(task, run, report),
             duration_s=time.monotonic() - started,
             failed_assertions=tuple(o.name for o in report.outcomes if o.status != "passed"),
+            report_source=report.source,
+            solve_s=solve_s,
+            verifier_s=run.duration_s,
         )
-    return CheckResult(kind, 0, 0, task.n_assertions, error, time.monotonic() - started)
+    return CheckResult(kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s)
 
 
 async def validate_task(
@@ -324,4 +348,51 @@ async def validate_pool(
         tasks=tuple(results),
         duration_s=time.monotonic() - started,
         failed=tuple(r.task_id for r in results if not r.ok),
+    )
+
+
+def _check_record(check: CheckResult) -> CheckRecord:
+    return CheckRecord(
+        passed=check.passed,
+        total=check.total,
+        report_source=check.report_source,
+        solve_s=check.solve_s,
+        verifier_s=check.verifier_s,
+        duration_s=check.duration_s,
+        error=check.error,
+        failed_assertions=check.failed_assertions,
+    )
+
+
+def validation_record(result: PoolValidation, pool: Pool, *, t1_version: str) -> ValidationRecord:
+    """The record of ``result`` that ``t1 tasks validate --record`` writes (format: ``t1_tasks.validation``).
+
+    Args:
+        result: what ``validate_pool`` returned for ``pool``.
+        pool: the validated pool; its broken bundles become ``broken`` rows carrying the load error.
+        t1_version: the version of T1 that ran the validation.
+
+    Returns:
+        The record: one row per task and broken bundle, sorted by id, stamped with the current UTC time.
+    """
+    rows = [
+        TaskRecord(
+            id=r.task_id,
+            verdict="ok" if r.ok else "failed",
+            problems=tuple(r.problems),
+            category=pool.get(r.task_id).category,
+            difficulty=pool.get(r.task_id).difficulty,
+            static_assertions=pool.get(r.task_id).n_assertions,
+            oracle=_check_record(r.oracle),
+            nop=_check_record(r.nop),
+        )
+        for r in result.tasks
+    ]
+    rows += [TaskRecord(id=b.id, verdict="broken", problems=(b.message,)) for b in pool.broken]
+    return ValidationRecord(
+        pool=pool.source,
+        created=datetime.datetime.now(datetime.UTC),
+        t1_version=t1_version,
+        duration_s=result.duration_s,
+        tasks=tuple(sorted(rows, key=lambda row: row.id)),
     )

@@ -62,8 +62,9 @@ class PoolSpec(Spec):
     trains on every task of the pool (T1 §3.2 audits T1-15k before any training)."""
 
     max_eval_overlap: float = Field(default=0.8, gt=0, le=1)
-    """Largest estimated Jaccard similarity (fraction, MinHash over word 5-grams of instruction and tests)
-    that a training task may have with any task of the evaluation pools (``evaluation.suites``); ``t1 train``
+    """Largest Jaccard similarity (fraction, over word 5-grams) that a training task may have with any task of
+    the evaluation pools (``evaluation.suites``); instruction and tests are compared apart and the closer part
+    decides, by its exact Jaccard (MinHash only finds candidates, in ``t1 tasks overlap``). ``t1 train``
     refuses a pool with a closer pair. The paper's pool is out of distribution by construction (T1 §3); 0.8,
     chosen (a common near-duplicate threshold)."""
 

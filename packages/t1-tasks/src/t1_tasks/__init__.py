@@ -5,6 +5,10 @@ A bundle is a directory holding ``task.toml``, ``instruction.md``, ``environment
 strict by default (the first broken bundle raises ``TaskError``); ``load_pool(..., strict=False)`` returns
 the good tasks and lists the broken bundles in ``Pool.broken``.
 
+``t1_tasks.stats`` computes a pool's statistics (assertion-count percentiles, the suggested reward scale S,
+mixes, runtimes, histograms; ``t1 tasks stats``) and ``t1_tasks.validation`` defines the validation record
+that ``t1 tasks validate --record`` writes and ``stats --validated`` reads.
+
 ``Task.n_assertions`` is counted statically from ``tests/*.py`` (``t1_tasks.assertions``: test functions
 and ``Test*`` methods times literal ``parametrize`` cases); it is None when only running pytest could tell.
 
@@ -27,20 +31,40 @@ section (for ``kind: local``: ``cpu_time_s``, ``memory_mb``, ``max_processes``, 
 same for every task. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
 """
 
+from t1_tasks.overlap import OverlapPair, find_overlaps
 from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, StepTasks, load_pool, task_stream
+from t1_tasks.stats import PoolReport, percentile, pool_report, suggested_scale
 from t1_tasks.task import Task, TaskError, count_assertions, format_seconds, load_task
+from t1_tasks.validation import (
+    RECORD_VERSION,
+    ValidationRecord,
+    ValidationRecordError,
+    read_record,
+    write_record,
+)
 
 __all__ = [
     "BUILTIN_POOLS",
     "BrokenBundle",
+    "OverlapPair",
     "Pool",
+    "PoolReport",
     "PoolStatistics",
+    "RECORD_VERSION",
     "StepTasks",
     "Task",
     "TaskError",
+    "ValidationRecord",
+    "ValidationRecordError",
     "count_assertions",
+    "find_overlaps",
     "format_seconds",
     "load_pool",
     "load_task",
+    "percentile",
+    "pool_report",
+    "read_record",
+    "suggested_scale",
     "task_stream",
+    "write_record",
 ]

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from t1_spec import PoolSpec
+from t1_tasks.stats import percentile
 from t1_tasks.task import Task, TaskError, load_task
 
 __all__ = ["BUILTIN_POOLS", "BrokenBundle", "Pool", "PoolStatistics", "StepTasks", "load_pool", "task_stream"]
@@ -128,10 +129,14 @@ class Pool:
         return order
 
     def statistics(self) -> PoolStatistics:
-        """Category mix, difficulty mix and assertion-count percentiles of the pool (known counts only)."""
+        """Category mix, difficulty mix and assertion-count percentiles of the pool (known counts only).
+
+        Static counts only; ``t1_tasks.stats.pool_report`` adds the counts and runtimes a validation record
+        observed, the suggested scale S and the per-assertion report share (``t1 tasks stats``).
+        """
         counts = sorted(t.n_assertions for t in self.tasks if t.n_assertions is not None)
         pct = (
-            {"p10": _percentile(counts, 10), "p50": _percentile(counts, 50), "p90": _percentile(counts, 90)}
+            {"p10": percentile(counts, 10), "p50": percentile(counts, 50), "p90": percentile(counts, 90)}
             | {"max": float(counts[-1])}
             if counts
             else {}
@@ -211,14 +216,6 @@ class StepTasks:
             held.add(item[1].id)
         self._deferred.extendleft(reversed(skipped))
         return chosen
-
-
-def _percentile(sorted_values: list[int], q: float) -> float:
-    """Percentile ``q`` in [0, 100] with linear interpolation (numpy's default ``linear`` method)."""
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
 
 
 def builtin_pool_dir(name: str) -> Path:

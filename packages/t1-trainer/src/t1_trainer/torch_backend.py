@@ -22,42 +22,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from t1_policy import Critic, device_problem
 from t1_spec import ModelSpec, PPOSpec, Recipe
 from t1_trainer.algorithms import ppo_policy_loss, value_loss
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 
-__all__ = ["Critic", "TorchBackend"]
-
-
-class Critic(nn.Module):
-    """Full-size critic: the policy's decoder stack plus a scalar value head (T1 §4.5).
-
-    ``V(s_j)``, the value of the state before token j, is read from the hidden state at position j - 1 (the
-    same position whose logits score token j), so ``values[0] = 0`` (position 0 never carries loss).
-
-    Args:
-        body: the decoder (`Qwen3_5MoeTextModel`, ``actor.model``), copied by the caller.
-        hidden_size: its width h.
-        seed: draws the value head, ``normal(0, 1/(h+1))`` (the value-head init of OpenRLHF and SkyRL, so the
-            initial values are near 0).
-    """
-
-    def __init__(self, body: nn.Module, hidden_size: int, *, seed: int) -> None:
-        super().__init__()
-        self.body = body
-        self.value_head = nn.Linear(hidden_size, 1, bias=False)
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            w = torch.randn(self.value_head.weight.shape, generator=gen) / (hidden_size + 1)
-            self.value_head.weight.copy_(w.to(self.value_head.weight.dtype))
-
-    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """Values ``[T]`` float32 of one sample ``token_ids [T]`` (``values[0] = 0``)."""
-        hidden = self.body(input_ids=token_ids[None, :-1], use_cache=False).last_hidden_state[0]
-        v = self.value_head(hidden).squeeze(-1).float()
-        return torch.cat([v.new_zeros(1), v])
+__all__ = ["Critic", "TorchBackend"]  # Critic re-exported from t1_policy, where it lives
 
 
 class TorchBackend:
@@ -167,16 +139,8 @@ class TorchBackend:
             Lines starting with the recipe field path, e.g. ``"ppo.normalize_advantages: advantage whitening
             is not built; ..."``.
         """
-        problems = []
-        device = recipe.trainer.device
-        if device.startswith("cuda"):
-            index = int(device.partition(":")[2] or 0)
-            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-                problems.append(
-                    f"trainer.device {device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here; "
-                    "use 'cpu' or a visible device"
-                )
-        return problems + _unbuilt_ppo(recipe.ppo)
+        unseen = device_problem("trainer.device", recipe.trainer.device)
+        return ([unseen] if unseen else []) + _unbuilt_ppo(recipe.ppo)
 
     # ---- routing ----
 

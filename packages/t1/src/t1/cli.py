@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typer
 
-from t1 import cli_plan, cli_recipe, cli_tasks, cli_train
+from t1 import cli_eval, cli_plan, cli_recipe, cli_tasks, cli_tasks_checks, cli_train  # noqa: F401 - registers
 
 app = typer.Typer(
     name="t1",
@@ -24,8 +24,9 @@ app = typer.Typer(
 )
 app.add_typer(cli_recipe.app, name="recipe")
 app.add_typer(cli_plan.app, name="plan")
-app.add_typer(cli_tasks.app, name="tasks")
+app.add_typer(cli_tasks.app, name="tasks")  # cli_tasks_checks adds audit and overlap to it
 cli_train.register(app)
+cli_eval.register(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

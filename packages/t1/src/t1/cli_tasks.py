@@ -1,4 +1,4 @@
-"""`t1 tasks` verbs: list, stats, validate a task pool.
+"""`t1 tasks` verbs: list, stats, validate a task pool (audit and overlap are in `t1.cli_tasks_checks`).
 
 ``POOL`` is ``builtin:mini`` (the bundled mini pool, default) or a directory of Harbor task bundles. Every
 verb loads the pool with ``load_pool(..., strict=False)``: the good bundles are listed, summarised or
@@ -15,6 +15,7 @@ flight are cancelled and their sandboxes reclaimed first).
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -34,14 +35,18 @@ from t1._errors import (
     reported,
 )
 from t1.run.signals import run_interruptible, stop_signals
+from t1_spec import RecipeError
 from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
     from t1_rollout.validate import CheckResult, SandboxLedger
 
-app = typer.Typer(help="List, summarise and validate task pools (Harbor task bundles).", no_args_is_help=True)
+app = typer.Typer(
+    help="List, summarise, validate, audit and compare task pools (Harbor task bundles).",
+    no_args_is_help=True,
+)
 
-INVALID = (TaskError,)
+INVALID = (TaskError, RecipeError)
 
 PoolArg = Annotated[str, typer.Argument(help="builtin:mini or a directory of task bundles")]
 Limit = Annotated[int | None, typer.Option("--limit", min=1, help="only the first N tasks in stored order")]
@@ -154,38 +159,108 @@ def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug
 
 
 @app.command()
-def stats(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug = False) -> None:
-    """Category and difficulty mix, assertion-count percentiles (T1 §5.2 sets S = 20 near p90).
+def stats(
+    pool: PoolArg = "builtin:mini",
+    validated: Annotated[
+        Path | None,
+        typer.Option("--validated", help="a validation record (t1 tasks validate --record): observed counts"),
+    ] = None,
+    recipe: Annotated[
+        Path | None, typer.Option("--recipe", help="show this recipe's reward.scale beside the suggested S")
+    ] = None,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="write a histogram of assertion counts (PNG)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead")] = False,
+    limit: Limit = None,
+    debug: Debug = False,
+) -> None:
+    """Category and difficulty mix, assertion counts (median, p90, max) and the suggested S = ceil(p90).
 
-    Broken bundles are left out of the statistics and listed with their errors (exit 1).
+    T1 §5.2 sets S = 20 near the p90 of T1-15k. Counts are static (from tests/*.py) and, with --validated,
+    those the verifier reported for the reference solution, which the statistics then prefer; the record
+    also gives the runtimes and how many tasks emit a per-assertion report. Broken bundles are left out of
+    the statistics and listed with their errors (exit 1).
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
+        from t1._stats_view import print_report
+        from t1_tasks import pool_report, read_record
+        from t1_tasks.stats import plot_histogram
+
         p = _load(pool, limit)
-        s = p.statistics()
-        out = _console()
-        unknown = (
-            f" (and {s.assertions_unknown} tasks whose count is known only when run: parametrized over a "
-            "non-literal, fixture params, ...)"
-            if s.assertions_unknown
-            else ""
-        )
-        out.print(f"{p.source}: {s.n_tasks} tasks, {s.assertions_total} assertions{unknown}", soft_wrap=True)
-        table = Table(box=box.SIMPLE)
-        table.add_column("category")
-        table.add_column("tasks", justify="right")
-        for name, count in s.categories.items():
-            table.add_row(name, str(count))
-        out.print(table)
-        out.print("difficulty: " + ", ".join(f"{k} {v}" for k, v in s.difficulties.items()))
-        out.print(
-            "assertions per task: " + ", ".join(f"{k} {v:g}" for k, v in s.assertion_percentiles.items())
-        )
-        _print_broken(out, p, "not counted")
+        record = read_record(validated) if validated is not None else None
+        recipe_scale, recipe_note = _recipe_scale(recipe)
+        r = pool_report(p, record, recipe_scale=recipe_scale)
+        if png is not None:
+            known = [c for c in r.counts.values() if c is not None]
+            if not known or r.summary is None or r.suggested_scale is None:
+                raise ValueError(f"--png {png}: no task of {p.source} has a known assertion count to plot")
+            plot_histogram(
+                known,
+                png,
+                title=f"{p.source}: assertions per task ({len(known)} tasks)",
+                p90=r.summary.p90,
+                scale=r.suggested_scale,
+                recipe_scale=recipe_scale,
+            )
+        if as_json:
+            obj = r.as_json() | {"broken": [{"id": b.id, "error": b.message} for b in p.broken]}
+            typer.echo(json.dumps(obj, indent=2))
+        else:
+            s = p.statistics()
+            out = _console()
+            unknown = (
+                f" (and {s.assertions_unknown} tasks whose count is known only when run: parametrized over a "
+                "non-literal, fixture params, ...)"
+                if s.assertions_unknown
+                else ""
+            )
+            out.print(
+                f"{p.source}: {s.n_tasks} tasks, {s.assertions_total} assertions{unknown}", soft_wrap=True
+            )
+            table = Table(box=box.SIMPLE)
+            table.add_column("category")
+            table.add_column("tasks", justify="right")
+            table.add_column("share", justify="right")
+            for name, count in s.categories.items():
+                table.add_row(name, str(count), f"{count / s.n_tasks:.0%}")
+            out.print(table)
+            out.print("difficulty: " + ", ".join(f"{k} {v}" for k, v in s.difficulties.items()))
+            out.print(
+                "assertions per task (static): "
+                + ", ".join(f"{k} {v:g}" for k, v in s.assertion_percentiles.items())
+            )
+            print_report(
+                out,
+                r,
+                record=validated,
+                record_pool=record.pool if record else None,
+                recipe=recipe,
+                recipe_note=recipe_note,
+            )
+            if png is not None:
+                out.print(f"histogram written to {escape(str(png))}", soft_wrap=True)
+            _print_broken(out, p, "not counted")
         if p.broken:
             code = EXIT_CHECK_FAILED
     if code:
         raise typer.Exit(code)
+
+
+def _recipe_scale(recipe: Path | None) -> tuple[int | None, str | None]:
+    """``--recipe``'s ``reward.scale`` and, for a reward without one (ratio, binary), a note saying so.
+
+    Raises:
+        RecipeError: the recipe does not load or validate (exit 2).
+    """
+    if recipe is None:
+        return None, None
+    from t1_spec import load_recipe
+
+    reward = load_recipe(recipe).reward
+    scale = getattr(reward, "scale", None)
+    return (scale, None) if scale is not None else (None, f"reward.kind {reward.kind} has no scale S")
 
 
 @app.command()
@@ -196,6 +271,9 @@ def validate(
     keep: Annotated[
         Path | None, typer.Option("--keep", help="keep verifier outputs under this directory")
     ] = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="write the validation record (JSON) to this file")
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Run every reference solution (must pass every assertion) and a do-nothing agent (must not).
@@ -205,15 +283,19 @@ def validate(
     next to the validated tasks. A task whose assertion count is not known statically (shown as ``?`` by
     ``list``) is checked against the count its verifier reports. Exit 0 when every bundle is valid, 1
     otherwise (or when this machine cannot run local sandboxes, said once up front), 2 for a ``--keep`` that
-    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed).
+    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed). ``--record FILE`` writes
+    what was observed (per task: verdict, oracle and do-nothing counts, report format, solve and verifier
+    times, failure causes; format in ``t1_tasks.validation``), read by ``t1 tasks stats --validated FILE``.
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
         from t1_rollout.sandbox.base import SandboxError
         from t1_rollout.sandbox.local import LocalSandbox
-        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool
+        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
 
         keep = _keep_dir(keep)
+        if record is not None and record.is_dir():
+            raise ValueError(f"--record {record}: is a directory; give the path of the JSON file to write")
         p = _load(pool, limit)
         if p.tasks and (problems := _sandbox_host_problems()):
             raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
@@ -263,6 +345,11 @@ def validate(
         for key in sorted(rows):  # stored order: bundles are sorted by directory name
             table.add_row(*rows[key])
         out.print(table)
+        if record is not None:
+            from t1_tasks import write_record
+
+            written = write_record(validation_record(result, p, t1_version=_t1_version()), record)
+            out.print(f"validation record written to {escape(str(written))}", soft_wrap=True)
         bad = sorted([r.task_id for r in result.tasks if not r.ok] + [b.id for b in p.broken])
         total = len(result.tasks) + len(p.broken)
         if bad:
@@ -273,6 +360,16 @@ def validate(
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
     if code:
         raise typer.Exit(code)
+
+
+def _t1_version() -> str:
+    """The installed ``t1`` distribution's version (``unknown`` when it is not installed as one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("t1")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _score(check: CheckResult) -> str:

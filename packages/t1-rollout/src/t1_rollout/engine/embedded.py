@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from t1_policy import num_real_tokens
+from t1_policy import device_problem, num_real_tokens
 from t1_r3 import capture_routing, check_routing, moe_routers
 from t1_rollout.engine.base import (
     EngineStateError,
@@ -126,15 +126,8 @@ class EmbeddedEngine:
         spec = recipe.engine
         if not isinstance(spec, EmbeddedEngineSpec):
             return [f"engine.kind '{spec.kind}': the embedded engine serves kind 'embedded' only"]
-        if not spec.device.startswith("cuda"):
-            return []
-        index = int(spec.device.partition(":")[2] or 0)
-        if torch.cuda.is_available() and index < torch.cuda.device_count():
-            return []
-        return [
-            f"engine.device {spec.device!r}: torch sees {torch.cuda.device_count()} CUDA device(s) here; "
-            "use 'cpu' or a visible device"
-        ]
+        unseen = device_problem("engine.device", spec.device)
+        return [unseen] if unseen else []
 
     # ---- requests
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from t1_spec import PoolSpec, Recipe
@@ -69,6 +70,43 @@ def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
     return pool, warmup_pool, warm
 
 
+def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tuple[Any, Any]:
+    """The policy model of ``model`` (seeded, or the saved actor weights) and the engine serving it.
+
+    Args:
+        recipe: the recipe (``model``, ``engine``, ``seed``).
+        actor_weights: a run directory or ``.safetensors`` file loaded into the model with
+            `t1_trainer.checkpoint.load_actor`; None keeps the seeded random weights.
+
+    Returns:
+        ``(model, engine)``; the engine owns the model.
+
+    Raises:
+        FileNotFoundError: no actor weights at ``actor_weights``.
+        t1_trainer.checkpoint.CheckpointMismatchError: the weights do not fit the recipe's model.
+    """
+    import torch
+
+    from t1_policy import build_model
+    from t1_rollout.engine import ENGINES
+
+    r = recipe
+    model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
+    if actor_weights is not None:
+        from t1_trainer.checkpoint import load_actor
+
+        load_actor(model, actor_weights)
+    return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed)
+
+
+def sandbox_factory(recipe: Recipe) -> Callable[[], Any]:
+    """Makes one fresh, unstarted sandbox of ``sandbox.kind`` per call."""
+    from t1_rollout.sandbox import SANDBOXES
+
+    sandbox_cls = SANDBOXES.load(recipe.sandbox.kind)
+    return lambda: sandbox_cls.from_spec(recipe.sandbox)
+
+
 def build(recipe: Recipe) -> Components:
     """Load the pools, the tokenizer, the policy model, the engine and the trainer backend.
 
@@ -78,12 +116,8 @@ def build(recipe: Recipe) -> Components:
     Raises:
         ValueError: a pool is too small for one step (see `load_pools`), or a path in the recipe is unusable.
     """
-    import torch
-
-    from t1_policy import build_model
-    from t1_rollout.engine import ENGINES, SamplingParams
+    from t1_rollout.engine import SamplingParams
     from t1_rollout.harness import HarnessConfig
-    from t1_rollout.sandbox import SANDBOXES
     from t1_rollout.scheduler import SchedulerConfig
     from t1_rollout.trial import TrialLimits
     from t1_tito import ChatTemplate, TitoSession, load_tokenizer
@@ -92,10 +126,8 @@ def build(recipe: Recipe) -> Components:
     r = recipe
     pool, warmup_pool, warm = load_pools(r)
     tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
-    model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
-    engine = ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed)
+    model, engine = build_engine(r)
     backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
-    sandbox_cls = SANDBOXES.load(r.sandbox.kind)
     return Components(
         pool=pool,
         warmup_pool=warmup_pool,
@@ -103,7 +135,7 @@ def build(recipe: Recipe) -> Components:
         tito=tito,
         engine=engine,
         backend=backend,
-        sandbox_factory=lambda: sandbox_cls.from_spec(r.sandbox),
+        sandbox_factory=sandbox_factory(r),
         sampling=SamplingParams.from_spec(
             r.engine.sampling, max_new_tokens=r.rollout.max_new_tokens, seed=r.seed
         ),

@@ -200,8 +200,64 @@ class Run:
                 save_weights(parts.backend, self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}")
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
+            if r.evaluation.enabled and summary.steps % r.evaluation.every_steps == 0:
+                self._evaluate(step)
 
         save_weights(parts.backend, self.rundir.root)
+
+    def _evaluate(self, step: int) -> None:
+        """Run the model policy on every ``evaluation.suites`` pool with the engine's current weights (T1 §6).
+
+        One ``{"phase": "evaluation", "step": ..., "suite": ...}`` row per suite goes to ``metrics.jsonl``
+        (the figures of `t1_rollout.eval_metrics.summarize`) and one line to the console. Evaluation samples
+        with its own seeds (`t1_rollout.evaluate.ModelPolicy.attempt_seed`) and draws no training task, so
+        the training's rows do not depend on it; its verifier files go to ``evaluation/step-NNNN/``.
+        """
+        from t1_rollout.evaluate import EvalSettings, ModelPolicy, evaluate_pool
+        from t1_tasks import load_pool
+        from t1_tito import TitoSession
+
+        r, parts = self.recipe, self.parts
+        settings = EvalSettings.from_recipe(r)
+        tito = TitoSession(parts.tito.tokenizer, parts.tito.template, thinking=r.evaluation.thinking)
+        for i, suite in enumerate(r.evaluation.suites):
+            self.stop.check()
+            policy = ModelPolicy(
+                engine=parts.engine,
+                tito=tito,
+                settings=settings,
+                sandbox_factory=parts.sandbox_factory,
+                reward_spec=r.reward,
+                seed=r.seed,
+                label=f"eval-step-{step:04d}-{suite}",
+            )
+            report = run_interruptible(
+                evaluate_pool(
+                    load_pool(suite),
+                    policy,
+                    attempts=settings.attempts,
+                    concurrency=settings.concurrency,
+                    total_timeout_s=settings.total_timeout_s,
+                    work_dir=self.rundir.root / "evaluation" / f"step-{step:04d}" / f"suite-{i}",
+                )
+            )
+            row = {
+                "phase": "evaluation",
+                "step": step,
+                "suite": suite,
+                "weight_version": parts.engine.weight_version,
+                **report.summary(),
+                "wall_s": report.wall_s,
+            }
+            self.rundir.append_metrics(row)
+            k = settings.attempts
+            self.console.print(
+                f"[bold]evaluation[/] after step {step + 1} on {suite}: resolved "
+                f"{out.fmt(row['resolved_rate'])}, reward {out.fmt(row['mean_reward'])}, pass@{k} "
+                f"{out.fmt(row['pass_at_k'][k])} over {row['trials']} trials ({row['failed']} failed) in "
+                f"{report.wall_s:.1f} s",
+                highlight=False,
+            )
 
     def _step(self, phase: Phase, index: int, stream: Any) -> dict[str, Any]:
         """One step of ``phase``: roll out a batch, update (critic only in warm-up), publish after PPO.

@@ -89,8 +89,7 @@ def loop_problems(recipe: Recipe) -> list[str]:
         problems.append(
             f"model.init '{recipe.model.init}': loading a checkpoint is not built yet (use 'random')"
         )
-    if recipe.evaluation.enabled:
-        problems.append("evaluation.enabled: periodic held-out evaluation is not built yet (set it to false)")
+    problems += evaluation_problems(recipe)
     if recipe.logging.tensorboard:
         problems.append(
             "logging.tensorboard: not built yet; metrics.jsonl holds every metric (set it to false)"
@@ -112,6 +111,61 @@ def loop_problems(recipe: Recipe) -> list[str]:
     return problems
 
 
+def evaluation_problems(recipe: Recipe) -> list[str]:
+    """What stops the recipe's ``evaluation`` section from running (T1 §6), one line each.
+
+    Checked whenever the section is used: ``evaluation.enabled`` or any ``t1 eval`` run. Every suite must
+    be a pool source that loads here (nothing is downloaded at run time, so a benchmark name is refused),
+    and ``evaluation.thinking`` needs a chat template with a thinking mode.
+    """
+    e = recipe.evaluation
+    problems = []
+    if e.enabled:
+        names = [s for s in e.suites if not _is_pool_path(s)]
+        if names:
+            problems.append(
+                f"evaluation.suites {', '.join(repr(s) for s in names)}: not a directory; a benchmark name "
+                "cannot be resolved here (nothing is downloaded at run time): give a directory of task "
+                "bundles (a local copy of the benchmark) or builtin:mini"
+            )
+        for s in e.suites:
+            why = suite_problem(s) if _is_pool_path(s) else None
+            if why is not None:
+                problems.append(f"evaluation.suites {s!r}: {why}")
+    if e.thinking and not template_has_thinking():
+        problems.append(
+            "evaluation.thinking: the chat template (t1_tito.ChatTemplate) renders the same prompt with "
+            "and without thinking; set it to false"
+        )
+    return problems
+
+
+def _is_pool_path(source: str) -> bool:
+    from pathlib import Path
+
+    return source.startswith("builtin:") or Path(source).is_dir()
+
+
+def suite_problem(source: str) -> str | None:
+    """Why the pool source ``source`` does not load here (its error on one line), or None when it loads."""
+    from t1_tasks import TaskError, load_pool
+
+    try:
+        load_pool(source)
+    except (TaskError, ValueError, OSError) as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
+def template_has_thinking() -> bool:
+    """Whether the chat template opens a think block when thinking is on (its prompt differs)."""
+    from t1_tito import ChatTemplate
+
+    template, messages = ChatTemplate(), [{"role": "user", "content": "x"}]
+    on = template.render(messages, add_generation_prompt=True, thinking=True)
+    return on != template.render(messages, add_generation_prompt=True, thinking=False)
+
+
 def loop_notes(recipe: Recipe) -> list[str]:
     """Settings the embedded run accepts but does not act on, one line each (printed, never silent)."""
     ro = recipe.rollout
@@ -122,6 +176,51 @@ def loop_notes(recipe: Recipe) -> list[str]:
         f"rollout.per_node_cap {ro.per_node_cap}: one rollout worker in this process, bounded by "
         f"rollout.concurrency ({ro.concurrency})",
         "liveness: the embedded run has no remote participants to probe",
+    ] + (
+        [
+            "evaluation.compaction: context compaction is not built; an evaluation episode that would "
+            f"overflow evaluation.context_tokens ({recipe.evaluation.context_tokens}) ends with finish "
+            "'context_exhausted'"
+        ]
+        if recipe.evaluation.enabled and recipe.evaluation.compaction
+        else []
+    )
+
+
+def eval_overlap_problems(recipe: Recipe) -> list[str]:
+    """The closest near-duplicate of a training task in the recipe's evaluation pools, as one line (T1 §3).
+
+    Every suite of ``evaluation.suites`` (enabled or not: a listed suite is an evaluation pool) that loads as
+    a pool source is compared with ``pool`` (its first ``pool.limit`` tasks) by ``t1_tasks.find_overlaps``
+    at ``pool.max_eval_overlap``; a suite that does not load is left to `evaluation_problems`. Small pools
+    are compared exactly, pair by pair (the mini pool against itself: about 10 ms).
+
+    Returns:
+        One problem line naming the closest pair, the number of pairs and the threshold, or an empty list.
+    """
+    from t1_tasks import Pool, TaskError, find_overlaps, load_pool
+
+    def loaded(source: str, limit: int | None = None) -> Pool | None:
+        try:
+            return load_pool(source, limit=limit, strict=False)
+        except (TaskError, ValueError, OSError):
+            return None
+
+    suites = [p for p in map(loaded, recipe.evaluation.suites) if p is not None]
+    train = loaded(recipe.pool.source, recipe.pool.limit) if suites else None
+    if train is None:
+        return []
+    threshold = recipe.pool.max_eval_overlap
+    pairs = find_overlaps(train, suites, threshold=threshold, method="auto")
+    if not pairs:
+        return []
+    p = pairs[0]
+    command = " ".join(["t1 tasks overlap", train.source, *(s.source for s in suites)])
+    return [
+        f"pool: task {p.train_task} of {p.train_source} is a near-duplicate of task {p.eval_task} of "
+        f"{p.eval_source} (Jaccard {p.exact_jaccard:.2f} on {p.parts} >= pool.max_eval_overlap "
+        f"{threshold:g}; {len(pairs)} pair{'s' * (len(pairs) != 1)} in all, `{command}` lists them): remove "
+        "the training tasks from the pool or the suite from evaluation.suites"
     ]
 
 
@@ -149,6 +248,7 @@ def preflight(recipe: Recipe) -> Preflight:
             continue
         problems += registry.load(kinds[field]).preflight(recipe)
     problems += loop_problems(recipe)
+    problems += eval_overlap_problems(recipe)
     refused = capacity_problem(recipe)
     if refused is not None:
         problems.append(refused)

@@ -1,0 +1,40 @@
+"""The value model's trunk: the policy's decoder stack with a scalar value head (T1 §4.5).
+
+PPO's critic in T1 is full-size: the same architecture as the actor, initialised from the same weights, with
+a linear head in place of the language-model head. It lives beside the policy so that every trainer backend
+builds the same critic.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Critic(nn.Module):
+    """Full-size critic: the policy's decoder stack plus a scalar value head (T1 §4.5).
+
+    ``V(s_j)``, the value of the state before token j, is read from the hidden state at position j - 1 (the
+    same position whose logits score token j), so ``values[0] = 0`` (position 0 never carries loss).
+
+    Args:
+        body: the decoder (`Qwen3_5MoeTextModel`, ``actor.model``), copied by the caller.
+        hidden_size: its width h.
+        seed: draws the value head, ``normal(0, 1/(h+1))`` (the value-head init of OpenRLHF and SkyRL, so the
+            initial values are near 0).
+    """
+
+    def __init__(self, body: nn.Module, hidden_size: int, *, seed: int) -> None:
+        super().__init__()
+        self.body = body
+        self.value_head = nn.Linear(hidden_size, 1, bias=False)
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            w = torch.randn(self.value_head.weight.shape, generator=gen) / (hidden_size + 1)
+            self.value_head.weight.copy_(w.to(self.value_head.weight.dtype))
+
+    def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Values ``[T]`` float32 of one sample ``token_ids [T]`` (``values[0] = 0``)."""
+        hidden = self.body(input_ids=token_ids[None, :-1], use_cache=False).last_hidden_state[0]
+        v = self.value_head(hidden).squeeze(-1).float()
+        return torch.cat([v.new_zeros(1), v])
