@@ -77,10 +77,11 @@ def test_validate_and_train_agree_on_every_shipped_recipe(recipe, tmp_path):
     if verdict.ok:
         assert checked.exit_code == 0, checked.output
         return
-    assert checked.exit_code == 1, checked.output
+    code = 2 if verdict.invalid else 1  # a path of the recipe that does not resolve here is invalid input
+    assert checked.exit_code == code, checked.output
     trained = runner.invoke(app, ["train", str(recipe), f"logging.run_root={tmp_path}"])
-    assert trained.exit_code == 1
-    for line in verdict.problems:
+    assert trained.exit_code == code
+    for line in verdict.invalid + verdict.problems:
         assert line in checked.output and line in trained.output
     assert not any(tmp_path.iterdir())
 
@@ -128,3 +129,51 @@ def test_evaluation_thinking_is_accepted_because_the_template_has_a_thinking_mod
     assert not [
         p for p in preflight(load_recipe(TINY, ["evaluation.thinking=true"])).problems if "thinking" in p
     ]
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("rollout.launched=20", "rollout.launched=20 exceeds the 9 tasks of pool"),
+        ("pool.limit=3", "cut by pool.limit 3"),
+        ("pool.source=/nonexistent", "pool.source '/nonexistent'"),
+        ("logging.run_root=/proc/t1-runs", "logging.run_root '/proc/t1-runs'"),
+        ("logging.run_root=/etc/passwd/runs", "/etc/passwd is not a directory"),
+        ("pool.audit.file=/nonexistent/audit.jsonl", "pool.audit.file '/nonexistent/audit.jsonl'"),
+    ],
+)
+def test_unusable_pools_and_run_roots_are_invalid_input_for_validate_and_train(override, says, tmp_path):
+    runner = CliRunner()
+    checked = runner.invoke(app, ["recipe", "validate", str(TINY), override])
+    root = [] if override.startswith("logging.") else [f"logging.run_root={tmp_path}"]
+    trained = runner.invoke(app, ["train", str(TINY), override, *root])
+    assert checked.exit_code == 2 and trained.exit_code == 2, (checked.output, trained.output)
+    assert says in checked.output and says in trained.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_plan_of_several_training_devices_is_refused_by_the_torch_trainer():
+    problems = preflight(load_recipe(TINY, ["plan.devices=2", "plan.dp=2"])).problems
+    (line,) = [p for p in problems if p.startswith("plan:")]
+    assert "2 training devices" in line and "dp 2" in line
+
+
+def test_train_prints_the_notes_validate_prints_even_when_it_refuses(tmp_path):
+    runner = CliRunner()
+    args = [str(TINY), "plan.memory_budget_gib=5"]
+    checked = runner.invoke(app, ["recipe", "validate", *args])
+    trained = runner.invoke(app, ["train", *args, f"logging.run_root={tmp_path}"])
+    assert checked.exit_code == trained.exit_code == 1
+    for note in ("critic_warmup.enabled", "rollout.compaction_threshold_tokens", "liveness"):
+        assert f"note {note}" in checked.output and f"note {note}" in trained.output, note
+
+
+def test_a_value_error_once_the_run_has_started_is_a_failed_run_not_invalid_input(monkeypatch, tmp_path):
+    from t1.run import loop
+
+    def fail(self):
+        raise ValueError("a sample's streams disagree")
+
+    monkeypatch.setattr(loop.Run, "run", fail)
+    result = CliRunner().invoke(app, ["train", str(TINY), f"logging.run_root={tmp_path}"])
+    assert result.exit_code == 1 and "a sample's streams disagree" in result.output

@@ -83,8 +83,8 @@ def evaluation_violations(e: EvaluationSpec) -> list[Violation]:
             Violation(
                 "evaluation.suites_required",
                 "suites",
-                "evaluation is enabled but suites is empty: list the benchmarks to run, e.g. "
-                "[terminal-bench@2.1], or set enabled: false",
+                "evaluation is enabled but suites is empty: list the evaluation pools, e.g. "
+                "[/data/terminal-bench-2.1] (a directory of task bundles), or set enabled: false",
             )
         )
     return v

@@ -129,18 +129,18 @@ class TorchBackend:
     def preflight(cls, recipe: Recipe) -> list[str]:
         """What this backend cannot run of ``recipe`` on this machine, one line each (empty: runnable).
 
-        Checks, without building a model: a CUDA ``trainer.device`` that torch does not see here, and the
-        PPO settings this backend does not build (advantage normalization, which T1 §5.2 leaves off; a KL or
-        load-balancing loss, which T1 runs at 0; ``micro_batch_size > 1``). The paper's rule that routing
-        replay forbids both losses is the spec's (`t1_spec.PPOSpec`), so a recipe that reaches here with a
-        non-zero coefficient has replay off.
+        Checks, without building a model: a CUDA ``trainer.device`` that torch does not see here, a plan of
+        more than one training device (this backend runs on one), and the PPO settings this backend does not
+        build (advantage normalization, which T1 §5.2 leaves off; a KL or load-balancing loss, which T1 runs
+        at 0; ``micro_batch_size > 1``). The paper's rule that routing replay forbids both losses is the
+        spec's (`t1_spec.PPOSpec`), so a recipe that reaches here with a non-zero coefficient has replay off.
 
         Returns:
             Lines starting with the recipe field path, e.g. ``"ppo.normalize_advantages: advantage whitening
             is not built; ..."``.
         """
         unseen = device_problem("trainer.device", recipe.trainer.device)
-        return ([unseen] if unseen else []) + _unbuilt_ppo(recipe.ppo)
+        return ([unseen] if unseen else []) + _one_device_plan(recipe) + _unbuilt_ppo(recipe.ppo)
 
     # ---- routing ----
 
@@ -457,3 +457,17 @@ def _mask(sample: TrainSample, device: torch.device) -> torch.Tensor:
 
 def _as_routing(routing: Any) -> np.ndarray:
     return routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)
+
+
+def _one_device_plan(recipe: Recipe) -> list[str]:
+    """The plan's refusal when it asks for more than the one training device this backend uses."""
+    p = recipe.plan
+    degrees = (("tp", p.tp), ("pp", p.pp), ("cp", p.cp), ("dp", p.dp), ("ep", p.ep), ("etp", p.etp))
+    if p.training_devices == 1 and all(d == 1 for _, d in degrees):
+        return []
+    shown = " ".join(f"{name} {d}" for name, d in degrees)
+    return [
+        f"plan: the torch trainer trains on one device, and this plan asks for {p.training_devices} training "
+        f"devices ({shown}); set every degree to 1 and plan.devices to 1 + plan.inference_devices "
+        "(`t1 plan check` prices any plan without running it)"
+    ]

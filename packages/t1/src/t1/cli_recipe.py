@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import EXIT_CHECK_FAILED, err_console, reported
+from t1._errors import EXIT_CHECK_FAILED, EXIT_INVALID_INPUT, err_console, reported
 from t1_spec import (
     ABSENT,
     RecipeError,
@@ -87,6 +87,9 @@ def validate(
 ) -> None:
     """Validate a recipe and run t1 train's preflight on it (exit 2: invalid; 1: t1 train would refuse it).
 
+    A path of the recipe that is unusable here (a pool that does not load or is too small for one step, a
+    ``logging.run_root`` that takes no directory) is invalid input, exit 2, as in ``t1 train``.
+
     The preflight is the one `t1 train` runs before any work: backends built, host tools present, settings the
     loop runs, and the capacity model's admission of the plan (T1 §7.1, Eq. 21); its lines are printed as
     `t1 train` prints them.
@@ -102,7 +105,8 @@ def validate(
             f"dense {_count(m.dense_params())}, active {_count(m.active_params())} parameters"
         )
         out.print(
-            f"  plan   {p.devices} devices ({p.inference_devices} inference, {p.training_devices} training): "
+            f"  plan   {p.devices} device{'s' * (p.devices != 1)} ({p.inference_devices} inference, "
+            f"{p.training_devices} training): "
             f"tp {p.tp} pp {p.pp} cp {p.cp} dp {p.dp} ep {p.ep} etp {p.etp}, token wall {p.token_wall}"
         )
         steps = "until epochs" if r.ppo.steps is None else str(r.ppo.steps)
@@ -111,20 +115,20 @@ def validate(
             f"{r.ppo.samples_per_task}, steps {steps}, epochs {r.ppo.epochs}; engine {r.engine.kind}, "
             f"sandbox {r.sandbox.kind}, trainer {r.trainer.backend}"
         )
-        for note in r.advisories():
-            out.print(f"  [yellow]note[/] {note.field}: {note.message}")
         if spec_only:
+            for note in r.advisories():
+                out.print(f"  [yellow]note[/] {note.field}: {escape(note.message)}", highlight=False)
             return
+        from t1.run.console import print_notes
         from t1.run.preflight import preflight
 
         verdict = preflight(r)
-        for note in verdict.notes:
-            out.print(f"  [dim]note {note}[/]")
+        print_notes(out, r, verdict)  # the same notes t1 train prints before it starts or refuses
         if verdict.ok:
             out.print("  [green]runnable here[/]: t1 train's preflight accepts it")
             return
         err_console.print(f"[bold red]error:[/] {escape(verdict.message())}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_CHECK_FAILED)
+        raise typer.Exit(EXIT_INVALID_INPUT if verdict.invalid else EXIT_CHECK_FAILED)
 
 
 @app.command()

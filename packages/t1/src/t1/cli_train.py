@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from t1._errors import EXIT_INTERRUPTED, err_console, reported
+from t1_spec import RecipeError
 
 
 def register(app: typer.Typer) -> None:
@@ -25,30 +26,33 @@ def register(app: typer.Typer) -> None:
         a missing host tool, a plan the capacity model refuses); 130 interrupted by Ctrl-C, SIGTERM or SIGHUP
         (the run directory is kept, marked "interrupted" in status.json).
         """
-        from t1_spec import RecipeError, load_recipe
+        from t1.run.signals import stop_signals
 
-        with reported(debug, invalid=(RecipeError,)):
-            spec = load_recipe(recipe, overrides or [])
-            from t1.run import Run, stop_signals
+        run = None
+        try:
+            # SIGTERM and SIGHUP stop the run as Ctrl-C does (trials cancelled, sandboxes reclaimed, the run
+            # directory marked "interrupted"), from the first moment: the handlers go in before any import.
+            with stop_signals() as token, reported(debug, invalid=(RecipeError,)):
+                from t1.run import Run, RunFailed
+                from t1_spec import load_recipe
 
-            run: Run | None = None
-            try:
-                # SIGTERM and SIGHUP stop the run as Ctrl-C does: trials cancelled, sandboxes reclaimed, the
-                # run directory marked "interrupted".
-                with stop_signals() as token:
-                    run = Run(spec, spec.model_dump(mode="json", by_alias=True), stop=token)
+                spec = load_recipe(recipe, overrides or [])
+                run = Run(spec, spec.model_dump(mode="json", by_alias=True), stop=token)
+                try:
                     run.run()
-            except KeyboardInterrupt:
-                where = run.run_dir if run is not None else None
-                err_console.print(
-                    "[bold yellow]interrupted:[/] "
-                    + (
-                        f"the trials in flight were cancelled and their sandboxes reclaimed; the partial run "
-                        f"is in {where}"
-                        if where is not None
-                        else "during start-up, before any sandbox or run directory"
-                    ),
-                    highlight=False,
-                    soft_wrap=True,
-                )
-                raise SystemExit(EXIT_INTERRUPTED) from None
+                except ValueError as exc:  # once the run has started, a failure is the run's (exit 1)
+                    raise RunFailed(str(exc)) from exc
+        except KeyboardInterrupt:
+            where = run.run_dir if run is not None else None
+            err_console.print(
+                "[bold yellow]interrupted:[/] "
+                + (
+                    f"the trials in flight were cancelled and their sandboxes reclaimed; the partial run "
+                    f"is in {where}"
+                    if where is not None
+                    else "during start-up, before any sandbox or run directory"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise SystemExit(EXIT_INTERRUPTED) from None

@@ -121,7 +121,8 @@ class EmbeddedEngine:
     def preflight(cls, recipe: Recipe) -> list[str]:
         """What stops ``recipe`` from running on this engine here, one line each (empty: runnable).
 
-        Cheap: builds no model. Checks that a ``cuda`` device is one torch sees.
+        Cheap: builds no model. Checks that a ``cuda`` device is one torch sees (the spec already keeps the
+        embedded engine co-located, ``plan.inference_devices: 0``).
         """
         spec = recipe.engine
         if not isinstance(spec, EmbeddedEngineSpec):

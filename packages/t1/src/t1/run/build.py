@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from t1.run.pools import load_pools
 from t1_spec import PoolSpec, Recipe
 from t1_tasks import Pool
 
@@ -43,31 +44,6 @@ class Components:
     harness: Any
     limits: Any
     scheduler: Any
-
-
-def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
-    """The training pool and the warm-up pool, each large enough for one step of distinct tasks.
-
-    Raises:
-        ValueError: ``rollout.launched`` exceeds a pool's tasks (one step would run a task twice; T1: one
-            sample per task per step), naming ``pool.limit`` when that is what cut the pool.
-    """
-    from t1_tasks import load_pool
-
-    r = recipe
-    pool = load_pool(r.pool.source, limit=r.pool.limit)
-    warm = r.critic_warmup.pool or r.pool
-    warmup_pool = pool if warm == r.pool else load_pool(warm.source, limit=warm.limit)
-    for name, p, spec in (("pool", pool, r.pool), ("critic_warmup.pool", warmup_pool, warm)):
-        if r.rollout.launched > len(p):
-            limited = f" (cut to {spec.limit} by {name}.limit)" if spec.limit is not None else ""
-            raise ValueError(
-                f"rollout.launched={r.rollout.launched} exceeds the {len(p)} tasks of {name} "
-                f"{p.source!r}{limited}: one step would run a task more than once (T1: one sample "
-                "per task per step); lower rollout.launched (and rollout.admitted, ppo.batch_size) "
-                "or use more tasks"
-            )
-    return pool, warmup_pool, warm
 
 
 def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tuple[Any, Any]:
@@ -114,7 +90,7 @@ def build(recipe: Recipe) -> Components:
     first step's samples are scored by exactly the sampler's policy.
 
     Raises:
-        ValueError: a pool is too small for one step (see `load_pools`), or a path in the recipe is unusable.
+        ValueError: a pool does not load or is too small for one step (`t1.run.pools.load_pools`).
     """
     from t1_rollout.engine import SamplingParams
     from t1_rollout.harness import HarnessConfig

@@ -95,3 +95,17 @@ def print_step(console: Console, row: dict[str, Any], *, steps: int, table: bool
         add_row(t, row)
         console.print(t)
     console.print(f"[bold]step {row['step'] + 1}/{steps}[/] done in {row['wall_s']['step']:.1f} s")
+
+
+def print_notes(console: Console, recipe: Any, verdict: Any) -> None:
+    """The recipe's departures from the paper and the preflight's notes, as validate and train print them.
+
+    Args:
+        console: where to print.
+        recipe: the loaded ``t1_spec.Recipe`` (its ``advisories()``).
+        verdict: its ``t1.run.preflight.Preflight`` (its ``notes``).
+    """
+    for advisory in recipe.advisories():
+        console.print(f"  [yellow]note[/] {advisory.field}: {escape(advisory.message)}", highlight=False)
+    for note in verdict.notes:
+        console.print(f"  [dim]note {escape(note)}[/]", highlight=False, soft_wrap=True)

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from t1.run import console as out
 from t1.run.build import Components, build
-from t1.run.preflight import require
+from t1.run.preflight import preflight, refuse_unless_ok
 from t1.run.run_dir import RunDir
 from t1.run.signals import SIGNAL_NAMES, StopToken, run_interruptible
 from t1_spec import Recipe
@@ -95,7 +95,8 @@ class Run:
 
     Raises:
         PreflightError: the recipe cannot run here (a backend not built, a setting the loop does not run, a
-            host prerequisite missing, a plan the capacity model refuses), before any work.
+            host prerequisite missing, a plan the capacity model refuses), before any work; a
+            ``PreflightInputError`` (also a ``ValueError``) when a pool or ``logging.run_root`` is unusable.
     """
 
     def __init__(
@@ -109,7 +110,9 @@ class Run:
         self.resolved = resolved
         self.console = console or out.run_console()
         self.stop = stop or StopToken()
-        self.preflight = require(recipe)
+        self.preflight = preflight(recipe)
+        out.print_notes(self.console, recipe, self.preflight)
+        refuse_unless_ok(self.preflight)
         self.rundir: RunDir | None = None
         self.parts: Components | None = None
 
@@ -130,13 +133,11 @@ class Run:
 
         Raises:
             RunFailed: a step had no finished trial to train on (no weights are written).
-            ValueError: a pool too small for one step, or an unusable ``logging.run_root``.
+            ValueError: ``logging.run_root`` became unusable after the preflight checked it.
             KeyboardInterrupt: on Ctrl-C, SIGTERM or SIGHUP, after marking the run directory
                 ``interrupted``; the sandboxes of the trials in flight are reclaimed first.
         """
         t_total = time.monotonic()
-        for note in self.preflight.notes:
-            self.console.print(f"[dim]note {note}[/]", highlight=False, soft_wrap=True)
         self.parts = build(self.recipe)
         r = self.recipe
         try:
@@ -170,7 +171,7 @@ class Run:
         r, parts = self.recipe, self.parts
         steps = planned_steps(r, len(parts.pool))
         self.console.print(
-            f"[bold]t1 train[/] {r.name}: {len(parts.pool)} tasks, {steps} steps, "
+            f"[bold]t1 train[/] {r.name}: {len(parts.pool)} tasks, {steps} step{'s' * (steps != 1)}, "
             f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.rundir.root}"
         )
         for key in ("warmup", "rollout", "train", "publish"):

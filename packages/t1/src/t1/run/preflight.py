@@ -9,6 +9,8 @@ knows, in one place, so that validate and train give the same answer in the same
    CUDA device).
 2. **Loop features built.** Settings the run loop itself does not implement yet are refused by name.
 3. **Capacity.** The capacity model must admit the plan (T1 §7.1, Eq. 21), the same rule as ``t1 plan check``.
+4. **Inputs.** The pools load (with their ``limit`` and ``audit``) and hold a step of distinct tasks, and
+   ``logging.run_root`` can hold a run directory (`t1.run.pools`); these are invalid input (exit 2).
 
 Settings that the spec requires but the embedded run does not act on are not refused; they are listed as
 notes, printed by validate and train alike, so no setting is ignored silently.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from t1.run.pools import pool_problems, run_root_problem
 from t1_spec import Recipe, Registry
 
 
@@ -28,19 +31,22 @@ class Preflight:
     Attributes:
         problems: one line per reason the run cannot start here, each beginning with the recipe field.
         notes: settings the recipe carries that this run accepts but does not act on, one line each.
+        invalid: one line per path in the recipe that cannot be used (a pool that does not load or is too
+            small for one step, an unwritable ``logging.run_root``): invalid input, exit 2.
     """
 
     problems: tuple[str, ...]
     notes: tuple[str, ...]
+    invalid: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         """Whether `t1 train` would start this recipe."""
-        return not self.problems
+        return not self.problems and not self.invalid
 
     def message(self) -> str:
-        """The refusal, as `t1 train` and `t1 recipe validate` print it."""
-        return "t1 train cannot run this recipe here:\n  - " + "\n  - ".join(self.problems)
+        """The refusal, as `t1 train` and `t1 recipe validate` print it (invalid paths first)."""
+        return "t1 train cannot run this recipe here:\n  - " + "\n  - ".join(self.invalid + self.problems)
 
 
 class PreflightError(RuntimeError):
@@ -53,6 +59,10 @@ class PreflightError(RuntimeError):
     def __init__(self, preflight: Preflight) -> None:
         self.preflight = preflight
         super().__init__(preflight.message())
+
+
+class PreflightInputError(PreflightError, ValueError):
+    """A refusal that includes an unusable path of the recipe (`Preflight.invalid`): invalid input, exit 2."""
 
 
 def registries() -> tuple[tuple[str, Registry], ...]:
@@ -252,16 +262,32 @@ def preflight(recipe: Recipe) -> Preflight:
     refused = capacity_problem(recipe)
     if refused is not None:
         problems.append(refused)
-    return Preflight(problems=tuple(problems), notes=tuple(loop_notes(recipe)))
+    invalid = pool_problems(recipe)
+    unwritable = run_root_problem(recipe)
+    if unwritable is not None:
+        invalid.append(unwritable)
+    return Preflight(problems=tuple(problems), notes=tuple(loop_notes(recipe)), invalid=tuple(invalid))
 
 
 def require(recipe: Recipe) -> Preflight:
     """`preflight`, raising when the recipe cannot run.
 
     Raises:
-        PreflightError: listing every problem, before any work.
+        PreflightInputError: listing every problem, when a path of the recipe is unusable (exit 2).
+        PreflightError: listing every problem, before any work (exit 1).
     """
-    verdict = preflight(recipe)
+    return refuse_unless_ok(preflight(recipe))
+
+
+def refuse_unless_ok(verdict: Preflight) -> Preflight:
+    """Raise for a refused `Preflight`; return it when the run may start.
+
+    Raises:
+        PreflightInputError: a path of the recipe is unusable (exit 2).
+        PreflightError: any other problem (exit 1).
+    """
+    if verdict.invalid:
+        raise PreflightInputError(verdict)
     if not verdict.ok:
         raise PreflightError(verdict)
     return verdict
