@@ -340,7 +340,7 @@ def _two_task_pool(root: Path) -> Path:
     return root
 
 
-def _write_record(path: Path, observed: dict[str, tuple[int, str]]) -> Path:
+def _write_record(path: Path, observed: dict[str, tuple[int, str]], pool: Path) -> Path:
     import datetime
 
     from t1_tasks import ValidationRecord, write_record
@@ -356,7 +356,11 @@ def _write_record(path: Path, observed: dict[str, tuple[int, str]]) -> Path:
         for tid, (n, src) in observed.items()
     )
     record = ValidationRecord(
-        pool="test", created=datetime.datetime.now(datetime.UTC), t1_version="0", duration_s=1.0, tasks=rows
+        pool=str(pool),
+        created=datetime.datetime.now(datetime.UTC),
+        t1_version="0",
+        duration_s=1.0,
+        tasks=rows,
     )
     return write_record(record, path)
 
@@ -386,7 +390,7 @@ def test_stats_with_a_record_prefers_observed_counts_and_shows_report_share_and_
 
     root = _two_task_pool(tmp_path / "pool")
     record = _write_record(
-        tmp_path / "r.json", {"a-hello": (12, "ctrf"), "b-parametrized": (0, "reward.txt")}
+        tmp_path / "r.json", {"a-hello": (12, "ctrf"), "b-parametrized": (0, "reward.txt")}, root
     )
     result = runner.invoke(app, ["tasks", "stats", str(root), "--validated", str(record), "--json"])
     assert result.exit_code == 0, result.output
@@ -427,7 +431,7 @@ def test_stats_png_is_a_valid_png(tmp_path):
 def test_stats_refuses_a_record_of_another_version_with_exit_2(tmp_path):
     import json
 
-    record = _write_record(tmp_path / "r.json", {"a-hello": (3, "ctrf")})
+    record = _write_record(tmp_path / "r.json", {"a-hello": (3, "ctrf")}, tmp_path)
     data = json.loads(record.read_text())
     data["version"] = "t1-validation/v0"
     record.write_text(json.dumps(data))
@@ -454,3 +458,12 @@ def test_validate_record_feeds_stats_the_observed_counts(tmp_path):
     stats = runner.invoke(app, ["tasks", "stats", str(tmp_path / "pool"), "--validated", str(path), "--json"])
     data = json.loads(stats.stdout)
     assert data["observed"]["max"] == 3 and data["per_assertion_report_fraction"] == 1.0
+
+
+def test_stats_and_audit_refuse_a_record_of_another_pool(tmp_path):
+    root = _two_task_pool(tmp_path / "pool")
+    other = _write_record(tmp_path / "r.json", {"a-hello": (3, "ctrf")}, tmp_path / "elsewhere")
+    for verb in ("stats", "audit"):
+        result = runner.invoke(app, ["tasks", verb, str(root), "--validated", str(other)])
+        assert result.exit_code == 2, (verb, result.output)
+        assert "validation record of pool" in result.output, verb

@@ -72,7 +72,7 @@ def test_failed_trials_are_counted_apart_and_enter_no_denominator():
     s = summarize(trials, attempts=2)
     assert (s["trials"], s["failed"]) == (2, 2)
     assert s["resolved_rate"] == 0.5 and s["mean_reward"] == 0.75
-    assert s["failed_causes"] == {"sandbox_start: SandboxError: no bwrap": 2}
+    assert s["failed_causes"] == {"sandbox_start": 2}
     # with one finished attempt per task, pass@2 has no task to average (None, not 0)
     assert s["pass_at_k"] == {1: 0.5, 2: None}
     assert s["per_category"]["b"]["resolved_rate"] == 0.0
@@ -146,4 +146,4 @@ def test_a_trial_cut_by_the_total_timeout_is_a_failure_with_its_cause(tmp_path):
     )
     s = report.summary()
     assert (s["trials"], s["failed"]) == (0, 1)
-    assert list(s["failed_causes"]) == ["evaluation: total timeout of 0.01 s exceeded"]
+    assert list(s["failed_causes"]) == ["evaluation"]

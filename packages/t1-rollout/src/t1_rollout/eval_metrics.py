@@ -108,7 +108,8 @@ def _group(trials: Sequence[EvalTrial], attempts: int) -> dict[str, Any]:
         "pass_at_k": pass_k,
         "turns_mean": _mean([float(t.turns) for t in done]),
         "tokens_mean": _mean([float(t.tokens) for t in done]),
-        "failed_causes": dict(Counter(t.cause or "unknown" for t in failed).most_common()),
+        # grouped by stage (``solution``, ``verifier``, ``sandbox``, ...): each trial keeps its whole cause
+        "failed_causes": dict(Counter((t.cause or "unknown").split(":", 1)[0] for t in failed).most_common()),
     }
 
 

@@ -34,18 +34,20 @@ same for every task. ``t1 tasks list`` shows the task.toml timeouts for informat
 from t1_tasks.overlap import OverlapPair, find_overlaps
 from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, StepTasks, load_pool, task_stream
 from t1_tasks.stats import PoolReport, percentile, pool_report, suggested_scale
-from t1_tasks.task import Task, TaskError, count_assertions, format_seconds, load_task
+from t1_tasks.task import Task, TaskError, bundle_digest, count_assertions, format_seconds, load_task
 from t1_tasks.validation import (
     RECORD_VERSION,
     ValidationRecord,
     ValidationRecordError,
     read_record,
+    record_for,
     write_record,
 )
 
 __all__ = [
     "BUILTIN_POOLS",
     "BrokenBundle",
+    "bundle_digest",
     "OverlapPair",
     "Pool",
     "PoolReport",
@@ -64,6 +66,7 @@ __all__ = [
     "percentile",
     "pool_report",
     "read_record",
+    "record_for",
     "suggested_scale",
     "task_stream",
     "write_record",

@@ -82,7 +82,8 @@ def suggested_scale(p90: float) -> int:
     """
     if not math.isfinite(p90) or p90 < 0:
         raise ValueError(f"p90 must be a finite number >= 0, got {p90}")
-    return max(1, math.ceil(p90))
+    # p90 interpolates in floating point (24.000000000000004 for a true 24): round off that noise first
+    return max(1, math.ceil(round(p90, 9)))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ Source: Harbor task format (``src/harbor/models/task/paths.py``, ``config.py``);
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 from t1_tasks.assertions import count_test_items
 
-__all__ = ["Task", "TaskError", "load_task", "count_assertions", "format_seconds"]
+__all__ = ["Task", "TaskError", "bundle_digest", "load_task", "count_assertions", "format_seconds"]
 
 # Harbor's code default for the verifier is 600 s; the agent has no limit in code, the docs say 600 s.
 DEFAULT_AGENT_TIMEOUT_S = 600.0
@@ -208,3 +210,22 @@ def load_task(path: str | Path) -> Task:
         n_assertions=n_assertions,
         config=config,
     )
+
+
+def bundle_digest(path: str | Path) -> str:
+    """SHA-256 of a task bundle's content: every file's relative path and bytes, in sorted order (hex).
+
+    Symbolic links count by their target text, never followed. Two bundles have the same digest exactly when
+    they hold the same files with the same bytes, so an audit or a record made for one version of a task
+    can be told from a later edit of it.
+    """
+    root = Path(path)
+    digest = hashlib.sha256()
+    for item in sorted(p for p in root.rglob("*") if p.is_symlink() or p.is_file()):
+        rel = item.relative_to(root).as_posix()
+        if "__pycache__" in rel.split("/"):
+            continue
+        data = os.readlink(item).encode() if item.is_symlink() else item.read_bytes()
+        digest.update(f"{len(rel)}:{rel}:{'link' if item.is_symlink() else 'file'}:{len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()

@@ -30,6 +30,7 @@ __all__ = [
     "ValidationRecord",
     "ValidationRecordError",
     "read_record",
+    "record_for",
     "write_record",
 ]
 
@@ -191,3 +192,31 @@ def read_record(path: str | Path) -> ValidationRecord:
     except ValidationError as exc:
         fields = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top)'}: {e['msg']}" for e in exc.errors())
         raise ValidationRecordError(f"validation record {path}: {fields}") from exc
+
+
+def _same_source(a: str, b: str) -> bool:
+    if a.startswith("builtin:") or b.startswith("builtin:"):
+        return a == b
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def record_for(record: ValidationRecord, source: str, task_ids: list[str]) -> ValidationRecord:
+    """``record`` when it was taken on the pool ``source``, whose tasks are ``task_ids``.
+
+    A record of another pool would feed another pool's executed checks (a do-nothing agent that failed there)
+    to this one's audit and statistics, and skip the checks silently; it is refused instead.
+
+    Raises:
+        ValidationRecordError: the record names another pool, or holds none of the pool's tasks.
+    """
+    if not _same_source(record.pool, source):
+        raise ValidationRecordError(
+            f"validation record of pool {record.pool!r} given for pool {source!r}: validate this pool with "
+            f"`t1 tasks validate {source} --record FILE`"
+        )
+    if task_ids and not any(record.get(t) is not None for t in task_ids):
+        raise ValidationRecordError(
+            f"validation record of pool {record.pool!r} holds none of its {len(task_ids)} tasks: validate it "
+            "again with `t1 tasks validate ... --record FILE`"
+        )
+    return record

@@ -231,9 +231,10 @@ def draw_png(data: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     groups = data["per_category"]
-    names = list(groups)
+    # a category where no trial finished has no rate: it is left out, never drawn as a 0 bar
+    names = [n for n in groups if groups[n]["resolved_rate"] is not None]
     xs = range(len(names))
-    resolved = [groups[n]["resolved_rate"] or 0.0 for n in names]
+    resolved = [groups[n]["resolved_rate"] for n in names]
     reward = [groups[n]["mean_reward"] or 0.0 for n in names]
     fig, ax = plt.subplots(figsize=(7.0, 3.2), dpi=100)
     ax.bar([x - 0.2 for x in xs], resolved, width=0.4, label="resolved rate")
@@ -242,7 +243,7 @@ def draw_png(data: dict[str, Any], path: Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.set_title(
         f"t1 eval {data['pool']}, policy {data['policy']}: resolved {out.fmt(data['resolved_rate'])}, "
-        f"reward {out.fmt(data['mean_reward'])}",
+        f"reward {out.fmt(data['mean_reward'])}, {data['trials']} finished, {data['failed']} failed",
         fontsize=9,
     )
     ax.legend(fontsize=8, loc="upper right")

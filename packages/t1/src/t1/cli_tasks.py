@@ -185,11 +185,12 @@ def stats(
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
         from t1._stats_view import print_report
-        from t1_tasks import pool_report, read_record
+        from t1_tasks import pool_report, read_record, record_for
         from t1_tasks.stats import plot_histogram
 
         p = _load(pool, limit)
-        record = read_record(validated) if validated is not None else None
+        ids = [t.id for t in p.tasks]
+        record = record_for(read_record(validated), p.source, ids) if validated is not None else None
         recipe_scale, recipe_note = _recipe_scale(recipe)
         r = pool_report(p, record, recipe_scale=recipe_scale)
         if png is not None:

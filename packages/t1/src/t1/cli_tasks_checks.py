@@ -146,13 +146,14 @@ def audit(
         import json
 
         from t1_spec import PoolAuditSpec
-        from t1_tasks import read_record
+        from t1_tasks import read_record, record_for
         from t1_tasks.audit import DIMENSIONS, JudgeConfig, audit_pool, write_audit
 
         threshold = min_score if min_score is not None else PoolAuditSpec.model_fields["min_score"].default
-        record = read_record(validated) if validated is not None else None
         config = JudgeConfig.resolve(base_url=base_url, model=model) if judge else None
         p = _load(pool, limit)
+        ids = [t.id for t in p.tasks]
+        record = record_for(read_record(validated), p.source, ids) if validated is not None else None
         rows = audit_pool(p, record=record, judge=config, min_score=threshold)
         written = write_audit(rows, out_file) if out_file is not None else None
         rejected = [r.task_id for r in rows if not r.admitted]

@@ -27,7 +27,7 @@ from t1_tasks.audit.rows import (
 from t1_tasks.audit.rubric import DIMENSIONS, critical_failures, quality_score
 from t1_tasks.audit.static import static_audit
 from t1_tasks.pool import Pool
-from t1_tasks.task import Task
+from t1_tasks.task import Task, bundle_digest
 from t1_tasks.validation import ValidationRecord
 
 __all__ = ["admitted_tasks", "audit_pool", "audit_task"]
@@ -89,6 +89,7 @@ def audit_task(
         notes.append("no dimension scored: admitted on the hard rejects alone (give --validated or --judge)")
     fields = {
         "task_id": task.id,
+        "bundle_sha256": bundle_digest(task.path),
         "rubric_version": RUBRIC_VERSION,
         "scores": {d.name: scores[d.name] for d in DIMENSIONS if d.name in scores},
         "quality_score": quality_score(values),
@@ -161,6 +162,13 @@ def admitted_tasks(pool: Pool, spec: PoolAuditSpec) -> Pool:
         raise AuditFileError(
             f"audit file {Path(spec.file)}: no row for {tasks} of pool {pool.source}; audit the pool again "
             f"with `t1 tasks audit {pool.source} --out {spec.file}`"
+        )
+    changed = [t.id for t in pool.tasks if rows[t.id].bundle_sha256 != bundle_digest(t.path)]
+    if changed:
+        tasks = f"task{'s' * (len(changed) > 1)} {', '.join(changed)}"
+        raise AuditFileError(
+            f"audit file {Path(spec.file)}: {tasks} of pool {pool.source} changed since the audit (bundle "
+            f"digest differs); audit the pool again with `t1 tasks audit {pool.source} --out {spec.file}`"
         )
     kept = tuple(t for t in pool.tasks if not rejection_reasons(rows[t.id], spec.min_score))
     return Pool(source=pool.source, tasks=kept, broken=pool.broken)

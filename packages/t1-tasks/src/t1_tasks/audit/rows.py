@@ -77,6 +77,10 @@ class AuditRow(_Row):
     task_id: str
     """The task's id (its bundle directory name)."""
 
+    bundle_sha256: str
+    """`t1_tasks.bundle_digest` of the bundle as audited: a task edited after its audit no longer matches, and
+    a run refuses the row (the audit must be taken again)."""
+
     rubric_version: str
     """The rubric the scores follow (the judge's prompt file, ``rubric-v1``)."""
 
