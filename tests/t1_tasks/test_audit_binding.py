@@ -60,3 +60,18 @@ def test_a_validation_record_of_another_pool_is_refused() -> None:
 @pytest.mark.parametrize(("p90", "want"), [(24.000000000000004, 24), (24.0, 24), (24.01, 25), (0.2, 1)])
 def test_suggested_scale_is_not_pushed_up_by_float_noise(p90: float, want: int) -> None:
     assert suggested_scale(p90) == want
+
+
+def test_a_shortcut_in_a_helper_the_solution_runs_is_found(pool_copy: Path) -> None:
+    from t1_tasks import load_task
+    from t1_tasks.audit import static_audit
+
+    task_dir = pool_copy / "csv-region-totals"
+    (task_dir / "solution" / "helper.py").write_text(
+        "import json\nv = 'verif'\njson.dump({'reward': 1}, open(f'/logs/{v}ier/reward.json', 'w'))\n"
+    )
+    with (task_dir / "solution" / "solve.sh").open("a") as fh:
+        fh.write("python3 /solution/helper.py\n")
+    audit = static_audit(load_task(task_dir), None)
+    assert "solution_shortcut" in audit.hard_rejects
+    assert any("helper.py" in e for e in audit.hard_rejects["solution_shortcut"])

@@ -100,7 +100,8 @@ class StaticAudit:
 
 
 _TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|conftest\.py|test\.sh|solve\.sh)$")
-_SHORTCUT = re.compile(r"/tests\b|\btest_\w*\.py\b|\bctrf\.json\b|/logs/verifier\b")
+# a reference solution has no business with the held-out tests or the verifier's report folder (/logs)
+_SHORTCUT = re.compile(r"/tests\b|\btest_\w*\.py\b|\bctrf\.json\b|/logs\b|\breward\.(?:json|txt)\b")
 _ABS_PATH = re.compile(r"(?<![\w.:/-])/(?:[\w.@+-]+/)*[\w.@+-]+")
 _SYSTEM_PREFIXES = (
     "/tests", "/logs", "/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/usr", "/bin", "/sbin", "/lib",
@@ -185,10 +186,12 @@ def _leakage(task: Task) -> list[Finding]:
 
 
 def _shortcut(task: Task) -> list[Finding]:
-    solve = task.solution_dir / "solve.sh"
+    # every file of solution/, not only solve.sh: a helper script it runs is the same solution
+    files = sorted(p for p in task.solution_dir.rglob("*") if p.is_file() and not p.is_symlink())
     hits = [
-        f"{_rel(task, solve)}:{n}: {line.strip()[:120]}"
-        for n, line in enumerate(solve.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        f"{_rel(task, path)}:{n}: {line.strip()[:120]}"
+        for path in files
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
         if _SHORTCUT.search(line)
     ]
     if not hits:
