@@ -156,8 +156,15 @@ class Sandbox(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def upload(self, local: Path, remote: str, *, timeout_s: float = 60) -> None:
-        """Copy a local file or directory to the absolute path ``remote`` inside the sandbox."""
+    async def upload(
+        self, local: Path, remote: str, *, timeout_s: float = 60, read_only: bool = False
+    ) -> None:
+        """Copy a local file or directory to the absolute path ``remote`` inside the sandbox.
+
+        With ``read_only`` the copy is owned by an identity the sandbox's processes do not run as and has no
+        write bit, so neither the agent nor the code the tests run can change, add or remove its files (the
+        held-out tests, T1 §10: read-only test mounts).
+        """
 
     @abc.abstractmethod
     async def download(self, remote: str, local: Path, *, timeout_s: float = 60) -> None:
@@ -177,6 +184,17 @@ class Sandbox(abc.ABC):
         Called by the verifier run before the tests are uploaded, so nothing of the agent can touch the tests
         or the verifier's output. The default does nothing (for backends without a persistent shell).
         """
+
+    async def exec_verifier(self, command: str, *, timeout_s: float, cwd: str | None = None) -> ExecResult:
+        """Run the verifier's ``command`` (``bash /tests/test.sh``) with the verifier toolchain available.
+
+        The toolchain (python3 with pytest and pytest-json-ctrf where the image has none) is visible to
+        this launch only, never to the agent's shell or execs. ``timeout_s`` is the wall-clock deadline and
+        also the per-process CPU budget. The default puts `verifier_env` on PATH and calls `exec`.
+        """
+        return await self.exec(
+            command, timeout_s=timeout_s, cwd=cwd, env=self.verifier_env(), cpu_time_s=timeout_s
+        )
 
     def verifier_env(self) -> dict[str, str]:
         """Environment variables that put the verifier toolchain (python3 with pytest) on PATH for ``exec``.
