@@ -1,6 +1,7 @@
 """Local (bubblewrap) sandbox: isolation, limits, deadlines, reclamation, shell (T1 §6)."""
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -67,7 +68,7 @@ async def test_host_filesystem_is_read_only_and_task_root_tmp_logs_are_writable(
         assert r.exit_code != 0
         r = await sb.exec("touch /app/a /tmp/b /logs/c && ls /app /tmp /logs", timeout_s=10)
         assert r.ok, r.stderr
-        host_app = sb.host_root / "m_app"
+        host_app = sb.host_root / "app"
         assert (host_app / "a").is_file()
 
 
@@ -84,9 +85,7 @@ async def test_repository_and_task_bundles_are_invisible_even_with_the_verifier_
     pool_dir = Path(t1_tasks.__file__).parent / "pools" / "mini"
     repo = Path(t1_tasks.__file__).resolve().parents[4]
     async with await _started(tmp_path) as sb:
-        r = await sb.exec(
-            f"ls {pool_dir} {repo}; python3 -c 'import t1_tasks'", timeout_s=20, env=sb.verifier_env()
-        )
+        r = await sb.exec_verifier(f"ls {pool_dir} {repo}; python3 -c 'import t1_tasks'", timeout_s=20)
         assert r.exit_code != 0
         assert "No such file or directory" in r.stderr and "ModuleNotFoundError" in r.stderr
         # nothing mounted besides the host's /usr and /etc holds a solution script of the pool
@@ -110,10 +109,8 @@ async def test_repository_and_task_bundles_are_invisible_even_with_the_verifier_
         }
         allowed.add(Path(sys.base_prefix).resolve().parts[1])  # the interpreter, mounted at its own path
         assert set(r.stdout.split()) <= allowed
-        r = await sb.exec(
-            "python3 -m pytest --version && python3 -m pytest --help | grep -c -- --ctrf",
-            timeout_s=30,
-            env=sb.verifier_env(),
+        r = await sb.exec_verifier(
+            "python3 -m pytest --version && python3 -m pytest --help | grep -c -- --ctrf", timeout_s=30
         )
         assert r.ok, r.stderr
 
@@ -148,7 +145,7 @@ async def test_file_size_limit(tmp_path):
     async with await _started(tmp_path, disk_mb=1) as sb:
         r = await sb.exec("head -c 3000000 /dev/zero > /app/big", timeout_s=20)
         assert r.exit_code != 0
-        assert (sb.host_root / "m_app" / "big").stat().st_size <= 1024 * 1024
+        assert (sb.host_root / "app" / "big").stat().st_size <= 1024 * 1024
 
 
 async def test_deadline_kills_the_whole_group_background_children_too(tmp_path):
@@ -619,3 +616,99 @@ async def test_output_floods_are_bounded(tmp_path):
             "head -c 6000000 /dev/zero | tr '\\0' y; echo; echo END\n", duration_s=10, max_wait_s=10
         )
         assert len(out) <= shell.MAX_UNREAD + 200 and "bytes omitted" in out and out.rstrip().endswith("$")
+
+
+# ---------------------------------------------------------------- aggregate limits and hardening (local side)
+
+
+async def test_every_launch_runs_in_the_sandbox_cgroup_with_the_spec_limits_removed_at_close(tmp_path):
+    from t1_rollout.sandbox.local.cgroups import leftover_cgroups
+
+    async with await _started(tmp_path, memory_mb=300, max_processes=50, cpus=0.5) as sb:
+        group = sb._cgroup
+        running = asyncio.ensure_future(sb.exec("sleep 2", timeout_s=10))
+        await asyncio.sleep(0.5)
+        assert set(pids_of_uid(sb.uid)) <= set(group.pids()) and group.pids()
+        await running
+        values = {d.name: d for d in group.dirs}
+        assert len(values) == 1  # one name in every hierarchy
+        wanted = (
+            "memory.max",
+            "memory.limit_in_bytes",
+            "pids.max",
+            "cpu.max",
+            "cpu.cfs_quota_us",
+            "cpu.cfs_period_us",
+        )
+        files = {n: (d / n).read_text().split()[0] for d in group.dirs for n in wanted if (d / n).exists()}
+        if "memory.max" in files:  # cgroup v2
+            assert files["memory.max"] == str(300 << 20) and files["pids.max"] == "50"
+            assert files["cpu.max"] == "50000"
+        else:
+            assert files["memory.limit_in_bytes"] == str(300 << 20) and files["pids.max"] == "50"
+            assert files["cpu.cfs_quota_us"] == "50000" and files["cpu.cfs_period_us"] == "100000"
+    assert not any(d.exists() for d in group.dirs)
+    assert not [g for g in leftover_cgroups() if g.name == group.name]
+
+
+def test_a_cgroup_of_a_dead_owner_is_a_leftover_and_is_swept():
+    from t1_rollout.sandbox.local.cgroups import cgroup_hierarchy, leftover_cgroups, sweep_dead_cgroups
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    start = Path(f"/proc/{child.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19].decode()
+    name = f"sbx-{child.pid}-{start}-deadbeef"
+    groups = [root / name for root in cgroup_hierarchy().roots]
+    for g in groups:
+        g.mkdir(parents=True)
+    try:
+        assert not set(groups) & set(leftover_cgroups())  # its owner lives: not ours to touch
+        child.kill()
+        child.wait()
+        assert set(groups) <= set(leftover_cgroups())
+        sweep_dead_cgroups()
+        assert not any(g.exists() for g in groups)
+    finally:
+        for g in groups:
+            with contextlib.suppress(OSError):
+                g.rmdir()
+
+
+def test_the_seccomp_program_denies_the_list_and_allows_the_rest():
+    # an independent interpreter of the classic BPF subset the filter uses
+    import struct
+
+    from t1_rollout.sandbox.local.seccomp import DENIED, SYSCALL_NUMBERS, seccomp_program
+
+    def run(program: bytes, arch: int, nr: int) -> int:
+        insns = [struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+        pc, acc = 0, 0
+        while True:
+            code, jt, jf, k = insns[pc]
+            if code == 0x20:
+                acc = arch if k == 4 else nr
+            elif code in (0x15, 0x35):
+                hit = acc == k if code == 0x15 else acc >= k
+                pc += jt if hit else jf
+            elif code == 0x06:
+                return k
+            pc += 1
+
+    for machine, arch in (("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)):
+        program = seccomp_program(machine)
+        table = SYSCALL_NUMBERS[machine]
+        for name in DENIED:
+            if name in table:
+                assert run(program, arch, table[name]) == 0x00050001, (machine, name)  # ERRNO | EPERM
+        for nr in (0, 1, 56, 57, 59, 60, 220, 221):  # read, write, clone, fork, execve, exit, ...
+            if nr not in table.values():
+                assert run(program, arch, nr) == 0x7FFF0000, (machine, nr)
+        assert run(program, 0x40000003, 1) == 0x80000000  # a foreign ABI (i386) is killed
+    assert run(seccomp_program("x86_64"), 0xC000003E, 0x40000000 | 1) == 0x00050001  # x32 numbering
+
+
+def test_preflight_names_missing_cgroups(monkeypatch):
+    from t1_rollout.sandbox.local import cgroups
+
+    monkeypatch.setattr(cgroups, "_HIERARCHY", "no cgroup hierarchy with the memory controller(s) is mounted")
+    problems = LocalSandbox.preflight(None)
+    assert any("cgroups" in p and "memory" in p and p.startswith("sandbox.kind 'local': ") for p in problems)

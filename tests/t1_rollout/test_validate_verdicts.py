@@ -68,14 +68,16 @@ class ScriptedSandbox(Sandbox):
     async def start(self, environment_dir, *, timeout_s):
         pass
 
-    async def upload(self, local, remote, *, timeout_s=60):
+    async def upload(self, local, remote, *, timeout_s=60, read_only=False):
         if remote == "/solution":
             self.kind = "oracle"
 
     async def exec(self, command, *, timeout_s, cwd=None, env=None, cpu_time_s=None):
         if "solve.sh" in command:
             return self.solve
-        if "find /logs/verifier" in command:  # run_verifier lists /logs/verifier, then copies a selection
+        if "sha256sum" in command:  # run_verifier hashes the report as test.sh left it, then sets it aside
+            return ran()
+        if "find /logs/" in command:  # run_verifier lists the report folder, then copies a selection
             report = self.report[self.kind]
             return ran(f"f {len(json.dumps(report))} ctrf.json\0" if report is not None else "")
         if command.startswith("rm -rf /tmp/.t1-verifier-out"):  # staging the selection, and clearing it

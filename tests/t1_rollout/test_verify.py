@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from t1_reward import FallbackCause, read_report
+from t1_reward import FallbackCause, judge, read_report
 from t1_rollout.sandbox.local import LocalSandbox
 from t1_rollout.verify import run_verifier
+from t1_spec import DenseRewardSpec
 from t1_tasks import load_pool
 
 pytestmark = pytest.mark.skipif(
@@ -128,7 +129,7 @@ async def test_the_agents_cpu_limit_never_kills_the_verifier(csv_task, tmp_path)
     assert report.fallback is None and report.total == csv_task.n_assertions
 
 
-async def test_a_verifier_killed_by_a_signal_is_a_crash_not_a_verdict(csv_task, tmp_path):
+async def test_a_verifier_killed_by_a_signal_gives_no_verdict_and_scores_zero(csv_task, tmp_path):
     tests = tmp_path / "tests"
     tests.mkdir()
     # writes a binary outcome, then dies the way a sandbox limit kills it
@@ -139,8 +140,12 @@ async def test_a_verifier_killed_by_a_signal_is_a_crash_not_a_verdict(csv_task, 
         await sb.start(csv_task.environment_dir, timeout_s=60)
         run = await run_verifier(sb, FakeTask("killed", tests), timeout_s=30, out_dir=tmp_path / "v")
     assert run.exit_code == 128 + 24
-    assert run.crashed and "signal 24" in run.error
-    assert read_report(run.out_dir, crashed=run.crashed).fallback == FallbackCause.VERIFIER_CRASH
+    # every T1-side call worked: not an infrastructure failure, but no verdict either
+    assert run.signal == 24 and run.error is None and run.crashed
+    report = read_report(run.out_dir, crashed=run.crashed)
+    assert report.fallback == FallbackCause.VERIFIER_CRASH
+    verdict = judge(report, DenseRewardSpec(), infrastructure_error=run.error, evidence=run.evidence)
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
 
 
 @pytest.mark.parametrize("sabotage", ["chmod 555 /logs", "chmod 555 /tmp", "chmod 000 /logs/verifier"])

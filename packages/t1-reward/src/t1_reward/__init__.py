@@ -2,9 +2,12 @@
 
 `read_report` reads a verifier directory (CTRF JSON, JUnit XML, reward.json / reward.txt) into a `Report`;
 `compute_reward` turns it into the trial's scalar under a reward spec (dense P/S by default, T1 §5.2, Eq. 20),
-falling back to the binary outcome, tagged by cause, when the per-assertion report is not usable.
+falling back to the binary outcome, tagged by cause, when the per-assertion report is not usable;
+`check_report` refuses a report the task could not have produced (tamper evidence), and `judge` is the one
+scoring policy of a verifier run (dropped, scored 0, or scored; `t1_reward.verdict`).
 """
 
+from t1_reward.integrity import PytestSummary, TamperEvidence, check_report, parse_pytest_summary
 from t1_reward.outcomes import (
     AssertionOutcome,
     AssertionStatus,
@@ -16,6 +19,7 @@ from t1_reward.outcomes import (
 from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt, xml_root_tag
 from t1_reward.report import MAX_REPORT_BYTES, read_report
 from t1_reward.reward import RATIO_COEFFICIENT, RewardResult, compute_reward, dense_reward, ratio_reward
+from t1_reward.verdict import Verdict, judge
 
 __all__ = [
     "MAX_REPORT_BYTES",
@@ -23,14 +27,20 @@ __all__ = [
     "AssertionOutcome",
     "AssertionStatus",
     "FallbackCause",
+    "PytestSummary",
     "Report",
     "RewardResult",
+    "TamperEvidence",
+    "Verdict",
     "VerifierReportError",
+    "check_report",
     "compute_reward",
     "dense_reward",
     "fold_outcomes",
+    "judge",
     "parse_ctrf",
     "parse_junit",
+    "parse_pytest_summary",
     "parse_reward_json",
     "parse_reward_txt",
     "ratio_reward",

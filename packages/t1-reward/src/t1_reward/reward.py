@@ -136,8 +136,9 @@ def compute_reward(report: Report, spec: RewardSpec) -> RewardResult:
     derived from the outcomes (1 if at least one passed and none failed, as a pytest exit code would say).
     Without a usable per-assertion report (``report.fallback`` set) every kind falls back to b, so a solved
     task never scores 0; without b either, or when the verifier crashed and b is 0 (a crashed grader graded
-    nothing), the value is None (infrastructure failure, recorded with its cause, never scored as the
-    agent's 0).
+    nothing), the value is None: the report holds no outcome. How a trial is scored then (dropped for an
+    infrastructure failure, 0 for a failure the agent caused, 0 for a tampered report) is decided in one
+    place, `t1_reward.judge`, which calls this function.
 
     P and T count distinct test names (`Report.passed`, `Report.total`): a name reported several times
     counts once and passes only if every entry of it passed; ``duplicates`` in the result says how many

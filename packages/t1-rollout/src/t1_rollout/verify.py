@@ -1,25 +1,47 @@
-"""The verifier run: held-out tests uploaded after the agent finished, run under a deadline, results fetched.
+"""The verifier run: held-out tests uploaded read-only after the agent is gone, run, checked, fetched.
 
 Source: Harbor ``verifier.py`` (``tests/`` to ``/tests`` at verification time, ``bash /tests/test.sh``, the
 ``/logs/verifier/`` directory downloaded; harbor_tb.md §1.3); T1 §5.2 (the per-assertion report feeds the
-dense reward; a verifier timeout or crash is a tagged fallback, not an agent score); T1 §7 (900 s verifier
-deadline).
+dense reward); T1 §7 (900 s verifier deadline); T1 §10 (read-only test mounts and checksummed verifiers, left
+there as future work, built here). The sequence, identical on every backend because it uses only the
+``Sandbox`` seam:
+
+1. ``stop_agent()``: every process of the agent is gone before the tests arrive;
+2. the tests are hashed on the host (sha256 per file) and uploaded with ``read_only=True``;
+3. a fresh ``/logs/verifier`` is made and ``bash /tests/test.sh`` runs through ``exec_verifier`` (the
+   verifier toolchain is visible to that launch only);
+4. right after ``test.sh`` exits, the report files are hashed in the sandbox and the folder is set aside
+   (``/logs/.t1-verifier-done``, so that ending the agent phase again cannot clear it);
+5. ``stop_agent()`` again: nothing that ``test.sh`` or the program under test started is left running;
+6. the report is copied back and hashed on the host: any change since step 4 is tamper evidence
+   (``report_changed``); the tests are downloaded and hashed against step 2 (``tests_changed``).
+
+How the result is scored (infrastructure failure dropped, tampering and agent-caused failures 0) is decided
+in one place, ``t1_reward.judge``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
+import hashlib
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from t1_reward import Report, TamperEvidence, Verdict, check_report, judge, read_report
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_spec import RewardSpec
+from t1_tasks.assertions import defined_tests, known_assertion_count
+from t1_tasks.validation import TaskRecord
 
 __all__ = [
     "VerifierRun",
+    "judge_run",
     "run_verifier",
+    "tree_digest",
     "TESTS_DIR",
     "VERIFIER_LOG_DIR",
     "MAX_FILE_BYTES",
@@ -31,6 +53,8 @@ __all__ = [
 
 TESTS_DIR = "/tests"
 VERIFIER_LOG_DIR = "/logs/verifier"
+#: Where ``/logs/verifier`` is set aside once ``test.sh`` has exited (read from there afterwards).
+DONE_DIR = "/logs/.t1-verifier-done"
 MAX_FILE_BYTES = 8 * 1024 * 1024  # one file copied back, bytes
 MAX_TOTAL_BYTES = 32 * 1024 * 1024  # all files copied back for one trial, bytes
 OMITTED_NOTE = "t1-omitted.txt"  # lists what was not copied back (written only when something was left out)
@@ -47,11 +71,16 @@ _STAGE_SCRIPT = "/tmp/.t1-verifier-stage.sh"
 _INLINE_SCRIPT_BYTES = 32 * 1024
 _TAIL_CHARS = 4000
 _NOTE_LINES = 200
+_NAMES_KEPT = 20
 
 
 class _TaskLike(Protocol):
     id: str
     tests_dir: Path
+
+
+class _JudgedTask(_TaskLike, Protocol):
+    n_assertions: int | None
 
 
 @dataclass(frozen=True)
@@ -60,17 +89,23 @@ class VerifierRun:
 
     Attributes:
         out_dir: host directory holding the downloaded ``/logs/verifier/`` (``ctrf.json``, ``reward.json``,
-            ``test-stdout.txt``); read it with ``t1_reward.read_report(out_dir, timed_out=..., crashed=...)``.
+            ``test-stdout.txt``); read it with ``t1_reward.read_report(out_dir, timed_out=...,
+            crashed=...)``.
         exit_code: ``test.sh``'s exit status (informational: Harbor ignores it, the report files count);
             None when it did not finish.
         timed_out: ``test.sh`` ran past the verifier deadline (the report is then a ``verifier_timeout``
             fallback).
-        duration_s: wall seconds of the whole run (upload, test.sh, download).
+        duration_s: wall seconds of the whole run (upload, test.sh, checks, download).
         stdout_tail: the last 4000 characters of test.sh's stdout and stderr.
-        error: why the verifier could not run or be collected (upload, exec or download failure), or None. A
-            non-None error is a verifier crash: infrastructure, never an agent score.
+        error: why a T1-side call of the run failed (upload, exec, download: a ``SandboxError``), or None.
+            Only this is an infrastructure failure (the trial is dropped, never scored).
         omitted: one line saying which of ``/logs/verifier``'s entries were left out or cut (details in
             ``out_dir / OMITTED_NOTE``), or None when everything was copied back.
+        signal: the signal that ended ``test.sh`` (its exit status was 128 + it), not the deadline; None
+            when it exited on its own. Its report is then not a verdict (``crashed``).
+        evidence: tamper evidence found in the sandbox: ``report_changed`` (a report file differs between
+            the moment ``test.sh`` exited and the copy taken once every process was killed),
+            ``tests_changed`` (the tests downloaded after the run differ from the bundle's files).
     """
 
     out_dir: Path
@@ -80,11 +115,36 @@ class VerifierRun:
     stdout_tail: str
     error: str | None = None
     omitted: str | None = None
+    signal: int | None = None
+    evidence: tuple[TamperEvidence, ...] = ()
 
     @property
     def crashed(self) -> bool:
-        """The verifier did not run to completion for an infrastructure reason."""
-        return self.error is not None
+        """No verdict came out of the run: an infrastructure failure, or ``test.sh`` ended by a signal."""
+        return self.error is not None or self.signal is not None
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every regular file under ``root``: ``{"./relative/path": hex digest}``.
+
+    Links are skipped, as a download drops them (``t1_rollout.sandbox.transfer.regular_only``).
+    """
+    root = Path(root)
+    digests: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_symlink() or not path.is_file() or any((root / p).is_symlink() for p in rel.parents):
+            continue
+        digests["./" + rel.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
+def _changed(expected: dict[str, str], found: dict[str, str]) -> list[str]:
+    """Names added, removed or modified between two digests, each as ``name (what)``."""
+    out = [f"{n} (modified)" for n in sorted(expected.keys() & found.keys()) if expected[n] != found[n]]
+    out += [f"{n} (removed)" for n in sorted(expected.keys() - found.keys())]
+    out += [f"{n} (added)" for n in sorted(found.keys() - expected.keys())]
+    return out
 
 
 async def run_verifier(
@@ -96,13 +156,14 @@ async def run_verifier(
     max_file_bytes: int = MAX_FILE_BYTES,
     max_total_bytes: int = MAX_TOTAL_BYTES,
 ) -> VerifierRun:
-    """Upload ``task.tests_dir`` to ``/tests``, run ``bash /tests/test.sh``, copy back its reports and logs.
+    """Run the task's held-out tests in ``sandbox`` with the integrity sequence of the module docstring.
 
-    Call it only after the agent has finished: the tests are not in the sandbox before this call, and the call
-    first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running are
-    killed) and empties ``/logs/verifier`` so that no agent-written report is read. The verifier
-    toolchain (``sandbox.verifier_env()``: python3 with pytest and pytest-json-ctrf) is put on PATH for this
-    exec only. ``test.sh``'s stdout and stderr are also saved as ``test-stdout.txt`` in ``out_dir``.
+    Call it only after the agent has finished: the tests are not in the sandbox before this call, and the
+    call first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running
+    are killed), uploads the tests read-only and empties ``/logs/verifier`` so that no agent-written report
+    is read. ``test.sh`` runs through ``sandbox.exec_verifier`` (the verifier toolchain, python3 with pytest
+    and pytest-json-ctrf, for that launch only). Its stdout and stderr are saved as ``test-stdout.txt`` in
+    ``out_dir``.
 
     Only what the reward reader uses and what helps debugging is copied back from ``/logs/verifier``: its
     top-level regular files named like `REPORT_PATTERNS` (``ctrf.json``, ``reward.json``, ``reward.txt``,
@@ -142,39 +203,60 @@ async def run_verifier(
     started = time.monotonic()
     exit_code: int | None = None
     timed_out = False
+    signal: int | None = None
     tail = ""
     error: str | None = None
+    log_bytes = 0
+    first: dict[str, str] | None = None
+    evidence: list[TamperEvidence] = []
+    control_s = max(1.0, min(60.0, timeout_s))
+    expected: dict[str, str] = {}
     try:
+        if not Path(task.tests_dir).is_dir():
+            raise SandboxError(f"upload: the task's tests {task.tests_dir} are not a directory")
+        expected = await asyncio.to_thread(tree_digest, Path(task.tests_dir))
         await sandbox.stop_agent()
-        await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=max(1.0, min(60.0, timeout_s)))
+        await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=control_s, read_only=True)
         # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
-        result = await sandbox.exec(
-            f"rm -rf {VERIFIER_LOG_DIR} && mkdir -p {VERIFIER_LOG_DIR} && bash {TESTS_DIR}/test.sh",
+        fresh = f"{VERIFIER_LOG_DIR} {DONE_DIR}"
+        result = await sandbox.exec_verifier(
+            f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
+            f"&& bash {TESTS_DIR}/test.sh",
             timeout_s=timeout_s,
             cwd=TESTS_DIR,
-            env=sandbox.verifier_env(),
-            # the grader gets its own CPU budget (its deadline): the agent's limit must never kill it
-            cpu_time_s=timeout_s,
         )
         exit_code, timed_out = result.exit_code, result.timed_out
         if exit_code is not None and exit_code > 128 and not timed_out:
-            # killed by a signal (a sandbox limit, OOM): the report, if any, is not the verifier's verdict
-            error = f"verifier of task {task.id} was killed by signal {exit_code - 128} (exit {exit_code})"
+            signal = exit_code - 128  # killed (by the program under test, a sandbox limit): no verdict
         combined = result.stdout + (("\n[stderr]\n" + result.stderr) if result.stderr else "")
         tail = combined[-_TAIL_CHARS:]
         log = _head_tail(combined.encode("utf-8"), max_file_bytes)
         (out_dir / CAPTURED_LOG).write_bytes(log)
         log_bytes = len(log)
-    except SandboxError as exc:
+        first = await _seal_report(sandbox)
+        await sandbox.stop_agent()  # whatever test.sh or the program under test started is gone now
+    except (SandboxError, OSError) as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
-        log_bytes = 0
     omitted: str | None = None
-    try:
-        omitted = await _copy_back(
-            sandbox, out_dir, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes, used=log_bytes
-        )
-    except SandboxError as exc:
-        if error is None:
+    if error is None:
+        try:
+            omitted, copied = await _copy_back(
+                sandbox,
+                out_dir,
+                max_file_bytes=max_file_bytes,
+                max_total_bytes=max_total_bytes,
+                used=log_bytes,
+            )
+            if first is not None:
+                found = {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in copied}
+                # a report file too big to copy whole is compared by presence only
+                found |= {n: first[n] for n in set(first) - set(copied) if (out_dir / n).exists()}
+                if changes := _changed(first, found):
+                    evidence.append(
+                        _evidence("report_changed", "report files", changes, "after test.sh exited")
+                    )
+            evidence += await _check_tests(sandbox, expected)
+        except SandboxError as exc:
             error = f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
     return VerifierRun(
         out_dir=out_dir,
@@ -184,7 +266,99 @@ async def run_verifier(
         stdout_tail=tail,
         error=error,
         omitted=omitted,
+        signal=signal,
+        evidence=tuple(evidence),
     )
+
+
+def _report_evidence(
+    report: Report, task: _JudgedTask, validated: TaskRecord | None, out_dir: Path
+) -> tuple[TamperEvidence, ...]:
+    """`t1_reward.check_report` against the task's known count, its test names and the captured output."""
+    tests_dir = Path(task.tests_dir)
+    files = {
+        str(p.relative_to(tests_dir)): p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(tests_dir.rglob("*.py"))
+        if p.is_file()
+    }
+    try:
+        names = defined_tests(files)
+    except SyntaxError:  # the verifier's own files do not parse: nothing to hold the names to
+        names = None
+    log = out_dir / CAPTURED_LOG
+    stdout = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
+    known = known_assertion_count(task.n_assertions, validated)
+    return check_report(report, known_assertions=known, known_tests=names, stdout=stdout)
+
+
+async def judge_run(
+    run: VerifierRun, task: _JudgedTask, reward_spec: RewardSpec, *, validated: TaskRecord | None = None
+) -> tuple[Report, Verdict]:
+    """Read a verifier run's report, check it against the task, and score it by ``t1_reward.judge``.
+
+    The files are read in a worker thread (a report may be megabytes; the event loop serves other trials).
+    The report is held to the task's known assertion count (``validated``'s observed count, else the static
+    ``task.n_assertions``), to the test names its ``tests/*.py`` define and to pytest's closing line in the
+    captured output (``t1_reward.check_report``); the run's own evidence (report changed, tests changed) is
+    added.
+
+    Args:
+        run: from `run_verifier`.
+        task: the task (``id``, ``tests_dir``, ``n_assertions``).
+        reward_spec: the recipe's reward section.
+        validated: the task's row of a validation record accepted for the pool, or None.
+
+    Returns:
+        ``(report, verdict)``.
+    """
+    report = await asyncio.to_thread(read_report, run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
+    evidence = run.evidence
+    if run.error is None:
+        evidence += await asyncio.to_thread(_report_evidence, report, task, validated, run.out_dir)
+    return report, judge(report, reward_spec, infrastructure_error=run.error, evidence=evidence)
+
+
+def _evidence(check: str, what: str, changes: list[str], when: str) -> TamperEvidence:
+    shown = ", ".join(changes[:3]) + (f" and {len(changes) - 3} more" if len(changes) > 3 else "")
+    return TamperEvidence(
+        check, f"{len(changes)} {what} changed {when}: {shown}", names=tuple(changes[:_NAMES_KEPT])
+    )
+
+
+async def _seal_report(sandbox: Sandbox) -> dict[str, str]:
+    """Hash the report files of ``/logs/verifier`` in the sandbox, then set the folder aside as `DONE_DIR`.
+
+    Returns:
+        ``{file name: sha256 hex}`` of the top-level regular report files as ``test.sh`` left them.
+
+    Raises:
+        SandboxError: the exec could not run or timed out.
+    """
+    patterns = " ".join(REPORT_PATTERNS)
+    result = await sandbox.exec(
+        f"cd {VERIFIER_LOG_DIR} 2>/dev/null && for f in {patterns}; do "
+        '[ -f "$f" ] && [ ! -L "$f" ] && timeout 30 sha256sum -- "$f"; done; '
+        f"cd / && mv -T {VERIFIER_LOG_DIR} {DONE_DIR} 2>/dev/null; true",
+        timeout_s=60,
+        cwd="/",
+    )
+    if result.timed_out:
+        raise SandboxError("hashing the verifier's report timed out")
+    digests: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        digest, sep, name = line.partition("  ")
+        if sep and len(digest) == 64 and not digest.startswith("\\"):
+            digests[name] = digest
+    return digests
+
+
+async def _check_tests(sandbox: Sandbox, expected: dict[str, str]) -> list[TamperEvidence]:
+    """Download ``/tests`` and compare its sha256 digests with the bundle's (``expected``)."""
+    with tempfile.TemporaryDirectory(prefix="t1-tests-") as tmp:
+        await sandbox.download(TESTS_DIR, Path(tmp) / "tests", timeout_s=60)
+        found = await asyncio.to_thread(tree_digest, Path(tmp) / "tests")
+    changes = _changed(expected, found)
+    return [_evidence("tests_changed", "test files", changes, "during the run")] if changes else []
 
 
 def _head_tail(data: bytes, cap: int) -> bytes:
@@ -206,18 +380,21 @@ def _shq(text: str) -> str:
 
 async def _copy_back(
     sandbox: Sandbox, out_dir: Path, *, max_file_bytes: int, max_total_bytes: int, used: int
-) -> str | None:
-    """Copy the selected files of ``/logs/verifier`` into ``out_dir`` within the caps; return the summary.
+) -> tuple[str | None, list[str]]:
+    """Copy the selected files of the set-aside report folder into ``out_dir`` within the caps.
 
     The selection and the cut are made inside the sandbox (``find``, then ``cp``, ``head -c`` and ``tail -c``
-    into a staging directory), so an oversized output never crosses to the host.
+    into a staging directory), so an oversized output never crosses to the host. A missing folder (test.sh,
+    or the program it tested, removed ``/logs/verifier`` or locked ``/logs``) copies nothing: no report.
+
+    Returns:
+        ``(summary of what was left out or None, names of the report files copied whole)``.
 
     Raises:
-        SandboxError: ``/logs/verifier`` is missing or could not be listed, staged or downloaded.
+        SandboxError: the folder could not be listed, staged or downloaded.
     """
     listing = await sandbox.exec(
-        f"[ -d {VERIFIER_LOG_DIR} ] || {{ echo '{VERIFIER_LOG_DIR} is missing' >&2; exit 3; }}; "
-        f"find {VERIFIER_LOG_DIR} -mindepth 1 -printf '%y %s %P\\0'",
+        f"[ -d {DONE_DIR} ] || exit 0; find {DONE_DIR} -mindepth 1 -printf '%y %s %P\\0'",
         timeout_s=60,
         cwd="/",
     )
@@ -225,7 +402,7 @@ async def _copy_back(
         why = (
             "timed out" if listing.timed_out else f"exit {listing.exit_code}: {listing.stderr.strip()[-500:]}"
         )
-        raise SandboxError(f"listing {VERIFIER_LOG_DIR} failed ({why})")
+        raise SandboxError(f"listing {DONE_DIR} failed ({why})")
     entries: list[tuple[str, int, str]] = []  # (find's type letter, size in bytes, relative path)
     for item in listing.stdout.split("\0"):
         kind, _, rest = item.partition(" ")
@@ -301,16 +478,14 @@ async def _copy_back(
         # exec died with it); logs over the cap with head and tail.
         # test.sh's own test-stdout.txt must not overwrite the output captured from it: staged as OWN_LOG
         whole = [
-            _shq(f"{VERIFIER_LOG_DIR}/{name}")
-            for name, keep in copy
-            if keep >= files[name] and name != CAPTURED_LOG
+            _shq(f"{DONE_DIR}/{name}") for name, keep in copy if keep >= files[name] and name != CAPTURED_LOG
         ]
         for i in range(0, len(whole), 256):
             parts.append(f"cp -P -- {' '.join(whole[i : i + 256])} {_STAGE_DIR}/")
         for name, keep in copy:
             if keep >= files[name] and name != CAPTURED_LOG:
                 continue
-            src = _shq(f"{VERIFIER_LOG_DIR}/{name}")
+            src = _shq(f"{DONE_DIR}/{name}")
             dst = _shq(f"{_STAGE_DIR}/{OWN_LOG if name == CAPTURED_LOG else name}")
             if keep >= files[name]:
                 parts.append(f"cp -P -- {src} {dst}")
@@ -338,10 +513,11 @@ async def _copy_back(
         await sandbox.exec(f"rm -rf {_STAGE_DIR} {_STAGE_SCRIPT}", timeout_s=60, cwd="/")
     for name in placeholders:
         (out_dir / name).write_bytes(b"")
+    copied = [name for name, keep in copy if name in reports]
     if not left_out:
-        return None
+        return None, copied
     summary = (
-        f"{len(left_out)} top-level entries of {VERIFIER_LOG_DIR} left out or cut "
+        f"{len(left_out)} top-level entries of {DONE_DIR} left out or cut "
         f"({skipped_bytes} bytes of other files not copied; caps: {max_file_bytes} bytes per file, "
         f"{max_total_bytes} in all); see {OMITTED_NOTE}"
     )
@@ -349,7 +525,7 @@ async def _copy_back(
     if len(left_out) > _NOTE_LINES:
         lines.append(f"... and {len(left_out) - _NOTE_LINES} more")
     (out_dir / OMITTED_NOTE).write_text(summary + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return summary
+    return summary, copied
 
 
 def _why(result: ExecResult) -> str:

@@ -22,18 +22,27 @@ class LocalSandboxSpec(Spec):
     whole seconds, and bubblewrap and the shell spend CPU before the command itself starts."""
 
     memory_mb: int = Field(default=1024, ge=64)
-    """Address-space limit per command (MiB, ``RLIMIT_AS``). At least 64 MiB: the limit also binds
-    bubblewrap and the shell, and below a few tens of MiB they cannot map libc and every command fails
-    before it runs."""
+    """Memory of the whole sandbox (MiB): its cgroup's limit over all its processes together, including the
+    pages of its files (they live on a tmpfs) and of ``/dev/shm``, without swap; past it the kernel's OOM
+    killer kills inside the sandbox. Also the address-space limit of each process (``RLIMIT_AS``), a second
+    line. At least 64 MiB: the limit also binds bubblewrap and the shell, and below a few tens of MiB they
+    cannot map libc and every command fails before it runs."""
 
     max_processes: int = Field(default=128, ge=8)
-    """Process and thread limit inside the sandbox (processes), ``RLIMIT_NPROC``. At least 8: bubblewrap, the
-    shell and a simple pipeline already need several."""
+    """Processes and threads of the whole sandbox (processes): its cgroup's ``pids.max`` and ``RLIMIT_NPROC``
+    (counted per host uid, one per sandbox). At least 8: bubblewrap, the shell and a simple pipeline already
+    need several."""
 
     disk_mb: int = Field(default=512, ge=1)
-    """Largest single file a sandbox process may write (MiB, ``RLIMIT_FSIZE``). At least 1 MiB. The local
-    sandbox does not cap the total size of its scratch directory yet: many files under the limit can still
-    fill the host disk (the directory is removed when the trial ends)."""
+    """Total size of the sandbox's files (MiB): its writable trees (task root, ``/tmp``, ``/logs``, the home,
+    ``/tests``) live on one tmpfs of this size, so writes past it fail with ``ENOSPC`` and nothing reaches the
+    host disk. What the sandbox's processes write there also counts against ``memory_mb``. Also the largest
+    single file (``RLIMIT_FSIZE``). At least 1 MiB."""
+
+    cpus: float = Field(default=1.0, gt=0)
+    """CPU cores the whole sandbox may use (cores): its cgroup's CFS quota (``cpus`` x 100 ms per 100 ms) and
+    ``cpus`` times the default CPU weight, so busy loops in one sandbox cannot starve the others. 1.0: "a
+    single core" per sandbox (T1 §7), as ``DockerSandboxSpec.cpus``."""
 
     network: bool = False
     """Allow network access from inside the sandbox; off so tasks cannot reach out."""

@@ -20,6 +20,10 @@ a fixture with ``params=``, a ``pytest_generate_tests`` hook, a ``unittest.TestC
 class with a base class, a test defined under ``if``/``try``/``with``/``for`` at module level, or ``__test__``
 set in a module or class. Callers then take the count from the verifier's report.
 
+`defined_tests` lists the qualified names of those tests per file (the verifier's report may name no
+other; ``t1_reward.check_report``), and `known_assertion_count` picks the count a report is held to: the one
+``t1 tasks validate`` observed, else the static one.
+
 Source: pytest's default ``python_functions = test``, ``python_classes = Test`` collection rules and
 ``Metafunc.parametrize`` (one item per argvalues entry); T1 §5.2 (per-assertion report).
 """
@@ -28,8 +32,12 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["count_test_items"]
+if TYPE_CHECKING:
+    from t1_tasks.validation import TaskRecord
+
+__all__ = ["count_test_items", "defined_tests", "known_assertion_count"]
 
 
 class _Unknown(Exception):
@@ -206,3 +214,85 @@ def count_test_items(files: dict[str, str]) -> int | None:
         )
     except _Unknown:
         return None
+
+
+def _qualnames(body: list[ast.stmt], prefix: tuple[str, ...], out: set[str], where: str) -> None:
+    """Collect ``Class::test`` names of ``body`` into ``out``, looking through ``if``/``try``/``with``."""
+    for stmt in body:
+        if _is_test_function(stmt):
+            assert isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef)
+            out.add("::".join((*prefix, stmt.name)))
+        elif isinstance(stmt, ast.ClassDef):
+            if not stmt.name.startswith("Test"):
+                continue
+            bases = [_dotted(b) for b in stmt.bases]
+            if any(b not in ("object", "TestCase", "unittest.TestCase") for b in bases) or stmt.keywords:
+                raise _Unknown(f"{where}:{stmt.lineno}: class {stmt.name} has a base class (inherited tests)")
+            _qualnames(stmt.body, (*prefix, stmt.name), out, where)
+        elif isinstance(stmt, ast.ImportFrom) and not prefix:
+            for alias in stmt.names:
+                if alias.name == "*":
+                    raise _Unknown(f"{where}:{stmt.lineno}: a star import may bring tests in")
+                name = alias.asname or alias.name
+                if name.startswith(("test", "Test")):
+                    raise _Unknown(f"{where}:{stmt.lineno}: test {name} imported from another module")
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            if any(n.startswith(("test", "Test")) for n in names):
+                raise _Unknown(f"{where}:{stmt.lineno}: a test name bound by assignment")
+        elif isinstance(stmt, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for part in getattr(stmt, block, []):
+                    _qualnames(
+                        part.body if isinstance(part, ast.ExceptHandler) else [part], prefix, out, where
+                    )
+
+
+def defined_tests(files: dict[str, str]) -> dict[str, frozenset[str]] | None:
+    """The tests each pytest file defines, by qualified name: ``test_x``, ``TestY::test_z`` (no parameters).
+
+    A superset of what pytest collects (a test under ``if`` counts whether or not the branch runs), so that
+    a name the verifier's report gives and this does not is a test that no file of the task defines.
+
+    Args:
+        files: relative path of each ``*.py`` file under ``tests/`` to its source; ``conftest.py`` files
+            define no tests and are left out.
+
+    Returns:
+        Relative path to the set of qualified test names (files without tests included, empty); None when
+        the names cannot be known without running pytest: a ``Test*`` class with a base class other than
+        ``unittest.TestCase`` (inherited tests), a star import or an imported ``test*`` name, or a ``test*``
+        name bound by assignment.
+
+    Raises:
+        SyntaxError: a file is not valid Python (its ``filename`` and ``lineno`` say where).
+    """
+    out: dict[str, frozenset[str]] = {}
+    try:
+        for name, source in files.items():
+            if Path(name).name == "conftest.py":
+                continue
+            names: set[str] = set()
+            _qualnames(ast.parse(source, filename=name).body, (), names, name)
+            out[name] = frozenset(names)
+    except _Unknown:
+        return None
+    return out
+
+
+def known_assertion_count(static: int | None, record: TaskRecord | None = None) -> int | None:
+    """The assertion count a verifier report of the task is held to (T1 §5.2: P counts assertions).
+
+    Args:
+        static: the static count of the task's ``tests/*.py`` (``Task.n_assertions``; None when unknown).
+        record: the task's row of a validation record (``ValidationRecord.get(task_id)`` of a record that
+            ``t1_tasks.record_for`` accepted for the pool), or None.
+
+    Returns:
+        The oracle's reported count when the record has one (``TaskRecord.observed_assertions``: what the
+        task's own verifier reported for the reference solution), else ``static``; None when neither is
+        known.
+    """
+    observed = record.observed_assertions if record is not None else None
+    return observed if observed is not None else static

@@ -44,7 +44,7 @@ def regular_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     return tarfile.data_filter(member, dest)
 
 
-def upload_plan(local: Path, remote: str, *, owner_uid: int) -> tuple[bytes, str]:
+def upload_plan(local: Path, remote: str, *, owner_uid: int, read_only: bool = False) -> tuple[bytes, str]:
     """The payload and the in-sandbox bash command that writes ``local`` at the absolute path ``remote``.
 
     Args:
@@ -52,10 +52,15 @@ def upload_plan(local: Path, remote: str, *, owner_uid: int) -> tuple[bytes, str
         remote: the absolute destination inside the sandbox (checked by the caller).
         owner_uid: the uid recorded in a directory's archive (the sandbox user's; unpacked with
             ``--no-same-owner``, so the files belong to whoever runs the command).
+        read_only: also take every write bit off what was written (``chmod -R a-w``). That alone does not
+            seal the copy from a process running as its owner (an owner may ``chmod`` it back): the backend
+            then gives the files to an identity the sandbox's processes do not run as (the local sandbox
+            does it from the host; a container backend runs this command as its root for a non-root agent).
 
     Returns:
         ``(payload, command)``: feed ``payload`` on the command's standard input. A directory becomes a tar
-        archive of its contents unpacked into ``remote``; a file is written with ``cat`` and keeps its mode.
+        archive of its contents unpacked into ``remote``; a file is written with ``cat`` and keeps its mode
+        (less its write bits with ``read_only``).
     """
     quoted = shell_quote(remote)
     if local.is_dir():
@@ -64,11 +69,13 @@ def upload_plan(local: Path, remote: str, *, owner_uid: int) -> tuple[bytes, str
             tar.add(local, arcname=".", filter=owned_by(owner_uid))
         payload = buf.getvalue()
         cmd = f"mkdir -p {quoted} && tar -x --no-same-owner -f - -C {quoted}"
+        if read_only:
+            cmd += f" && chmod -R a-w {quoted}"
     else:
         payload = local.read_bytes()
         parent = shell_quote(str(PurePosixPath(remote).parent))
-        mode = oct(local.stat().st_mode & 0o777)[2:]
-        cmd = f"mkdir -p {parent} && cat > {quoted} && chmod {mode} {quoted}"
+        mode = local.stat().st_mode & (0o555 if read_only else 0o777)
+        cmd = f"mkdir -p {parent} && cat > {quoted} && chmod {oct(mode)[2:]} {quoted}"
     return payload, cmd
 
 

@@ -4,6 +4,11 @@ A handler never mutates the loop's attributes and never raises inside the event 
 in a `StopToken` and cancels the rollout in progress (`run_interruptible`), as ``asyncio.run`` does on Ctrl-C.
 The loop calls `StopToken.check` after every trial and every step, so a stop is never lost, not even one whose
 ``KeyboardInterrupt`` Python swallowed in an at-fork hook (every sandbox launch forks).
+
+A stop cancels the rollout once; a second Ctrl-C, SIGTERM or SIGHUP while the cancelled rollout cleans up
+(its sandboxes are being reclaimed) is absorbed, never raised into the event loop, so it cannot cut a reclaim
+short and leave sandbox directories behind; `deferred_signals` keeps one from interrupting the write of the
+run's final ``status.json``.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
+import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,15 +61,20 @@ _RUNNING: list[list] = []
 
 
 def run_interruptible[T](coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)`` that `stop_as_ctrl_c` stops by cancelling it, as Ctrl-C stops ``asyncio.run``.
+    """``asyncio.run(coro)`` that Ctrl-C and `stop_as_ctrl_c` stop by cancelling it, once.
+
+    Ctrl-C (where SIGINT has Python's default handler) cancels the coroutine as ``asyncio.run`` does; unlike
+    ``asyncio.run``, a further Ctrl-C while the cancelled coroutine and the event loop's shutdown clean up is
+    absorbed (a note goes to stderr) instead of raising ``KeyboardInterrupt`` in the middle of that clean-up.
 
     Raises:
         KeyboardInterrupt: after the cancelled coroutine has cleaned up (its sandboxes reclaimed), when a
-            SIGTERM or SIGHUP stopped it.
+            Ctrl-C, SIGTERM or SIGHUP stopped it.
     """
+    entry: list = [None, False]
 
     async def main() -> T:
-        entry = [asyncio.current_task(), False]
+        entry[0] = asyncio.current_task()
         _RUNNING.append(entry)
         try:
             return await coro
@@ -73,7 +85,56 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T]) -> T:
         finally:
             _RUNNING.remove(entry)
 
-    return asyncio.run(main())
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        if entry[0] is None:  # the coroutine has not started: nothing to clean up
+            raise KeyboardInterrupt
+        if entry[1]:
+            print("t1: stopping; reclaiming sandboxes first (a second Ctrl-C is ignored)", file=sys.stderr)
+        elif entry in _RUNNING:
+            _cancel(entry)
+        else:  # the coroutine is done and the loop shuts down: stop once that is over
+            entry[1] = True
+
+    own = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
+    try:
+        result = asyncio.run(main())
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, previous)
+    if entry[1]:  # stopped after the coroutine had already returned: still a stop
+        raise KeyboardInterrupt
+    return result
+
+
+def _cancel(entry: list) -> None:
+    """Cancel the task of a `run_interruptible` entry, the first time only (a stop is asked for once)."""
+    if entry[1]:
+        return
+    entry[1] = True
+    entry[0].cancel()
+    entry[0].get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back for the duration (delivered when it ends).
+
+    For the write of a run's final ``status.json``: a second signal must not leave it saying ``running``.
+    A no-op outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def stop_as_ctrl_c(signum: int, frame: object) -> None:
@@ -85,10 +146,7 @@ def stop_as_ctrl_c(signum: int, frame: object) -> None:
     raises ``KeyboardInterrupt`` where SIGINT is ignored (a script's background job) or default.
     """
     if _RUNNING:
-        entry = _RUNNING[-1]
-        entry[1] = True
-        entry[0].cancel()
-        entry[0].get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select
+        _cancel(_RUNNING[-1])  # a second stop while the first one cleans up changes nothing
         return
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):

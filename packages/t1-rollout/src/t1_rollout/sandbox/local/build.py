@@ -5,15 +5,19 @@ debian:bookworm[-slim], WORKDIR, COPY, ENV, RUN). ``FROM`` maps onto the host's 
 first ``WORKDIR`` becomes the sandbox's private writable task root; ``COPY`` copies from the build context
 into the sandbox's host directories (then owned by its uid); ``ENV`` sets the environment of every later exec
 and of the shell; ``RUN`` runs inside the sandbox with the build's remaining time as its deadline.
+
+A ``RUN`` step may have planted links (``RUN ln -s /etc /app/l``), so the host-side ``COPY`` and ``WORKDIR``
+go through ``hostfs.py``: they walk the sandbox's directories without following any link and refuse a
+destination through one, where Docker would resolve it inside the image; a link inside the build context is
+copied as a link.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from t1_rollout.sandbox.base import (
     SandboxError,
@@ -23,6 +27,7 @@ from t1_rollout.sandbox.base import (
 )
 from t1_rollout.sandbox.dockerfile import Instruction
 from t1_rollout.sandbox.local.bwrap import inner_path, is_under
+from t1_rollout.sandbox.local.hostfs import copy_inside, make_dirs_inside
 from t1_rollout.sandbox.local.uids import UidSlot
 
 __all__ = ["DockerfileBuild"]
@@ -32,8 +37,7 @@ class DockerfileBuild:
     """The build side of ``LocalSandbox``: applies parsed Dockerfile instructions to the sandbox's files.
 
     A mixin: ``LocalSandbox`` holds the state it changes (the mount table ``_mounts`` under ``_root``, the
-    task root, the working directory, the environment) and provides ``_add_mount``, ``_host_path`` and
-    ``exec``.
+    task root, the working directory, the environment) and provides ``_add_mount`` and ``exec``.
     """
 
     _slot: UidSlot | None
@@ -74,9 +78,8 @@ class DockerfileBuild:
                     self._task_root = path
                     root_set = True
                 else:
-                    host = self._host_path(path, where)
-                    host.mkdir(parents=True, exist_ok=True)
-                    shutil.chown(host, self._slot.uid, self._slot.uid)
+                    mount, parts = self._mount_parts(path, where)
+                    make_dirs_inside(mount, parts, uid=self._slot.uid, where=f"{where}: WORKDIR {path}")
                 self._workdir = path
             elif ins.name == "COPY":
                 if not root_set:
@@ -99,25 +102,31 @@ class DockerfileBuild:
             self._add_mount(self._task_root)
         self._workdir = self._workdir if root_set else self._task_root
 
+    def _mount_parts(self, inner: str, where: str) -> tuple[Path, list[str]]:
+        """The host mount holding the sandbox path ``inner`` and the components of ``inner`` below it.
+
+        Raises:
+            SandboxError: ``inner`` is outside every writable mount.
+        """
+        for mount in sorted(self._mounts, key=len, reverse=True):
+            if is_under(inner, mount):
+                rel = PurePosixPath(inner).relative_to(mount)
+                return self._mounts[mount], [p for p in rel.parts if p != "."]
+        raise SandboxError(f"{where}: {inner} is outside the writable mounts {sorted(self._mounts)}")
+
     def _copy_in(self, context: Path, sources: Sequence[str], dest: str, where: str) -> None:
+        """``COPY sources dest`` from the build context, never following a link in the sandbox's files.
+
+        Raises:
+            SandboxError: a source outside the context or missing, or a destination through a link.
+        """
         assert self._slot is not None
         context = context.resolve()
         dest_inner = inner_path(dest if dest.startswith("/") else os.path.join(self._workdir, dest), where)
-        dest_host = self._host_path(dest_inner, where)
+        mount, parts = self._mount_parts(dest_inner, where)
         many = len(sources) > 1 or dest.endswith("/")
         for src in sources:
             src_host = (context / src).resolve()
             if not is_under(str(src_host), str(context)) or not src_host.exists():
                 raise SandboxError(f"{where}: COPY source {src!r} not found in {context}")
-            if src_host.is_dir():
-                shutil.copytree(src_host, dest_host, symlinks=True, dirs_exist_ok=True)
-            else:
-                target = dest_host / src_host.name if many or dest_host.is_dir() else dest_host
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src_host, target)
-        for path in [dest_host, *dest_host.rglob("*")] if dest_host.is_dir() else [dest_host]:
-            os.lchown(path, self._slot.uid, self._slot.uid)
-        for parent in dest_host.parents:
-            if parent == self._root:
-                break
-            os.lchown(parent, self._slot.uid, self._slot.uid)
+            copy_inside(src_host, mount, parts, uid=self._slot.uid, into=many, where=f"{where}: COPY {dest}")

@@ -1,8 +1,11 @@
 """Bubblewrap for the local sandbox: finding ``bwrap``, what this machine lacks, the ``bwrap`` command line.
 
-Every process of a local sandbox is one ``bwrap`` launch built by `bwrap_argv`: all namespaces unshared, an
-unprivileged uid (`INNER_UID`) with every capability dropped, the host's ``/usr`` and ``/etc`` read-only, the
-verifier toolchain read-only, and the sandbox's own writable directories bound at their sandbox paths.
+Every process of a local sandbox is one ``bwrap`` launch built by `bwrap_argv`: all namespaces unshared and
+no nested user namespaces (``--disable-userns``), an unprivileged uid (`INNER_UID`) with every capability
+dropped, the host's ``/usr`` and ``/etc`` read-only, the verifier toolchain read-only in the verifier's launch
+only, T1's installed task bundles covered by empty tmpfs, the sandbox's own writable directories bound at
+their sandbox paths, ``/dev/shm`` a tmpfs of `SHM_MB` MiB, and ``/`` and ``/dev`` read-only once built. The
+seccomp filter (``seccomp.py``) is added on a pipe by the launcher (``process.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from t1_rollout.sandbox.local.toolchain import toolchain
 
 __all__ = [
     "INNER_UID",
+    "SHM_MB",
     "SYSTEM_PATHS",
     "bwrap_argv",
     "bwrap_path",
@@ -28,6 +32,7 @@ __all__ = [
 INNER_UID = 1000  # the uid (and gid) every sandbox process has inside its user namespace
 # Paths the sandbox never lets a mount, upload or WORKDIR shadow.
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/proc", "/dev", "/opt/t1-verifier")
+SHM_MB = 64  # size of /dev/shm (MiB): Docker's default --shm-size; its pages count against memory_mb too
 
 
 def bwrap_path() -> str:
@@ -88,6 +93,8 @@ def bwrap_argv(
     mounts: Mapping[str, Path],
     network: bool,
     new_session: bool = True,
+    verifier: bool = False,
+    masks: Sequence[str] = (),
 ) -> list[str]:
     """The ``bwrap`` command line that runs ``command`` in a fresh sandbox process over ``mounts``.
 
@@ -99,12 +106,15 @@ def bwrap_argv(
         network: share the host's network namespace (off: only a down loopback).
         new_session: start the command in a new session, so it has no controlling terminal to inject
             keystrokes into (``TIOCSTI``); off for the interactive shell, which owns its pseudo-terminal.
+        verifier: bind the verifier toolchain (the verifier's launch; never the agent's).
+        masks: sandbox paths covered by an empty read-only tmpfs (T1's installed task bundles,
+            ``toolchain.bundle_masks``).
     """
-    tc = toolchain()
     argv = [
         bwrap_path(),
         "--unshare-all",
         "--unshare-user",
+        "--disable-userns",
         "--uid", str(INNER_UID),
         "--gid", str(INNER_UID),
         "--cap-drop", "ALL",
@@ -124,12 +134,19 @@ def bwrap_argv(
         argv.append("--share-net")
     if new_session:
         argv.append("--new-session")  # no controlling terminal to inject keystrokes into (TIOCSTI)
-    for host, inner in tc.binds:
-        argv += ["--ro-bind", host, inner]
-    for target, inner in tc.symlinks:
-        argv += ["--symlink", target, inner]
+    if verifier:
+        tc = toolchain()
+        for host, inner in tc.binds:
+            argv += ["--ro-bind", host, inner]
+        for target, inner in tc.symlinks:
+            argv += ["--symlink", target, inner]
     for inner in sorted(mounts):  # parents before children
         argv += ["--bind", str(mounts[inner]), inner]
+    for inner in masks:
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", inner, "--remount-ro", inner]
+    # /dev/shm sized (bwrap's /dev tmpfs has no size: half the host's RAM); / and /dev read-only
+    argv += ["--perms", "1777", "--size", str(SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm"]
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
     argv += ["--chdir", cwd, *command]

@@ -1,5 +1,11 @@
 """Process launch and kill for the local sandbox: limits, the uid switch, one ``bwrap`` launch to completion.
 
+Limits come in two lines. The first is per sandbox: every launch joins the sandbox's cgroup (``cgroups.py``:
+memory including tmpfs, processes, CPU share) in the forked child before ``exec``, and the sandbox's files
+live on a tmpfs of ``disk_mb`` MiB (``rootfs.py``). The second is per process: ``RLIMIT_CPU``, ``RLIMIT_AS``,
+``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (per host uid, i.e. per sandbox). Every launch also gets the seccomp
+filter (``seccomp.py``) on a pipe that ``bwrap --seccomp`` reads.
+
 Every launch runs under a unique ``argv[0]`` tag, so that its processes can be found and killed even when the
 launcher died during bubblewrap's set-up (`kill_tagged`). A launch is safe to cancel at any point: on
 cancellation, error or deadline its processes are killed before the exception propagates, and the command is
@@ -18,9 +24,13 @@ import signal
 import termios
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from t1_rollout.sandbox.base import SandboxError
+from t1_rollout.sandbox.local.cgroups import SandboxCgroup
+from t1_rollout.sandbox.local.rootfs import mount_root, mounted_roots, release_root
+from t1_rollout.sandbox.local.seccomp import seccomp_program
 from t1_rollout.sandbox.local.uids import UidSlot, kill_tagged
 
 __all__ = ["MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
@@ -31,23 +41,71 @@ MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
 class Launcher:
     """The process side of ``LocalSandbox``: per-process limits, the uid switch and one ``bwrap`` launch.
 
-    A mixin: ``LocalSandbox`` sets the limits, the held uid slot (``_slot``), whether it is closed
-    (``_closed``) and the set of running launchers (``_procs``, killed by ``stop_agent`` and ``close``).
+    A mixin: ``LocalSandbox`` sets the limits, the held uid slot (``_slot``), its host directory (``_root``),
+    whether it is closed (``_closed``), the set of running launchers (``_procs``, killed by ``stop_agent`` and
+    ``close``) and ``_cgroup`` (None until the first launch creates it).
     """
 
     cpu_time_s: float
     memory_mb: int
     max_processes: int
     disk_mb: int
+    cpus: float
     _slot: UidSlot | None
+    _root: Path | None
     _closed: bool
     _procs: set[asyncio.subprocess.Process]
+    _cgroup: SandboxCgroup | None
+
+    def _apply_limits(self) -> None:
+        """Set up the per-sandbox limits: ``_root`` (new, empty) on its own ``disk_mb`` MiB tmpfs, the cgroup.
+
+        Stale tmpfs of the same uid slot (left by a process killed with SIGKILL) are unmounted and removed
+        first: the slot's lock proves no live sandbox uses them.
+
+        Raises:
+            SandboxError: the tmpfs could not be mounted or the cgroup not created (no cgroups: the sandbox
+                refuses to run without its aggregate limits).
+        """
+        assert self._root is not None and self._slot is not None
+        for stale in mounted_roots(self._root.parent):
+            if stale != self._root and stale.name.startswith(f"t1-sbx-{self._slot.uid}-"):
+                release_root(stale)
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
+        mount_root(self._root, self.disk_mb)
+        self._ensure_cgroup()
+
+    def _release_limits(self) -> None:
+        """Remove the sandbox's cgroup (killing what is left in it) and unmount its tmpfs; idempotent.
+
+        Raises:
+            SandboxError: the cgroup could not be removed (a process survived SIGKILL).
+        """
+        cgroup, self._cgroup = self._cgroup, None
+        if self._root is not None:
+            release_root(self._root)
+        if cgroup is not None and (left := cgroup.remove()):
+            raise SandboxError(f"sandbox cgroup {cgroup.name}: {left} could not be removed")
+
+    def _ensure_cgroup(self) -> SandboxCgroup:
+        if self._cgroup is None:
+            self._cgroup = SandboxCgroup(
+                memory_mb=self.memory_mb, max_processes=self.max_processes, cpus=self.cpus
+            )
+        return self._cgroup
 
     def _preexec(
-        self, *, controlling_tty: bool = False, cpu_time_s: float | None = None
+        self,
+        *,
+        controlling_tty: bool = False,
+        cpu_time_s: float | None = None,
+        cgroup_procs: tuple[str, ...] = (),
     ) -> Callable[[], None]:
-        """The ``preexec_fn`` of one launch: new session, the sandbox's rlimits, then the switch to its uid.
+        """The ``preexec_fn`` of one launch: join the cgroup, new session, the rlimits, then the uid switch.
 
+        The cgroup is joined first (as root, which may write ``cgroup.procs``), so that bubblewrap's own
+        set-up is charged to the sandbox too; a failure to join fails the launch rather than run it unlimited.
         ``RLIMIT_CPU`` is ``cpu_time_s`` (this launch's, else the sandbox's) in whole seconds; ``RLIMIT_AS``
         and ``RLIMIT_FSIZE`` are the MiB limits in bytes; ``RLIMIT_NPROC`` counts the whole sandbox (one uid).
         """
@@ -63,6 +121,12 @@ class Launcher:
         )
 
         def preexec() -> None:  # runs in the forked child before exec: no allocation-heavy work
+            for path in cgroup_procs:  # "0": the writing process itself
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
             os.setsid()
             if controlling_tty:
                 fcntl.ioctl(0, termios.TIOCSCTTY, 0)
@@ -107,16 +171,34 @@ class Launcher:
         assert self._slot is not None
         uid = self._slot.uid
         tag = f"bwrap-t1-{secrets.token_hex(8)}"
-        preexec = self._preexec(controlling_tty=controlling_tty, cpu_time_s=cpu_time_s)
 
         async def launch() -> asyncio.subprocess.Process:
             # checked here, right before the fork (no await in between): a close that ran after the caller's
             # check must not be followed by a launch under a uid that is being given back
             if self._closed:
                 raise SandboxError("the sandbox was closed while a process was being started")
-            return await asyncio.create_subprocess_exec(
-                tag, *argv[1:], executable=argv[0], preexec_fn=preexec, **streams
+            cgroup = self._ensure_cgroup()
+            preexec = self._preexec(
+                controlling_tty=controlling_tty, cpu_time_s=cpu_time_s, cgroup_procs=cgroup.procs_files
             )
+            program, writer = os.pipe()  # bwrap reads the filter to EOF; it fits in the pipe's buffer
+            try:
+                try:
+                    os.write(writer, seccomp_program())
+                finally:
+                    os.close(writer)
+                return await asyncio.create_subprocess_exec(
+                    tag,
+                    "--seccomp",
+                    str(program),
+                    *argv[1:],
+                    executable=argv[0],
+                    preexec_fn=preexec,
+                    pass_fds=(program,),
+                    **streams,
+                )
+            finally:
+                os.close(program)
 
         spawn = asyncio.ensure_future(launch())
         try:

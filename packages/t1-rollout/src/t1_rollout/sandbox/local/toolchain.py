@@ -1,11 +1,18 @@
-"""The verifier toolchain: the project's Python with pytest, mounted read-only into every local sandbox.
+"""The verifier toolchain and what no sandbox launch may see: T1's installed task bundles.
 
-Built on the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk.
+The toolchain is the project's Python with pytest, mounted read-only into the verifier's launch only
+(``LocalSandbox.exec_verifier``), never into the agent's shell or execs. It is built on the host (as the host
+user, root in CI) outside any sandbox, once per process, and cached on disk. `bundle_masks` lists the
+directories of T1 packages that ship task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and
+reference solutions) found under a path that every launch binds (``/usr``, ``/etc``) or under the
+toolchain's ``site-packages``; each launch covers them with an empty read-only tmpfs.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -14,7 +21,7 @@ from pathlib import Path
 
 from t1_rollout.sandbox.base import SandboxError
 
-__all__ = ["TOOLCHAIN_MOUNT", "VerifierToolchain", "toolchain"]
+__all__ = ["TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,8 @@ class VerifierToolchain:
     binds: tuple[tuple[str, str], ...]
     symlinks: tuple[tuple[str, str], ...]
     env: dict[str, str]
+    site: str = ""
+    """The host directory of the environment's ``site-packages`` (at ``/opt/t1-verifier/site-packages``)."""
 
 
 TOOLCHAIN_MOUNT = "/opt/t1-verifier"
@@ -116,5 +125,47 @@ def toolchain() -> VerifierToolchain:
         "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/site-packages",
         "PYTHONNOUSERSITE": "1",
     }
-    _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=symlinks, env=env)
+    _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=symlinks, env=env, site=str(site))
     return _TOOLCHAIN
+
+
+#: Host paths every launch binds read-only at their own path (``bwrap.py``): a package there is seen.
+BOUND_SYSTEM_PATHS = ("/usr", "/etc")
+_SITE_GLOBS = (
+    "/usr/lib/python3*/*-packages",
+    "/usr/local/lib/python3*/*-packages",
+    "/usr/lib/python3/*-packages",
+)
+
+
+def _holds_bundles(package: Path) -> bool:
+    return package.name == "t1_tasks" or (package / "pools").is_dir()
+
+
+def bundle_masks(*, verifier: bool) -> tuple[str, ...]:
+    """Sandbox paths of T1 packages holding task bundles that a launch would otherwise see; sorted.
+
+    A package holds bundles when it is ``t1_tasks`` or has a ``pools`` directory. Searched: the system
+    Python's ``site-packages`` / ``dist-packages`` under ``/usr`` and ``/usr/local``, wherever the running
+    ``t1_tasks`` is installed when that is under ``/usr`` or ``/etc`` (a wheel in a system venv), and, for the
+    verifier's launch (``verifier=True``), the toolchain's ``site-packages`` at its sandbox path. Cheap: a few
+    ``glob`` calls, no import.
+    """
+    found: set[str] = set()
+    sites = [Path(d) for pattern in _SITE_GLOBS for d in glob.glob(pattern)]
+    spec = importlib.util.find_spec("t1_tasks")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        sites.append(Path(location).resolve().parent)
+    for site in sites:
+        real = site.resolve()
+        if not any(real == Path(b) or Path(b) in real.parents for b in BOUND_SYSTEM_PATHS):
+            continue
+        for package in real.glob("t1_*"):
+            if package.is_dir() and _holds_bundles(package):
+                found.add(str(package))
+    if verifier:
+        tc = toolchain()
+        for package in Path(tc.site).glob("t1_*"):
+            if package.is_dir() and _holds_bundles(package):
+                found.add(f"{TOOLCHAIN_MOUNT}/site-packages/{package.name}")
+    return tuple(sorted(found))

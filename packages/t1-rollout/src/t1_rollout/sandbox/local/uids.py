@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t1_rollout.sandbox.base import SandboxError
+from t1_rollout.sandbox.local.hostfs import remove_tree
+from t1_rollout.sandbox.local.rootfs import release_root
 
 __all__ = [
     "UidSlot",
     "acquire_uid_slot",
+    "sweep_stale_sandboxes",
     "kill_tagged",
     "kill_uid",
     "pids_of_uid",
@@ -145,6 +148,81 @@ def acquire_uid_slot() -> UidSlot:
             continue
         return held
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
+
+
+def _hold_if_free(uid: int) -> UidSlot | None:
+    """Take the slot of ``uid`` when no live process holds it (the kernel drops a dead holder's lock)."""
+    slot = uid - UID_BASE
+    if not 0 <= slot < UID_SLOTS:
+        return None
+    SLOT_DIR.mkdir(mode=0o700, exist_ok=True)
+    path = SLOT_DIR / f"{slot}.lock"
+    fd = _lock(path)
+    return None if fd is None else UidSlot(uid=uid, fd=fd, path=path)
+
+
+def sweep_stale_sandboxes(parent: Path, prefix: str) -> list[Path]:
+    """Kill the processes and delete the directories of sandboxes whose owning process is dead.
+
+    A sandbox's directory (``parent/<prefix><uid>-<pid>-...``) and processes exist only while its owner holds
+    the uid's slot lock; the kernel drops the lock when the owner dies, even by SIGKILL. So a directory or a
+    process of a sandbox uid whose slot can be locked now is a leftover: it is reclaimed under that lock, so
+    no sandbox starting meanwhile can take the slot. A slot held by a live process (this one's included) is
+    left alone, whatever its pid says.
+
+    Args:
+        parent: the folder holding sandbox directories (the sandboxes' work dir).
+        prefix: the directories' name prefix, followed by the uid and a ``-``.
+
+    Returns:
+        The directories deleted. A leftover that cannot be deleted now (a process surviving SIGKILL, an I/O
+        error) is kept for a later sweep and never raises.
+    """
+    by_uid: dict[int, list[Path]] = {}
+    with contextlib.suppress(OSError):
+        for path in parent.glob(prefix + "*"):
+            uid_text = path.name[len(prefix) :].split("-", 1)[0]
+            if uid_text.isdigit() and 0 <= int(uid_text) - UID_BASE < UID_SLOTS:
+                by_uid.setdefault(int(uid_text), []).append(path)
+    for uid in _uids_in_range():
+        by_uid.setdefault(uid, [])
+    removed = []
+    for uid, paths in sorted(by_uid.items()):
+        held = _hold_if_free(uid)
+        if held is None:
+            continue
+        try:
+            if kill_uid(uid):  # a survivor of SIGKILL (D state): try again another time
+                continue
+            for path in paths:
+                try:
+                    release_root(path)  # a sandbox's own tmpfs (rootfs.py), if mounted there
+                    remove_tree(path)
+                except OSError:
+                    continue
+                removed.append(path)
+        finally:
+            held.release()
+    return removed
+
+
+def _uids_in_range() -> set[int]:
+    """Real uids of live processes that are sandbox uids (one pass over ``/proc``)."""
+    uids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        uid = int(line.split()[1])
+                        if 0 <= uid - UID_BASE < UID_SLOTS:
+                            uids.add(uid)
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return uids
 
 
 def _uids_with_zombies() -> set[int]:

@@ -1,0 +1,284 @@
+"""Checks that refuse a verifier report the task could not have produced, with the evidence (T1 §10).
+
+The paper leaves verifier integrity as future work (T1 §10: "the verifier executes in the agent-controlled
+sandbox with no runtime tamper detection"). The verifier's tests often run the agent's own program, and that
+program runs with the verifier's rights, so it can write a report of its own. `check_report` compares what a
+`Report` claims with what is known of the task without running anything:
+
+- ``assertion_count``: the report names more distinct assertions than the task has (the count ``t1 tasks
+  validate`` observed for the task, else the static count of its ``tests/*.py``); P can then never exceed the
+  task's known count;
+- ``unknown_test``: the report names tests that no test file of the task defines (pytest node ids and JUnit
+  ``classname::name`` are matched against the test functions and methods of ``tests/*.py``);
+- ``pytest_summary``: pytest's own closing line in the captured output (``2 failed, 2 passed in 0.31s``)
+  disagrees with the report's counts, or pytest started a session (``test session starts``) and never closed
+  it while a report exists;
+- ``binary_contradicts_report``: ``reward.json`` / ``reward.txt`` says solved while the per-assertion report
+  has failed assertions.
+
+What stays open: a program under test that writes a report with exactly the task's test names, no more of
+them than the task has, while pytest's closing line is absent from the captured output (a ``test.sh`` that
+hides pytest's output) or forged on pytest's own output stream, is not detectable from the report alone.
+The sandbox-side checks (tests read-only and hashed, the report re-read after every process is killed) live
+in ``t1_rollout.verify``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from t1_reward.outcomes import AssertionStatus, Report
+
+__all__ = ["PytestSummary", "TamperEvidence", "check_report", "parse_pytest_summary"]
+
+#: How many offending names a piece of evidence keeps (the rest are counted in its detail).
+MAX_NAMES = 20
+
+
+@dataclass(frozen=True)
+class TamperEvidence:
+    """One reason to refuse a verifier report or a verifier run.
+
+    Attributes:
+        check: which check failed: ``assertion_count``, ``unknown_test``, ``pytest_summary``,
+            ``binary_contradicts_report`` (the report checks here), or ``report_changed``,
+            ``tests_changed`` (the sandbox-side checks of ``t1_rollout.verify``).
+        detail: one sentence saying what was found.
+        claimed: the count the report claims (assertions, or passed assertions), when the check compares
+            counts.
+        known: the count it was compared with (the task's known assertions, pytest's own figure).
+        names: up to `MAX_NAMES` offending test or file names.
+    """
+
+    check: str
+    detail: str
+    claimed: int | None = None
+    known: int | None = None
+    names: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """The evidence as JSON-ready data (for the trial's record)."""
+        return {
+            "check": self.check,
+            "detail": self.detail,
+            "claimed": self.claimed,
+            "known": self.known,
+            "names": list(self.names),
+        }
+
+
+@dataclass(frozen=True)
+class PytestSummary:
+    """pytest's closing line, as counts (``=== 2 failed, 3 passed, 1 error in 0.50s ===``).
+
+    Attributes:
+        counts: outcome word (``passed``, ``failed``, ``error``, ``skipped``, ``xfailed``, ``xpassed``,
+            ``deselected``, ``warnings``, ...) to its number; plural forms are folded (``errors`` is
+            ``error``).
+    """
+
+    counts: dict[str, int]
+
+    def get(self, word: str) -> int:
+        """The number given for ``word`` (0 when the line does not name it)."""
+        return self.counts.get(word, 0)
+
+    @property
+    def passed(self) -> int:
+        """Tests that passed, an unexpected pass (``xpassed``) included: what CTRF reports as passed."""
+        return self.get("passed") + self.get("xpassed")
+
+    @property
+    def tests_low(self) -> int:
+        """Fewest distinct tests the line can stand for (each test has one of these outcomes)."""
+        return sum(self.get(w) for w in ("passed", "failed", "skipped", "xfailed", "xpassed"))
+
+    @property
+    def tests_high(self) -> int:
+        """Most distinct tests the line can stand for (an ``error`` may be a test of its own, at setup)."""
+        return self.tests_low + self.get("error")
+
+
+_OUTCOME = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)\b")
+# The closing line: outcomes, then " in 1.23s" (pytest >= 6 may add "(0:00:01)"), optionally in "=" rules.
+_CLOSING = re.compile(r"^=*\s*((?:\d+ \w+,? ?)+) in \d+(?:\.\d+)?s\b.*?=*\s*$")
+_NO_TESTS = re.compile(r"^=*\s*no tests ran\b.*$")
+_SESSION_START = re.compile(r"^=+ test session starts =+\s*$")
+# A cut in the captured output (the sandbox's per-stream cap, the verifier's head-and-tail cap).
+_CUT = re.compile(r"^\[\.\.\. \d+ bytes omitted")
+
+
+def parse_pytest_summary(stdout: str) -> tuple[PytestSummary | None, bool]:
+    """Find pytest's closing line in captured output: the last one after the last session start.
+
+    pytest prints its closing line last, after every captured output it echoes (``-rA`` shows what the
+    tests printed), so only the last closing line counts: a line printed by the program under test earlier
+    in the output is not taken for pytest's.
+
+    Args:
+        stdout: what ``test.sh`` printed (stdout then stderr, as ``t1_rollout.verify`` captures it).
+
+    Returns:
+        ``(summary, unfinished)``: the counts of the last closing line (None when there is none), and whether
+        the last ``test session starts`` header has no closing line after it (pytest did not finish). A cut
+        in the output (a ``[... N bytes omitted`` marker) after the last closing line makes both unknown:
+        ``(None, False)``.
+    """
+    summary: PytestSummary | None = None
+    started = False
+    for raw in stdout.splitlines():
+        line = raw.strip()
+        if _SESSION_START.match(line):
+            started, summary = True, None
+            continue
+        if _CUT.match(line):  # what followed the cut is unknown until a closing line shows up again
+            started, summary = False, None
+            continue
+        if _NO_TESTS.match(line):
+            started, summary = False, PytestSummary({})
+            continue
+        match = _CLOSING.match(line)
+        if match is None:
+            continue
+        counts: dict[str, int] = {}
+        for number, word in _OUTCOME.findall(match.group(1)):
+            word = {"errors": "error", "warning": "warnings"}.get(word, word)
+            counts[word] = counts.get(word, 0) + int(number)
+        if counts:
+            started, summary = False, PytestSummary(counts)
+    return summary, started
+
+
+def _split_name(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """``(file path, qualified name parts)`` of a pytest node id or JUnit ``classname::name``, params cut."""
+    base = name.split("[", 1)[0]
+    parts = base.split("::")
+    if len(parts) < 2 or not all(parts):
+        return None
+    head, rest = parts[0], tuple(parts[1:])
+    if head.endswith(".py"):  # pytest node id: path/to/test_x.py::Class::test
+        return head.replace("\\", "/"), rest
+    # JUnit: a dotted module path, then the classes (``tests.test_x.TestY::test_z``)
+    dotted = head.split(".")
+    return "/".join(dotted), rest  # matched by module prefix in `_defined`
+
+
+def _defined(name: str, known_tests: Mapping[str, frozenset[str]]) -> bool:
+    """Whether the reported ``name`` is a test that one of the task's test files defines."""
+    split = _split_name(name)
+    if split is None:
+        return False
+    path, rest = split
+    for rel, qualnames in known_tests.items():
+        module = rel.removesuffix(".py")
+        rel_parts, path_parts = module.split("/"), path.removesuffix(".py").split("/")
+        if path.endswith(".py"):
+            # node id: its path ends with the file's path relative to tests/ (rootdir may be above it)
+            if path_parts[-len(rel_parts) :] == rel_parts and "::".join(rest) in qualnames:
+                return True
+            continue
+        # JUnit: classname = module path (a suffix of it) + classes
+        for cut in range(len(path_parts), 0, -1):
+            if path_parts[:cut][-len(rel_parts) :] == rel_parts:
+                qual = "::".join((*path_parts[cut:], *rest))
+                if qual in qualnames:
+                    return True
+    return False
+
+
+def check_report(
+    report: Report,
+    *,
+    known_assertions: int | None = None,
+    known_tests: Mapping[str, frozenset[str]] | None = None,
+    stdout: str | None = None,
+) -> tuple[TamperEvidence, ...]:
+    """Every reason to refuse ``report`` as the task's own verdict (empty: nothing found).
+
+    Pure: it reads only its arguments. Checks whose input is None are skipped (the module docstring lists
+    them). Only a report whose outcomes are to be scored (``report.fallback`` None) is checked against the
+    counts and names; a report that falls back is not scored from its outcomes anyway.
+
+    Args:
+        report: from ``t1_reward.read_report``.
+        known_assertions: the task's assertion count: the count ``t1 tasks validate`` recorded for it
+            (the oracle's report), else the static count of its ``tests/*.py`` (``t1_tasks``); None when
+            neither is known.
+        known_tests: relative path of each test file under ``tests/`` to the qualified names of the tests it
+            defines (``test_x``, ``TestY::test_z``; ``t1_tasks.defined_tests``); None when not known.
+        stdout: what ``test.sh`` printed, for pytest's closing line; None when not captured.
+
+    Returns:
+        The evidence, in the order of the checks above.
+    """
+    evidence: list[TamperEvidence] = []
+    scored = report.fallback is None
+    if scored and known_assertions is not None and report.total > known_assertions:
+        evidence.append(
+            TamperEvidence(
+                "assertion_count",
+                f"the report names {report.total} distinct assertions but the task has {known_assertions}",
+                claimed=report.total,
+                known=known_assertions,
+            )
+        )
+    if scored and known_tests:
+        unknown = [o.name for o in report.outcomes if not _defined(o.name, known_tests)]
+        if unknown:
+            more = f" (and {len(unknown) - MAX_NAMES} more)" if len(unknown) > MAX_NAMES else ""
+            evidence.append(
+                TamperEvidence(
+                    "unknown_test",
+                    f"{len(unknown)} reported tests are defined in no test file of the task{more}: "
+                    f"{', '.join(unknown[:3])}",
+                    claimed=len(unknown),
+                    known=0,
+                    names=tuple(unknown[:MAX_NAMES]),
+                )
+            )
+    if stdout is not None and report.outcomes:
+        summary, unfinished = parse_pytest_summary(stdout)
+        if unfinished and report.source == "ctrf":
+            evidence.append(
+                TamperEvidence(
+                    "pytest_summary",
+                    "pytest started a test session and never printed its closing line, yet a ctrf.json "
+                    "report exists (pytest writes it when the session ends)",
+                )
+            )
+        elif summary is not None and scored and summary.counts:
+            if report.passed > summary.passed:
+                evidence.append(
+                    TamperEvidence(
+                        "pytest_summary",
+                        f"the report has {report.passed} passed assertions but pytest's closing line says "
+                        f"{summary.passed} passed",
+                        claimed=report.passed,
+                        known=summary.passed,
+                    )
+                )
+            elif not summary.tests_low <= report.total <= summary.tests_high:
+                evidence.append(
+                    TamperEvidence(
+                        "pytest_summary",
+                        f"the report has {report.total} assertions but pytest's closing line stands for "
+                        f"{summary.tests_low}"
+                        + (f" to {summary.tests_high}" if summary.tests_high > summary.tests_low else ""),
+                        claimed=report.total,
+                        known=summary.tests_low,
+                    )
+                )
+    failed = [o.name for o in report.outcomes if o.status in (AssertionStatus.FAILED, AssertionStatus.OTHER)]
+    if scored and report.binary is not None and report.binary > 0 and failed:
+        evidence.append(
+            TamperEvidence(
+                "binary_contradicts_report",
+                f"the reward file says {report.binary:g} (solved) but {len(failed)} assertions failed",
+                claimed=None,
+                known=len(failed),
+                names=tuple(failed[:MAX_NAMES]),
+            )
+        )
+    return tuple(evidence)

@@ -1,0 +1,104 @@
+"""The scoring policy of a verifier run, in one place: scored, scored 0, or dropped (T1 §5.2, §7.4, §10).
+
+An RL run optimizes whatever the reward measures, so every way out of an honest grade must score no better
+than the grade. `judge` applies these rules, in this order, and nothing else in T1 decides them:
+
+1. **Infrastructure failure: dropped.** A T1-side call failed (the upload of the tests, the launch of
+   ``test.sh``, the download of its report; the sandbox was lost): the trial is ``failed`` and never scored,
+   as the paper does (T1 §5.2, §7.4: an infrastructure failure is not the agent's 0).
+2. **Tampered: 0, trained on.** Any tamper evidence (`t1_reward.integrity.check_report`: more assertions
+   than the task has, unknown test names, pytest's own counts disagreeing; ``t1_rollout.verify``: the
+   report changed after the verifier exited, the tests changed): the trial is ``finished`` with reward 0,
+   tagged tampered with its evidence, and trained on, so forgery never pays.
+3. **Agent-caused verifier failure: 0, trained on.** A verifier timeout, a ``test.sh`` ended by a signal,
+   or a ``test.sh`` that exited without any usable report, in a sandbox that stayed healthy (every T1-side
+   call worked): the task's own oracle produced a report at validation, so the failure is the agent's doing
+   (it killed pytest, slept past the deadline, exhausted the sandbox). The trial is ``finished`` with reward
+   0 and its fallback cause kept; a ``reward.json`` or ``reward.txt`` that the run left is ignored (it may be
+   the agent's own), so sabotage never pays either.
+4. **Otherwise** `compute_reward`: dense P/S by default (T1 §5.2, Eq. 20), with the binary fallback when a
+   ``test.sh`` that exited normally left no usable per-assertion report but a reward file.
+
+P is bounded by the task's known assertion count: a report that names more assertions than that is
+refused by rule 2, so a scored report has P <= T <= the known count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from t1_reward.integrity import TamperEvidence
+from t1_reward.outcomes import FallbackCause, Report
+from t1_reward.reward import RewardResult, compute_reward
+from t1_spec import RewardSpec
+
+__all__ = ["Verdict", "judge"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How one trial's verifier run is scored.
+
+    Attributes:
+        status: ``finished`` (the reward is trained on) or ``failed`` (dropped: an infrastructure failure).
+        reward: the reward with its provenance: ``kind`` is ``"tampered"`` (rule 2), ``"no_verdict"``
+            (rule 3) or what `compute_reward` applied; ``value`` is None only when ``status`` is ``failed``.
+        evidence: why the report was refused (empty unless tampered).
+        cause: one line for the record: the infrastructure failure (``failed``), or why a finished trial
+            scored 0 by rule 2 or 3; None for a normally scored trial.
+    """
+
+    status: Literal["finished", "failed"]
+    reward: RewardResult
+    evidence: tuple[TamperEvidence, ...] = ()
+    cause: str | None = None
+
+    @property
+    def tampered(self) -> bool:
+        """The report was refused as not the task's own verdict (rule 2)."""
+        return bool(self.evidence)
+
+
+def judge(
+    report: Report,
+    spec: RewardSpec,
+    *,
+    infrastructure_error: str | None = None,
+    evidence: tuple[TamperEvidence, ...] = (),
+) -> Verdict:
+    """Score one verifier run under the policy of the module docstring (the one place it is decided).
+
+    Args:
+        report: from ``t1_reward.read_report``, read with the run's ``timed_out`` and ``crashed`` (a
+            ``test.sh`` ended by a signal, or an infrastructure failure) flags.
+        spec: the recipe's reward section (dense, ratio or binary).
+        infrastructure_error: why a T1-side call of the verifier run failed, or None when every call worked
+            (the sandbox stayed healthy).
+        evidence: tamper evidence from ``t1_reward.check_report`` and the sandbox-side checks.
+
+    Returns:
+        The `Verdict`.
+
+    Raises:
+        ValueError: as `compute_reward` (an unknown reward spec, a hand-built binary outside [0, 1]).
+    """
+    result = compute_reward(report, spec)
+
+    def zero(kind: str) -> RewardResult:
+        return RewardResult(0.0, 0, 0, None, report.fallback, kind, result.duplicates)
+
+    if infrastructure_error is not None:
+        none = RewardResult(None, 0, result.total, report.binary, report.fallback, "none", result.duplicates)
+        return Verdict("failed", none, cause=f"verifier: {infrastructure_error}")
+    if evidence:
+        checks = ", ".join(dict.fromkeys(e.check for e in evidence))
+        cause = f"verifier: report refused as tampered ({checks}): {evidence[0].detail}"
+        return Verdict("finished", zero("tampered"), evidence=tuple(evidence), cause=cause)
+    agent_failure = report.fallback in (FallbackCause.VERIFIER_TIMEOUT, FallbackCause.VERIFIER_CRASH)
+    if agent_failure or result.value is None:
+        why = report.fallback.value if report.fallback is not None else "no outcome"
+        detail = f" ({report.detail})" if report.detail else ""
+        cause = f"verifier: {why}{detail}; scored 0: the sandbox stayed healthy, so this is the agent's doing"
+        return Verdict("finished", zero("no_verdict"), cause=cause)
+    return Verdict("finished", result)

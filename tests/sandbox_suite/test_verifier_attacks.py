@@ -1,0 +1,262 @@
+"""Attacks on the reward from inside the sandbox, each refused, tagged or scored 0, on every backend.
+
+The task is the shape of the bundled ``fix-stats-crash``: four pytest assertions, each running the agent's
+program ``/app/prog.py``, a ``test.sh`` in the mini pool's form (CTRF report, ``reward.json`` on exit). The
+agent writes the program; the verifier then runs it. Honest maximum under the dense reward: 4/20 = 0.2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from t1_rollout.verify import judge_run, run_verifier
+from t1_spec import DenseRewardSpec
+
+N_TESTS = 4
+TEST_SH = "\n".join(
+    [
+        "#!/bin/bash",
+        "mkdir -p /logs/verifier",
+        "rc=1",
+        'trap \'if [ "$rc" -eq 0 ]; then r=1.0; else r=0.0; fi; '
+        'printf "{\\"reward\\": %s}\\n" "$r" > /logs/verifier/reward.json\' EXIT',
+        "export PYTHONDONTWRITEBYTECODE=1",
+        "python3 -m pytest -p no:cacheprovider --rootdir=/tests --ctrf /logs/verifier/ctrf.json -rA "
+        "/tests/test_outputs.py",
+        "rc=$?",
+        "{post}",
+        'exit "$rc"',
+        "",
+    ]
+)
+TESTS_PY = "import subprocess\n\n" + "".join(
+    f"def test_case_{i}():\n"
+    f"    out = subprocess.run(\n"
+    f"        ['python3', '/app/prog.py', '{i}'], capture_output=True, text=True, timeout=30\n"
+    f"    )\n"
+    f"    assert out.stdout.strip() == 'answer {i * i}'\n\n"
+    for i in range(N_TESTS)
+)
+FORGED_200 = {
+    "results": {
+        "tool": {"name": "pytest"},
+        "summary": {"tests": 200},
+        "tests": [{"name": f"test_outputs.py::test_case_{i}", "status": "passed"} for i in range(200)],
+    }
+}
+FORGED_EXACT = {
+    "results": {
+        "tool": {"name": "pytest"},
+        "summary": {"tests": N_TESTS},
+        "tests": [{"name": f"test_outputs.py::test_case_{i}", "status": "passed"} for i in range(N_TESTS)],
+    }
+}
+
+
+@dataclass
+class AttackTask:
+    id: str
+    tests_dir: Path
+    n_assertions: int | None = N_TESTS
+
+
+def _task(tmp_path: Path, post: str = "") -> AttackTask:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text(TEST_SH.replace("{post}", post))
+    (tests / "test_outputs.py").write_text(TESTS_PY)
+    return AttackTask("attack", tests)
+
+
+async def _attack(make_sandbox, environment_dir, tmp_path, program: str, *, post: str = "", deadline=60):
+    """Build, let the agent write ``/app/prog.py``, run the verifier, score it as a trial does."""
+    task = _task(tmp_path, post)
+    (tmp_path / "prog.py").write_text(textwrap.dedent(program))
+    async with make_sandbox() as sb:
+        await sb.start(environment_dir, timeout_s=60)
+        await sb.upload(tmp_path / "prog.py", "/app/prog.py")  # what the agent wrote
+        run = await run_verifier(sb, task, timeout_s=deadline, out_dir=tmp_path / "out")
+    report, verdict = await judge_run(run, task, DenseRewardSpec())
+    return run, report, verdict
+
+
+HONEST_BUT_WRONG = """
+import sys
+print("answer", int(sys.argv[1]) + 1)
+"""
+
+
+async def test_an_honest_wrong_program_is_scored_by_its_assertions(make_sandbox, environment_dir, tmp_path):
+    # the baseline of the attacks below: n + 1 is n * n for no n in 0..3, so nothing passes, a real 0
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, HONEST_BUT_WRONG)
+    assert run.error is None and not run.evidence and report.fallback is None
+    assert (report.passed, report.total) == (0, N_TESTS)
+    assert (verdict.status, verdict.reward.value, verdict.tampered) == ("finished", 0.0, False)
+
+
+async def test_a_correct_program_scores_its_four_assertions(make_sandbox, environment_dir, tmp_path):
+    program = "import sys\nn = int(sys.argv[1])\nprint('answer', n * n)\n"
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert not verdict.tampered, verdict.evidence
+    assert verdict.reward.value == N_TESTS / 20  # the honest maximum, P / S with S = 20 (T1 §5.2, Eq. 20)
+
+
+async def test_a_forged_read_only_report_of_200_entries_is_refused(make_sandbox, environment_dir, tmp_path):
+    program = f"""
+    import json, os, sys
+    path = "/logs/verifier/ctrf.json"
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            json.dump({json.dumps(FORGED_200)}, f)
+        os.chmod(path, 0o444)
+    print("answer", -1)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert report.total == 200  # the forged file is what pytest's plugin could not overwrite
+    assert verdict.status == "finished" and verdict.reward.value == 0.0 and verdict.tampered
+    count = next(e for e in verdict.evidence if e.check == "assertion_count")
+    assert (count.claimed, count.known) == (200, N_TESTS)
+
+
+async def test_a_background_rewriter_after_pytest_is_refused(make_sandbox, environment_dir, tmp_path):
+    # the rewriter waits for pytest to exit, then puts its own report in place while test.sh finishes
+    program = f"""
+    import json, os, subprocess, sys
+    if sys.argv[1] == "0":
+        code = '''
+    import json, os, time
+    ppid = os.getppid()
+    while os.path.exists(f"/proc/{{ppid}}"):
+        time.sleep(0.01)
+    with open("/logs/verifier/ctrf.json", "w") as f:
+        json.dump({json.dumps(FORGED_EXACT)}, f)
+    '''
+        subprocess.Popen(["python3", "-c", code.replace("ppid = os.getppid()", f"ppid = {{os.getppid()}}")],
+                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("answer", -1)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program, post="sleep 2")
+    # exactly the real names, no more than the task has: only pytest's own closing line gives it away
+    assert report.passed == N_TESTS and report.fallback is None
+    assert verdict.reward.value == 0.0 and verdict.tampered
+    summary = next(e for e in verdict.evidence if e.check == "pytest_summary")
+    assert (summary.claimed, summary.known) == (N_TESTS, 0)
+
+
+async def test_the_agent_cannot_modify_the_tests(make_sandbox, environment_dir, tmp_path):
+    program = """
+    import os, pathlib, sys
+    for attempt in (
+        lambda: pathlib.Path("/tests/test_outputs.py").write_text("def test_ok():\\n    pass\\n"),
+        lambda: os.chmod("/tests/test_outputs.py", 0o666),
+        lambda: os.remove("/tests/test.sh"),
+        lambda: pathlib.Path("/tests/conftest.py").write_text("x = 1\\n"),
+        lambda: os.rename("/tests/test.sh", "/tests/t.sh"),
+    ):
+        try:
+            attempt()
+            print("WROTE", file=sys.stderr)
+        except OSError:
+            pass
+    print("answer", -1)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert "WROTE" not in run.stdout_tail
+    assert not any(e.check == "tests_changed" for e in run.evidence)
+    assert (report.passed, report.total) == (0, N_TESTS) and verdict.reward.value == 0.0
+
+
+async def test_tests_are_read_only_and_unchanged_for_the_agents_uid(make_sandbox, environment_dir, tmp_path):
+    task = _task(tmp_path)
+    async with make_sandbox() as sb:
+        await sb.start(environment_dir, timeout_s=60)
+        await sb.upload(task.tests_dir, "/tests", read_only=True)
+        for attack in (
+            "echo x >> /tests/test.sh",
+            "rm -f /tests/test.sh",
+            "touch /tests/new.py",
+            "chmod u+w /tests/test.sh",
+            "mv /tests/test.sh /tests/moved",
+            "rm -rf /tests",
+        ):
+            result = await sb.exec(attack, timeout_s=30)
+            assert result.exit_code != 0, f"{attack!r} succeeded in the read-only tests"
+        listing = await sb.exec("cd /tests && sha256sum test.sh test_outputs.py && ls -A", timeout_s=30)
+    for name in ("test.sh", "test_outputs.py"):
+        assert hashlib.sha256((task.tests_dir / name).read_bytes()).hexdigest() in listing.stdout
+    assert sorted(listing.stdout.split()[-2:]) == ["test.sh", "test_outputs.py"]
+
+
+async def test_killing_pytest_scores_zero_not_dropped(make_sandbox, environment_dir, tmp_path):
+    program = """
+    import os, signal
+    os.kill(os.getppid(), signal.SIGKILL)  # pytest, which ran this program
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert run.error is None and report.fallback is not None  # no usable per-assertion report
+    assert verdict.status == "finished" and verdict.reward.value == 0.0
+
+
+async def test_sleeping_past_the_deadline_scores_zero_not_dropped(make_sandbox, environment_dir, tmp_path):
+    program = """
+    import time
+    time.sleep(600)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program, deadline=5)
+    assert run.timed_out and run.error is None
+    assert verdict.status == "finished" and verdict.reward.value == 0.0
+    assert verdict.reward.kind == "no_verdict" and "verifier_timeout" in verdict.cause
+
+
+async def test_a_forged_reward_json_plus_a_kill_scores_zero(make_sandbox, environment_dir, tmp_path):
+    # reward.json says solved, then test.sh's own shell (pytest's parent) is killed so its trap never runs
+    program = """
+    import os, signal
+    with open("/logs/verifier/reward.json", "w") as f:
+        f.write('{"reward": 1.0}')
+    pytest_pid = os.getppid()
+    with open(f"/proc/{pytest_pid}/stat") as f:
+        shell_pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    os.kill(shell_pid, signal.SIGKILL)
+    os.kill(pytest_pid, signal.SIGKILL)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert run.error is None and run.signal == 9
+    assert report.binary == 1.0  # the forged file was read, and is ignored
+    assert verdict.status == "finished" and verdict.reward.value == 0.0
+
+
+class _SurvivingWriter:
+    """The seam of ``inner``, where a process survives ``test.sh`` (as in one long-lived container) and
+    rewrites the report in the moment before the verifier's final kill."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.stops = 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def stop_agent(self):
+        self.stops += 1
+        if self.stops == 2:  # the kill after test.sh: the survivor writes first
+            forged = json.dumps(FORGED_EXACT).replace("'", "'\\''")
+            await self.inner.exec(f"echo '{forged}' > /logs/.t1-verifier-done/ctrf.json", timeout_s=30)
+        await self.inner.stop_agent()
+
+
+async def test_a_report_changed_after_test_sh_exited_is_refused(make_sandbox, environment_dir, tmp_path):
+    task = _task(tmp_path)
+    (tmp_path / "prog.py").write_text(HONEST_BUT_WRONG)
+    async with make_sandbox() as inner:
+        await inner.start(environment_dir, timeout_s=60)
+        await inner.upload(tmp_path / "prog.py", "/app/prog.py")
+        run = await run_verifier(_SurvivingWriter(inner), task, timeout_s=60, out_dir=tmp_path / "out")
+    report, verdict = await judge_run(run, task, DenseRewardSpec())
+    changed = next(e for e in run.evidence if e.check == "report_changed")
+    assert changed.names == ("ctrf.json (modified)",)
+    assert verdict.tampered and verdict.reward.value == 0.0 and verdict.status == "finished"

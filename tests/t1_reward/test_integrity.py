@@ -1,0 +1,132 @@
+"""Report checks: a report the task could not have produced is refused with its evidence; the policy."""
+
+import pytest
+
+from t1_reward import (
+    AssertionOutcome,
+    AssertionStatus,
+    FallbackCause,
+    Report,
+    TamperEvidence,
+    check_report,
+    judge,
+    parse_pytest_summary,
+)
+from t1_spec import DenseRewardSpec
+
+P, F = AssertionStatus.PASSED, AssertionStatus.FAILED
+NAMES = {"test_outputs.py": frozenset({"test_a", "test_b", "TestC::test_d", "test_e"})}
+
+
+def _report(*outcomes, binary=None, fallback=None, source="ctrf"):
+    return Report(tuple(AssertionOutcome(n, s) for n, s in outcomes), binary, source, fallback)
+
+
+def test_more_assertions_than_the_task_has_is_refused_with_both_counts():
+    report = _report(*((f"test_outputs.py::test_{i}", P) for i in range(200)))
+    (ev,) = [e for e in check_report(report, known_assertions=4) if e.check == "assertion_count"]
+    assert (ev.claimed, ev.known) == (200, 4)
+
+
+def test_names_that_no_test_file_defines_are_refused():
+    report = _report(("test_outputs.py::test_a", P), ("test_outputs.py::test_zzz", P), ("x.py::test_a", P))
+    (ev,) = check_report(report, known_assertions=4, known_tests=NAMES)
+    assert ev.check == "unknown_test" and ev.names == ("test_outputs.py::test_zzz", "x.py::test_a")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "test_outputs.py::test_a",
+        "../tests/test_outputs.py::test_b",  # rootdir above tests/
+        "test_outputs.py::TestC::test_d",
+        "test_outputs.py::test_e[3-x::y]",  # parameters cut, even with '::' inside
+        "tests.test_outputs.TestC::test_d",  # JUnit classname::name
+        "test_outputs::test_a",
+    ],
+)
+def test_real_names_in_every_reporter_form_pass(name):
+    assert check_report(_report((name, P)), known_assertions=4, known_tests=NAMES) == ()
+
+
+def test_pytests_closing_line_that_disagrees_is_evidence():
+    stdout = "=== test session starts ===\nstuff\n" + "==== 2 failed, 2 passed in 0.31s ====\n"
+    report = _report(*((f"test_outputs.py::test_{c}", P) for c in "abce"))
+    (ev,) = check_report(report, known_assertions=4, stdout=stdout)
+    assert (ev.check, ev.claimed, ev.known) == ("pytest_summary", 4, 2)
+
+
+def test_a_closing_line_printed_by_the_program_earlier_does_not_count():
+    stdout = (
+        "=== test session starts ===\n---- captured ----\n4 passed in 0.01s\n"
+        "=== short test summary info ===\n===== 3 failed, 1 passed in 0.40s =====\n"
+    )
+    summary, unfinished = parse_pytest_summary(stdout)
+    assert summary.get("failed") == 3 and summary.passed == 1 and not unfinished
+
+
+def test_a_session_without_a_closing_line_but_a_report_is_evidence():
+    report = _report(("test_outputs.py::test_a", P))
+    (ev,) = check_report(report, stdout="==== test session starts ====\ncollected 4 items\n")
+    assert ev.check == "pytest_summary"
+
+
+def test_an_honest_report_with_errors_and_skips_agrees_with_pytest():
+    stdout = "== 1 failed, 2 passed, 1 skipped, 1 error, 3 warnings in 1.00s (0:00:01) =="
+    report = _report(("a.py::test_a", P), ("a.py::test_b", P), ("a.py::test_c", F), ("a.py::test_d", F))
+    report = Report(
+        report.outcomes + (AssertionOutcome("a.py::test_s", AssertionStatus.SKIPPED),), None, "ctrf", None
+    )
+    assert check_report(report, known_assertions=5, stdout=stdout) == ()
+
+
+def test_a_cut_in_the_output_makes_the_summary_unknown():
+    stdout = "=== test session starts ===\n[... 900 bytes omitted: output over 8 bytes ...]\n"
+    assert parse_pytest_summary(stdout) == (None, False)
+
+
+def test_a_solved_binary_beside_failed_assertions_is_evidence():
+    report = _report(("test_outputs.py::test_a", F), binary=1.0)
+    (ev,) = check_report(report, known_assertions=4)
+    assert ev.check == "binary_contradicts_report" and ev.names == ("test_outputs.py::test_a",)
+
+
+# ---- the policy (t1_reward.judge) -------------------------------------------------------------------
+
+
+def test_an_infrastructure_failure_is_dropped_never_a_zero():
+    verdict = judge(
+        _report(fallback=FallbackCause.VERIFIER_CRASH), DenseRewardSpec(), infrastructure_error="lost"
+    )
+    assert verdict.status == "failed" and verdict.reward.value is None and "lost" in verdict.cause
+
+
+def test_a_tampered_report_scores_zero_and_is_trained_on():
+    report = _report(*((f"t.py::test_{i}", P) for i in range(200)))
+    ev = TamperEvidence("assertion_count", "200 > 4", claimed=200, known=4)
+    verdict = judge(report, DenseRewardSpec(), evidence=(ev,))
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "tampered")
+    assert verdict.tampered and verdict.evidence == (ev,)
+
+
+@pytest.mark.parametrize("fallback", [FallbackCause.VERIFIER_TIMEOUT, FallbackCause.VERIFIER_CRASH])
+def test_an_agent_caused_verifier_failure_ignores_a_solved_reward_file(fallback):
+    verdict = judge(_report(binary=1.0, fallback=fallback, source="reward.json"), DenseRewardSpec())
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0) and fallback.value in verdict.cause
+
+
+def test_no_report_at_all_in_a_healthy_sandbox_scores_zero():
+    verdict = judge(_report(fallback=FallbackCause.MISSING, source="none"), DenseRewardSpec())
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
+
+
+def test_a_reward_file_alone_from_a_normal_exit_keeps_the_binary_fallback():
+    verdict = judge(
+        _report(binary=1.0, fallback=FallbackCause.MISSING, source="reward.json"), DenseRewardSpec()
+    )
+    assert (verdict.reward.value, verdict.reward.kind) == (1.0, "binary_fallback")
+
+
+def test_an_honest_report_is_scored_dense():
+    verdict = judge(_report(("t.py::test_a", P), ("t.py::test_b", F)), DenseRewardSpec())
+    assert verdict.reward.value == 1 / 20 and verdict.cause is None and not verdict.tampered
