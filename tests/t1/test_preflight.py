@@ -20,7 +20,8 @@ RECIPES = sorted((REPO / "recipes").glob("*.yaml"))
 def test_the_tiny_recipe_is_runnable_here():
     verdict = preflight(load_recipe(TINY))
     assert verdict.ok, verdict.problems
-    assert any(n.startswith("rollout.compaction_threshold_tokens") for n in verdict.notes)
+    assert any(n.startswith("rollout.per_node_cap") for n in verdict.notes)
+    assert not any("compaction" in n for n in verdict.notes)  # compaction is built: no note says otherwise
 
 
 def test_missing_bubblewrap_is_named_with_how_to_install_it(monkeypatch):
@@ -164,7 +165,7 @@ def test_train_prints_the_notes_validate_prints_even_when_it_refuses(tmp_path):
     checked = runner.invoke(app, ["recipe", "validate", *args])
     trained = runner.invoke(app, ["train", *args, f"logging.run_root={tmp_path}"])
     assert checked.exit_code == trained.exit_code == 1
-    for note in ("critic_warmup.enabled", "rollout.compaction_threshold_tokens", "liveness"):
+    for note in ("critic_warmup.enabled", "rollout.per_node_cap", "liveness"):
         assert f"note {note}" in checked.output and f"note {note}" in trained.output, note
 
 

@@ -34,7 +34,7 @@ async def test_rows_cover_prompt_and_every_sampled_token_but_the_last(engine):
     gen = await engine.generate(PROMPT, SamplingParams(max_new_tokens=6, seed=1))
     assert gen.completion_tokens == len(gen.output_ids) == len(gen.output_logprobs) == 6
     assert gen.finish_reason == "length" and gen.prompt_tokens == len(PROMPT)
-    assert gen.routed_experts.dtype == np.int32
+    assert gen.routed_experts.dtype == np.uint8  # compact: one byte per expert id (E = 8)
     assert gen.routed_experts.shape == (len(PROMPT) + 6 - 1, 4, 2)
     check_routing(gen.routed_experts, num_tokens=len(PROMPT) + 6, num_layers=4, top_k=2, num_experts=8)
 

@@ -98,7 +98,7 @@ async def test_generate_sends_native_request_and_parses_answer(fake):
         "sampling_seed": 3,
     }
     assert gen.output_ids == [9, 10, 248046] and gen.output_logprobs == [-0.5, -1.5, -2.5]
-    assert gen.routed_experts.shape == (4 + 3 - 1 - 2, L, K) and gen.routed_experts.dtype == np.int32
+    assert gen.routed_experts.shape == (4 + 3 - 1 - 2, L, K) and gen.routed_experts.dtype == np.uint8  # E = 8
     assert gen.routed_experts[0, 0].tolist() == [0, 1]
     assert gen.weight_version == 7 and gen.finish_reason == "stop" and gen.routed_experts_start_len == 2
 

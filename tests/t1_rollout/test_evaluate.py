@@ -95,14 +95,30 @@ def test_resolved_needs_every_assertion_or_the_binary_outcome():
     assert not is_resolved(RewardResult(0.0, 0, 0, 0.0, FallbackCause.MISSING, "binary_fallback"), task)
 
 
-def test_settings_cap_the_context_at_the_model_and_say_compaction_is_not_built():
+def test_settings_cap_the_context_at_the_model_and_compact_at_the_training_threshold():
     recipe = load_recipe(REPO / "recipes" / "tiny-cpu.yaml")  # evaluation.context_tokens 96,000 by default
     s = EvalSettings.from_recipe(recipe)
     assert s.harness.context_tokens == recipe.model.max_position_embeddings == 8192
     assert s.harness.max_turns == 60 and s.limits.verifier_deadline_s == 900.0
     assert (s.sampling.temperature, s.sampling.top_p, s.sampling.top_k) == (0.1, 0.95, 20)
     assert any(n.startswith("evaluation.context_tokens 96000: capped") for n in s.notes)
-    assert any(n.startswith("evaluation.compaction") for n in s.notes)
+    # evaluation.compaction (on by default, T1 §6): the training threshold and summary cap, no note needed
+    assert (s.harness.compaction.threshold_tokens, s.harness.compaction.summary_max_tokens) == (3500, 96)
+    assert not any(n.startswith("evaluation.compaction") for n in s.notes)
+    off = EvalSettings.from_recipe(
+        load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["evaluation.compaction=false"])
+    )
+    assert off.harness.compaction is None
+    own = load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["evaluation.compaction_threshold_tokens=6000"])
+    assert EvalSettings.from_recipe(own).harness.compaction.threshold_tokens == 6000
+
+
+def test_a_threshold_that_leaves_no_room_in_a_capped_context_is_lowered_and_said():
+    # 8192 - 96 (a turn) - 96 (a summary) = 8000 tokens: the highest threshold that still fits both
+    recipe = load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["evaluation.compaction_threshold_tokens=8100"])
+    s = EvalSettings.from_recipe(recipe)
+    assert s.harness.compaction.threshold_tokens == 8192 - 96 - 96
+    assert any(n.startswith("evaluation.compaction_threshold_tokens 8100: lowered to 8000") for n in s.notes)
 
 
 @needs_bwrap

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from t1_reward import AssertionOutcome, AssertionStatus, FallbackCause, Report, compute_reward
+from t1_rollout.compaction import CompactionConfig
 from t1_rollout.engine import ENGINES, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig
 from t1_rollout.scheduler import BatchResult, SchedulerConfig, collect_batch
@@ -29,7 +30,13 @@ def recipe():
 def test_harness_limits_and_scheduler_come_from_the_rollout_section(recipe):
     ro = recipe.rollout  # tiny-cpu: 3 turns, 120 s agent, 96 tokens/turn, 4096 context, 2000 B observations
     assert HarnessConfig.from_spec(ro) == HarnessConfig(
-        max_turns=3, agent_deadline_s=120, max_new_tokens=96, context_tokens=4096, observation_max_bytes=2000
+        max_turns=3,
+        agent_deadline_s=120,
+        max_new_tokens=96,
+        context_tokens=4096,
+        observation_max_bytes=2000,
+        # compaction at the recipe's 3500 tokens, the summary capped like a turn (summary cap unset)
+        compaction=CompactionConfig(threshold_tokens=3500, summary_max_tokens=96),
     )
     assert TrialLimits.from_spec(ro) == TrialLimits(
         remote_deadline_s=300, agent_deadline_s=120, verifier_deadline_s=60
@@ -102,6 +109,8 @@ TRAJECTORY_KEYS = [
     "cause",
     "finish",
     "parse_failures",
+    "compactions",
+    "summary_turns",
     "turns",
     "prompt_tokens",
     "completion_tokens",
@@ -111,6 +120,8 @@ TRAJECTORY_KEYS = [
     "assertions_passed",
     "assertions_total",
     "fallback",
+    "tampered",
+    "tamper_evidence",
     "outcomes",
     "verifier",
     "samples",
@@ -172,10 +183,26 @@ def test_to_json_has_the_trajectory_files_keys_and_values(tmp_path):
         data["assertions_total"],
     ) == (1, 2)
     assert [o["name"] for o in data["outcomes"]] == ["a", "b"]
-    assert data["verifier"] == {"exit_code": 1, "timed_out": False, "error": None, "dir": str(tmp_path)}
+    assert data["verifier"] == {
+        "exit_code": 1,
+        "timed_out": False,
+        "error": None,
+        "signal": None,
+        "dir": str(tmp_path),
+    }
+    assert data["tampered"] is False and data["tamper_evidence"] == []
     # one chunk: 3 prompt + 2 sampled + 1 observation + 1 sampled = 7 tokens, 3 of them sampled
     assert data["samples"] == [{"chunk": 0, "tokens": 7, "loss_tokens": 3}]
-    assert data["tito"] == {"loss_tokens": 3, "drifted": 0, "splits": 0}
+    assert data["tito"] == {
+        "loss_tokens": 3,
+        "drifted": 0,
+        "splits": 0,
+        "boundaries": {"strict": 1, "normalized": 0, "retokenized": 0, "split": 0, "forced_split": 0},
+        "total_tokens": 7,
+        "retokenized_context_tokens": 0,
+        "affected_loss_tokens": 0,
+    }
+    assert data["compactions"] == [] and data["summary_turns"] == []
     assert data["timings_s"] == {"total": 2.5}
     json.dumps(data)  # JSON-ready as is
 
@@ -212,16 +239,30 @@ METRIC_KEYS = [
     "tito_drift_loss_region",
     "tito_drifted_tokens",
     "chunks_split",
+    "tito_boundaries",
+    "tito_retokenized_context_fraction",
     "samples",
     "trials_launched",
     "trials_admitted",
     "trials_finished",
     "trials_failed",
     "trials_cancelled",
+    "trials_tampered",
     "failures_by_stage",
     "retention_by_family",
     "policy_versions",
     "finish_reasons",
+    "chunks_per_trajectory_mean",
+    "chunks_per_trajectory_max",
+    "compaction_attempts",
+    "compaction_succeeded",
+    "compaction_failed",
+    "compaction_failures",
+    "compaction_failure_rate",
+    "compaction_tokens_before_mean",
+    "compaction_tokens_after_mean",
+    "compaction_summary_tokens_mean",
+    "compaction_warning",
 ]
 
 
@@ -238,6 +279,16 @@ def test_batch_metrics_over_the_admitted_trials(tmp_path):
     assert (m["samples"], m["loss_tokens"], m["tokens_mean"]) == (1, 3, 7)
     assert m["failures_by_stage"] == {"sandbox_start": 1} and m["retention_by_family"] == {"scripting": 0.5}
     assert (m["trials_launched"], m["trials_admitted"], m["trials_failed"]) == (2, 1, 1)
+    assert m["trials_tampered"] == 0
+    # one strict boundary between the trial's two turns; nothing re-tokenized
+    assert m["tito_boundaries"] == {
+        "strict": 1,
+        "normalized": 0,
+        "retokenized": 0,
+        "split": 0,
+        "forced_split": 0,
+    }
+    assert m["tito_retokenized_context_fraction"] == 0.0
     assert (
         m["report_duplicates"] == 0
         and m["policy_versions"] == [2]
@@ -249,6 +300,7 @@ def test_batch_metrics_over_the_admitted_trials(tmp_path):
 def test_an_empty_batch_reports_no_means():
     m = BatchResult().metrics()
     assert m["reward_mean"] is None and m["tokens_mean"] is None and m["tito_drift_loss_region"] is None
+    assert m["tito_boundaries"] == {} and m["tito_retokenized_context_fraction"] is None
 
 
 # ---- the scheduler draws rollout.launched tasks from the pool ---------------------------------------

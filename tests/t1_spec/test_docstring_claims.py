@@ -35,11 +35,12 @@ def test_pool_source_says_named_pools_are_not_resolvable_yet() -> None:
         t1_tasks.load_pool("T1-15k")  # the claim: a named pool does not load (yet)
 
 
-def test_compaction_threshold_says_proactive_compaction_is_not_built() -> None:
+def test_compaction_threshold_says_what_the_harness_does_at_it() -> None:
     doc = field_doc(RolloutSpec, "compaction_threshold_tokens")
-    assert "not built yet" in doc and "context_exhausted" in doc
+    assert "not built" not in doc and "compaction_failed" in doc and "new TITO chunk" in doc
     harness = pytest.importorskip("t1_rollout.harness")
-    assert "context_exhausted" in (harness.__doc__ or "") + open(harness.__file__, encoding="utf-8").read()
+    source = (harness.__doc__ or "") + open(harness.__file__, encoding="utf-8").read()
+    assert "compaction_failed" in source and "threshold_tokens" in source and "not built" not in source
 
 
 @pytest.mark.parametrize(
@@ -59,4 +60,7 @@ def test_unbuilt_sections_say_so(section) -> None:
 
 def test_megatron_backend_and_tito_repairs_say_not_built() -> None:
     assert "not built yet" in field_doc(TrainerSpec, "backend")
-    assert "Only ``strict`` is built yet" in field_doc(TitoSpec, "repair")
+    # The normalized and retokenized repairs are built (t1_tito.stitch): the field no longer says otherwise.
+    assert "not built" not in field_doc(TitoSpec, "repair") and "offset mapping" in field_doc(
+        TitoSpec, "repair"
+    )

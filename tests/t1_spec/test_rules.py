@@ -158,6 +158,20 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "below context_tokens",
     ),
     (
+        "rollout.compaction_summary_fits",
+        "tiny",
+        ("rollout.compaction_summary_max_tokens=600",),
+        "rollout.compaction_summary_max_tokens",
+        "98.3%",
+    ),
+    (
+        "evaluation.compaction_below_context",
+        "tiny",
+        ("evaluation.compaction_threshold_tokens=96000",),
+        "evaluation.compaction_threshold_tokens",
+        "below context_tokens",
+    ),
+    (
         "rollout.turn_fits_context",
         "tiny",
         ("rollout.max_new_tokens=4096",),

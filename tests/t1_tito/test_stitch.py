@@ -107,6 +107,20 @@ def test_routing_rows_concatenate_when_start_len_matches():
     assert (s.routing[:, 0, 0] == np.arange(s.num_tokens - 1)).all()  # each row still at its own position
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_a_compact_routing_record_stays_compact_in_the_sample(dtype):
+    # One byte per expert id for E <= 256 (T1 §4.2, t1_r3.routing_dtype): stitching must not widen it.
+    p1, a1 = [1, 2, 3], [4, 5]
+    p2, a2 = p1 + a1 + [6], [7, 8]
+    turns = [turn(p1, a1), turn(p2, a2, start=len(p1 + a1) - 1)]
+    for t in turns:
+        t.routed_experts = t.routed_experts.astype(dtype)
+    (s,) = stitch(turns, reward=0.0, **META).samples
+    assert s.routing.dtype == dtype and s.routing.shape == (s.num_tokens - 1, L, K)
+    assert (s.routing[:, 0, 0] == np.arange(s.num_tokens - 1)).all()
+    s.validate()
+
+
 def test_full_sequence_routing_supersedes_earlier_rows():
     p1, a1 = [1, 2, 3], [4, 5]
     p2, a2 = p1 + a1 + [6], [7]
@@ -185,10 +199,15 @@ def test_chunk_without_sampled_tokens_is_dropped_and_counted():
     assert result.samples == [] and result.audit.dropped_empty_chunks == 1
 
 
-def test_repair_cases_beyond_strict_are_not_built_yet():
+def test_repair_cases_beyond_strict_need_their_bounds_and_the_tokenizer():
+    # Built (test_boundary_cases.py); without the recipe's bounds or the tokenizer they refuse to guess.
     for mode in ("normalized", "retokenized"):
-        with pytest.raises(NotImplementedError, match="not built yet"):
+        with pytest.raises(ValueError, match="normalize_max_s"):
             stitch([turn([1], [2])], reward=0.0, repair=mode, **META)
+        with pytest.raises(ValueError, match="tokenizer"):
+            stitch([turn([1], [2])], reward=0.0, repair=mode, normalize_max_s=96, normalize_max_u=16, **META)
+    with pytest.raises(ValueError, match="unknown repair"):
+        stitch([turn([1], [2])], reward=0.0, repair="lenient", **META)
 
 
 @pytest.fixture(scope="module")

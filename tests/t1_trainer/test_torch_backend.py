@@ -41,7 +41,7 @@ def _backend(spec, hp=FAST, **kw):
 
 
 def test_logprob_gap_with_replay_is_zero_when_actor_equals_sampler(tiny_model_spec, batch):
-    be = _backend(tiny_model_spec, gap_without_replay=True)
+    be = _backend(tiny_model_spec, logprob_gap_every=1)
     m = ppo_step(be, batch, FAST)
     assert m["samples_aborted_routing"] == 0
     # same weights, same routing, same log-prob definition: only kernel numerics remain (prefill vs decode)

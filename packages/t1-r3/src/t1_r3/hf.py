@@ -1,16 +1,15 @@
-"""Capture and replay of MoE routing on `transformers` models (Qwen3.5-MoE and siblings) (T1 §4.2).
+"""Capture and replay of MoE routing on `transformers` models of every registered family (T1 §4.2).
 
-Both hook the MoE routers (`...TopKRouter`, the ``.gate`` of every `...SparseMoeBlock`), found in layer order.
-Such a router maps hidden states ``[N, H]`` to ``(router_logits [N, E], router_scores [N, k],
-router_indices [N, k])``: softmax over all E logits, top-k, weights renormalised over the k.
+Both hook the MoE routers of `t1_r3.families` (Qwen3.5-MoE, Qwen3-MoE, Qwen2-MoE, Mixtral, OLMoE,
+DeepSeek-V3), found in layer order, one per MoE layer; dense layers have no router and no record column.
 
-* Capture (the sampler's side) records ``router_indices`` of every forward, in token order.
+* Capture (the sampler's side) records each router's selected ``indices`` of every forward, in token order,
+  in the compact dtype of `t1_r3.routing_dtype`.
 * Replay (the trainer's side) replaces the selection with the record and recomputes the weights from the live
-  logits restricted to the recorded experts, T1 §4.2:
+  logits with the family's formula restricted to the recorded experts, T1 §4.2:
   ``g_e = exp(s_e) / sum_{e' in I^r} exp(s_e')`` for ``e in I^r``, so the router still receives gradients.
-  When the record equals the live top-k, a router given the same input returns bit-identical weights (same ops
-  in the same order), but the whole forward agrees only to float32 rounding (~1e-7 in logits and log-probs):
-  the padded last row changes which tokens each expert's matmul groups, so later routers' inputs differ.
+  The last position, which the sampler never forwarded, routes live. A record equal to the live top-k
+  therefore gives bit-identical logits at every position (same ops, same order, same expert groupings).
 
 Replay is keyed by layer, not by a FIFO cursor: every forward inside the context covers the same sequence, so
 an old-log-prob pass, the training pass and activation recomputation in backward all see the same record.
@@ -26,42 +25,54 @@ import numpy as np
 import torch
 from torch import nn
 
-from t1_r3.records import RoutingMismatchError, check_routing, pad_rows
+from t1_r3.families import MoeRouter, find_routers
+from t1_r3.records import RoutingMismatchError, check_routing, routing_dtype
 
-__all__ = ["RoutingRecorder", "capture_routing", "moe_routers", "replay_routing"]
+__all__ = ["RoutingRecorder", "capture_routing", "moe_layers", "moe_routers", "replay_routing"]
 
 _REPLAY_FLAG = "_t1_r3_replay_active"
 
 
 def moe_routers(model: nn.Module) -> list[nn.Module]:
-    """The MoE top-k routers of ``model`` in layer order (module registration order).
+    """The MoE router modules of ``model`` in layer order, one per MoE layer (`t1_r3.families`).
 
     Raises:
-        ValueError: the model has no router with ``top_k`` and ``num_experts`` (not an HF MoE model).
+        ValueError: no registered router family in the model (see `t1_r3.families.find_routers`).
     """
-    routers = [
-        m
-        for m in model.modules()
-        if type(m).__name__.endswith("TopKRouter") and hasattr(m, "top_k") and hasattr(m, "num_experts")
-    ]
-    if not routers:
-        raise ValueError(
-            f"{type(model).__name__} has no MoE top-k router (a module named *TopKRouter with top_k and "
-            "num_experts); routing capture and replay need an HF MoE model such as Qwen3_5MoeForCausalLM"
-        )
-    return routers
+    return [r.module for r in find_routers(model)]
+
+
+def moe_layers(model: nn.Module) -> list[int]:
+    """The decoder-layer index of each record column: ``[first_k_dense_replace, ..., L - 1]`` for DeepSeek-V3.
+
+    Pass it as ``moe_layers`` to `t1_r3.decode_routed_experts` so SGLang's zero-filled dense columns are
+    dropped. Equals ``range(num_hidden_layers)`` when every layer is MoE (Qwen3.5-MoE, Mixtral, OLMoE).
+
+    Raises:
+        ValueError: as `moe_routers`.
+    """
+    return [r.layer for r in find_routers(model)]
 
 
 class RoutingRecorder:
-    """Collects the experts each router selected, per layer, in the order tokens went through the model."""
+    """Collects the experts each router selected, per MoE layer, in the order tokens went through the model.
 
-    def __init__(self, num_layers: int, top_k: int) -> None:
+    Args:
+        num_layers: MoE layers (record columns).
+        top_k: experts per token.
+        num_experts: E; picks the compact dtype of the record (`t1_r3.routing_dtype`); None = int32.
+    """
+
+    def __init__(self, num_layers: int, top_k: int, num_experts: int | None = None) -> None:
         self.num_layers = num_layers
         self.top_k = top_k
+        self.dtype = np.dtype(np.int32) if num_experts is None else routing_dtype(num_experts)
+        # torch has full uint8 support; wider compact dtypes are held as int32 and narrowed in `rows`
+        self._torch_dtype = torch.uint8 if self.dtype == np.uint8 else torch.int32
         self._per_layer: list[list[torch.Tensor]] = [[] for _ in range(num_layers)]
 
     def _record(self, layer: int, indices: torch.Tensor) -> None:
-        self._per_layer[layer].append(indices.detach().to(device="cpu", dtype=torch.int32))
+        self._per_layer[layer].append(indices.detach().to(device="cpu", dtype=self._torch_dtype))
 
     @property
     def tokens_seen(self) -> int:
@@ -69,9 +80,11 @@ class RoutingRecorder:
         return sum(t.shape[0] for t in self._per_layer[0]) if self.num_layers else 0
 
     def rows(self) -> np.ndarray:
-        """The record so far: int32 ``[tokens_seen, L, k]``, rows in the order tokens were forwarded.
+        """The record so far: ``[tokens_seen, L, k]`` in the compact dtype, rows in forward order.
 
-        A batched forward ``[B, T]`` contributes its rows batch-major (``b * T + t``).
+        The dtype is ``routing_dtype(num_experts)`` (uint8 for E <= 256: one byte per expert id) or int32 when
+        the recorder was made without E. A batched forward ``[B, T]`` contributes its rows batch-major
+        (``b * T + t``).
 
         Raises:
             RoutingMismatchError: layers saw different token counts (a forward raised half-way).
@@ -80,9 +93,9 @@ class RoutingRecorder:
         if len(set(counts)) > 1:
             raise RoutingMismatchError(f"capture is incomplete: tokens seen per layer {counts} differ")
         if counts[0] == 0:
-            return np.zeros((0, self.num_layers, self.top_k), dtype=np.int32)
+            return np.zeros((0, self.num_layers, self.top_k), dtype=self.dtype)
         per_layer = [torch.cat(chunks, dim=0) for chunks in self._per_layer]
-        return torch.stack(per_layer, dim=1).numpy()
+        return torch.stack(per_layer, dim=1).numpy().astype(self.dtype, copy=False)
 
     def clear(self) -> None:
         """Forgets everything recorded so far."""
@@ -93,17 +106,20 @@ class RoutingRecorder:
 def capture_routing(model: nn.Module) -> Iterator[RoutingRecorder]:
     """Records the routing of every forward of ``model`` inside the context.
 
-    Works for a prefill of many tokens and for token-by-token decode with a KV/state cache alike: rows are
-    appended in the order tokens go through the model. Hooks are removed on exit, also on exceptions.
+    Works for every family of `t1_r3.ROUTER_FAMILIES`, for a prefill of many tokens and for token-by-token
+    decode with a KV/state cache alike: rows are appended in the order tokens go through the model. Dense
+    layers have no router and no column. Hooks are removed on exit, also on exceptions.
 
     Args:
         model: an HF MoE model (see `moe_routers`).
 
     Yields:
-        A `RoutingRecorder`; ``recorder.rows()`` is int32 ``[tokens_seen, L, k]``.
+        A `RoutingRecorder`; ``recorder.rows()`` is ``[tokens_seen, L_moe, k]`` in the compact dtype of
+        `t1_r3.routing_dtype` (uint8 for E <= 256).
     """
-    routers = moe_routers(model)
-    recorder = RoutingRecorder(len(routers), int(routers[0].top_k))
+    routers = find_routers(model)
+    first = routers[0].module
+    recorder = RoutingRecorder(len(routers), int(first.top_k), int(first.num_experts))
     handles = []
 
     def make_hook(layer: int) -> Any:
@@ -114,7 +130,7 @@ def capture_routing(model: nn.Module) -> Iterator[RoutingRecorder]:
 
     try:
         for layer, router in enumerate(routers):
-            handles.append(router.register_forward_hook(make_hook(layer)))
+            handles.append(router.module.register_forward_hook(make_hook(layer)))
         yield recorder
     finally:
         for h in handles:
@@ -145,19 +161,24 @@ def _cached_tokens(kwargs: dict[str, Any]) -> int:
 def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iterator[None]:
     """Replays a recorded routing in every forward of ``model`` inside the context (T1 §4.2, R3).
 
-    Each MoE router takes its SELECTION from ``routing`` and its WEIGHTS from the live router logits
-    renormalised over the recorded experts, ``g_e = exp(s_e) / sum_{e' in I^r} exp(s_e')``, so gradients
-    reach the router weights. The record is ``[T-1, L, k]`` for a forward over T tokens (the last token never
-    went through the sampler's forward); its missing last row is padded with distinct experts (`pad_rows`),
-    harmless because the last position's output enters no loss.
+    Each MoE router takes its SELECTION from ``routing`` and its WEIGHTS from its live logits with its
+    family's formula restricted to the recorded experts (`t1_r3.families`; for softmax routers
+    ``g_e = exp(s_e) / sum_{e' in I^r} exp(s_e')``), so gradients reach the router weights. The record is
+    ``[T-1, L_moe, k]`` for a forward over T tokens (the last token never went through the sampler's
+    forward); the last position routes live, which is harmless because its output enters no loss, and makes
+    a replayed record equal to the live top-k give bit-identical logits at every position.
+
+    Outside the context the model routes live: the critic, the frozen reference policy and the trainer's
+    live-routing gap measurement never replay (T1 appendix: the reference routes with its own TopK).
 
     Scope: batch-1 forwards ``[1, T]`` from position 0 (the trainer feeds one sample at a time); every forward
     in the context must cover the same T tokens. Run ``backward()`` inside the context when activation
     recomputation is on, so recomputed routers replay too. Batched (padded or packed) replay is not built.
 
     Args:
-        model: an HF MoE model (see `moe_routers`).
-        routing: integer ``[T-1, L, k]`` (numpy or torch), e.g. from `decode_routed_experts`.
+        model: an HF MoE model of a registered family (see `moe_routers`).
+        routing: integer ``[T-1, L_moe, k]`` (numpy or torch; compact uint8 / uint16 or wider), e.g. from
+            `decode_routed_experts` or `capture_routing`.
 
     Raises:
         RoutingMismatchError: at entry, when the record's layer count, top-k or expert ids do not fit the
@@ -166,8 +187,9 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
         NotImplementedError: a forward with batch size > 1 (batched replay not built yet).
         RuntimeError: replay is already active on this model (nested replay).
     """
-    routers = moe_routers(model)
-    num_layers, top_k, num_experts = len(routers), int(routers[0].top_k), int(routers[0].num_experts)
+    routers = find_routers(model)
+    first = routers[0].module
+    num_layers, top_k, num_experts = len(routers), int(first.top_k), int(first.num_experts)
     rec = routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)
     if rec.ndim != 3:
         raise RoutingMismatchError(f"routing must be [T-1, L, k]; got shape {rec.shape}")
@@ -175,12 +197,9 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
         rec, num_tokens=rec.shape[0] + 1, num_layers=num_layers, top_k=top_k, num_experts=num_experts
     )
     num_tokens = rec.shape[0] + 1
-    full = np.concatenate(
-        [rec, pad_rows(1, num_layers=num_layers, top_k=top_k, num_experts=num_experts)], axis=0
-    )
-    device = routers[0].weight.device
+    device = first.weight.device
     per_layer = [
-        torch.from_numpy(np.ascontiguousarray(full[:, layer, :])).long().to(device)
+        torch.from_numpy(np.ascontiguousarray(rec[:, layer, :])).to(device=device, dtype=torch.long)
         for layer in range(num_layers)
     ]
 
@@ -201,20 +220,19 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
                 f"record: {rec.shape[0]} rows cover a {num_tokens}-token forward from position 0"
             )
 
-    def make_hook(layer: int) -> Any:
+    def make_hook(layer: int, router: MoeRouter) -> Any:
         def hook(module: nn.Module, args: Any, output: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-            logits = output[0]
-            idx = per_layer[layer]
-            if logits.shape[0] != idx.shape[0]:
+            logits, live_idx = output[0], output[2]
+            recorded = per_layer[layer]
+            if logits.shape[0] != recorded.shape[0] + 1:
                 raise RoutingMismatchError(
-                    f"MoE layer {layer} routes {logits.shape[0]} tokens but the record covers {idx.shape[0]} "
-                    "(rows + 1); replay needs a batch-1 forward over the recorded sequence"
+                    f"MoE layer {layer} (decoder layer {router.layer}) routes {logits.shape[0]} tokens but "
+                    f"the record covers {recorded.shape[0]} + 1; replay needs a batch-1 forward over the "
+                    "recorded sequence"
                 )
-            # Same ops, same order as the live router: float softmax over all E, then renormalise over the k.
-            probs = torch.softmax(logits, dtype=torch.float, dim=-1)
-            top = probs.gather(1, idx)
-            top = top / top.sum(dim=-1, keepdim=True)
-            return logits, top.to(logits.dtype), idx
+            # the last position was never forwarded by the sampler: it keeps its live selection
+            idx = torch.cat([recorded, live_idx[-1:].to(recorded.dtype)], dim=0)
+            return logits, router.family.weights(module, logits, idx), idx.to(live_idx.dtype)
 
         return hook
 
@@ -229,7 +247,7 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
         for entry in entries:
             handles.append(entry.register_forward_pre_hook(pre_forward, with_kwargs=True))
         for layer, router in enumerate(routers):
-            handles.append(router.register_forward_hook(make_hook(layer)))
+            handles.append(router.module.register_forward_hook(make_hook(layer, router)))
         yield
     finally:
         for h in handles:

@@ -1,9 +1,12 @@
-"""Routing records: SGLang's wire format, the row-count contract, and the checks that fail closed (T1 §4.2).
+"""Routing records: compact in memory, SGLang's int32 on the wire, the row-count contract, fail-closed checks.
 
-A routing record for a sequence of T tokens is an int32 array ``[T - 1, L, k]``: for every position that went
+A routing record for a sequence of T tokens is an array ``[T - 1, L, k]``: for every position that went
 through a forward pass (the prompt and every sampled token except the last), the k experts each of the L MoE
-layers selected. SGLang returns it as ``meta_info["routed_experts"]``, the base64 of the little-endian int32
-bytes of that array flattened (rows cover ``[routed_experts_start_len, seqlen - 1)``).
+layers selected (dense layers have no column). SGLang returns it as ``meta_info["routed_experts"]``, the
+base64 of the little-endian int32 bytes of that array flattened (rows cover ``[routed_experts_start_len,
+seqlen - 1)``, dense layers zero-filled). In memory, in samples and on disk T1 keeps it compact: one byte per
+expert id when E <= 256, two when E <= 65,536 (`routing_dtype`), so the paper's shape (L, k, E) = (48, 8,
+256) costs 384 B/token instead of the wire's 1,536 (T1 §4.2).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import base64
 import binascii
 import numbers
+import os
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,9 +23,13 @@ __all__ = [
     "RoutingMismatchError",
     "bytes_per_token",
     "check_routing",
+    "compact_routing",
     "decode_routed_experts",
     "encode_routed_experts",
+    "load_routing",
     "pad_rows",
+    "routing_dtype",
+    "save_routing",
 ]
 
 _WIRE_DTYPE = np.dtype("<i4")
@@ -59,34 +68,133 @@ def _integer_ids(routing: np.ndarray, prefix: str = "") -> None:
         )
 
 
-def bytes_per_token(num_layers: int, top_k: int) -> int:
-    """Bytes of routing record per token: ``L * k * 4`` (int32); 1,536 B for (L, k) = (48, 8) (T1 §4.2).
+def routing_dtype(num_experts: int) -> np.dtype:
+    """The compact dtype of a record's expert ids: uint8 when E <= 256, uint16 when E <= 65,536 (T1 §4.2).
+
+    The one place that picks it: capture (`t1_r3.capture_routing`), the SGLang decode and `compact_routing`
+    all call this function, so every record of one model has one dtype.
 
     Raises:
-        ValueError: ``num_layers`` or ``top_k`` is not an integer >= 1.
+        ValueError: ``num_experts`` is not an integer in ``[1, 65536]``.
+    """
+    num_experts = _positive_int("num_experts", num_experts)
+    if num_experts <= 256:
+        return np.dtype(np.uint8)
+    if num_experts <= 65536:
+        return np.dtype(np.uint16)
+    raise ValueError(f"num_experts={num_experts} exceeds 65536; no compact routing dtype holds its ids")
+
+
+def bytes_per_token(num_layers: int, top_k: int, num_experts: int | None = None) -> int:
+    """Bytes of routing record per token: ``L * k * itemsize``.
+
+    Without ``num_experts`` the itemsize is the wire's int32: 1,536 B for (L, k) = (48, 8) (T1 §4.2). With it,
+    the compact one of `routing_dtype`: 384 B for the paper's (48, 8, 256).
+
+    Raises:
+        ValueError: ``num_layers``, ``top_k`` or ``num_experts`` is not an integer >= 1 (or E > 65,536).
     """
     num_layers = _positive_int("num_layers", num_layers)
     top_k = _positive_int("top_k", top_k)
-    return num_layers * top_k * _WIRE_DTYPE.itemsize
+    itemsize = _WIRE_DTYPE.itemsize if num_experts is None else routing_dtype(num_experts).itemsize
+    return num_layers * top_k * itemsize
 
 
-def decode_routed_experts(payload: str | bytes, *, num_layers: int, top_k: int) -> np.ndarray:
-    """Decodes SGLang's ``meta_info["routed_experts"]`` into an int32 ``[rows, L, k]`` array.
+def _ids_below(values: np.ndarray, num_experts: int, what: str) -> None:
+    """Refuse ids outside ``[0, num_experts)`` before a narrowing cast would wrap them (300 -> 44).
+
+    One pass: viewed as unsigned, a negative id is huge, so one comparison catches both ends.
+
+    Raises:
+        RoutingMismatchError: naming the first bad id and its flat position.
+    """
+    if not values.size:
+        return
+    unsigned = values.view(np.dtype(f"u{values.dtype.itemsize}")) if values.dtype.kind == "i" else values
+    if int(unsigned.max()) >= num_experts:
+        pos = int(np.flatnonzero(unsigned >= num_experts)[0])
+        raise RoutingMismatchError(
+            f"{what}: expert id {int(values.flat[pos])} at flat position {pos} is outside "
+            f"[0, {num_experts}); the record belongs to a model with more experts, or it is corrupt"
+        )
+
+
+def compact_routing(routing: np.ndarray, *, num_experts: int) -> np.ndarray:
+    """A record in the compact dtype of `routing_dtype` (uint8 for E <= 256), ids range-checked first.
+
+    Args:
+        routing: integer ``[rows, L, k]`` of any integer dtype (int32 from the wire, int64 from torch).
+        num_experts: E of the model.
+
+    Returns:
+        ``routing`` itself when it already has the compact dtype, else a fresh compact copy.
+
+    Raises:
+        RoutingMismatchError: a non-integer dtype, or an id outside ``[0, num_experts)`` (checked before the
+            cast, so nothing wraps around).
+        ValueError: ``num_experts`` outside ``[1, 65536]``.
+    """
+    dtype = routing_dtype(num_experts)
+    routing = np.asarray(routing)
+    if routing.dtype == dtype:
+        return routing
+    _integer_ids(routing)
+    _ids_below(routing, num_experts, "compact_routing")
+    return routing.astype(dtype)
+
+
+def _layer_columns(moe_layers: Sequence[int], num_layers: int) -> slice | np.ndarray:
+    """The wire columns of the MoE layers, as a slice when they are contiguous (a view, no copy)."""
+    cols = [int(c) for c in moe_layers]
+    if not cols or len(set(cols)) != len(cols) or min(cols) < 0 or max(cols) >= num_layers:
+        raise ValueError(
+            f"moe_layers {cols} must be distinct layer indices in [0, {num_layers}) (num_layers on the wire)"
+        )
+    if cols == list(range(cols[0], cols[-1] + 1)):
+        return slice(cols[0], cols[-1] + 1)
+    return np.asarray(cols)
+
+
+def decode_routed_experts(
+    payload: str | bytes,
+    *,
+    num_layers: int,
+    top_k: int,
+    num_experts: int | None = None,
+    moe_layers: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Decodes SGLang's ``meta_info["routed_experts"]`` into a ``[rows, L_moe, k]`` record.
+
+    The decode a rollout pays per request, so it runs a fixed number of numpy passes: base64, one range check
+    on the int32 values (negative and too-large ids in one comparison), one narrowing cast. With
+    ``num_experts`` the record comes out compact (`routing_dtype`: uint8 for E <= 256), the dtype the rest of
+    T1 keeps; without it, int32 as on the wire.
 
     Args:
         payload: base64 text (str or ASCII bytes) of little-endian int32 values.
-        num_layers: L, the model's number of hidden layers (dense layers, if any, are present zero-filled).
+        num_layers: L on the wire, the served model's ``num_hidden_layers`` (dense layers are present there,
+            zero-filled).
         top_k: k, experts per token.
+        num_experts: E of the served model; None = ids only checked to be non-negative, int32 kept.
+        moe_layers: the wire columns that are MoE layers (e.g. ``range(3, 61)`` for DeepSeek-V3's
+            ``first_k_dense_replace = 3``); the others are dense and dropped after checking they are zero.
+            None = every layer is MoE.
 
     Returns:
-        A fresh, writable int32 array ``[rows, L, k]`` in native byte order.
+        A fresh, writable array ``[rows, len(moe_layers) or L, k]``, native byte order, compact dtype when
+        ``num_experts`` is given, else int32.
 
     Raises:
-        RoutingMismatchError: the payload is not base64, its byte count is not a multiple of 4, or its element
-            count is not a multiple of ``L * k`` (wrong layer count or top-k for this model).
+        RoutingMismatchError: the payload is not base64, its byte count is not a multiple of 4, its element
+            count is not a multiple of ``L * k`` (wrong layer count or top-k for this model), an expert id is
+            outside ``[0, num_experts)`` (or negative), or a column named dense holds a non-zero id (the
+            ``moe_layers`` given do not match the served model).
+        ValueError: bad ``num_layers``, ``top_k``, ``num_experts`` or ``moe_layers`` arguments.
     """
     if num_layers < 1 or top_k < 1:
         raise ValueError(f"num_layers={num_layers} and top_k={top_k} must be >= 1")
+    dtype = _WIRE_DTYPE if num_experts is None else routing_dtype(num_experts)
+    cols = slice(None) if moe_layers is None else _layer_columns(moe_layers, num_layers)
     try:
         raw = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError) as exc:
@@ -104,11 +212,29 @@ def decode_routed_experts(payload: str | bytes, *, num_layers: int, top_k: int) 
             f"L*k = {num_layers}*{top_k} = {per_row}; "
             "the engine serves a model with another layer count or top-k than the trainer's model spec"
         )
-    return flat.reshape(-1, num_layers, top_k).astype(np.int32)
+    wire = flat.reshape(-1, num_layers, top_k)
+    if moe_layers is not None:
+        dense = np.setdiff1d(np.arange(num_layers), np.arange(num_layers)[cols])
+        if dense.size and wire[:, dense].any():
+            layer = int(dense[wire[:, dense].any(axis=(0, 2))][0])
+            raise RoutingMismatchError(
+                f"routed_experts: wire layer {layer} is listed as dense (not in moe_layers) but holds expert "
+                "ids; SGLang zero-fills dense layers, so moe_layers does not match the served model"
+            )
+        wire = wire[:, cols]
+    if num_experts is None:
+        if wire.size and int(wire.min()) < 0:
+            pos = int(np.flatnonzero(wire.ravel() < 0)[0])
+            raise RoutingMismatchError(
+                f"routed_experts: expert id {int(wire.ravel()[pos])} at flat position {pos} is negative"
+            )
+        return wire.astype(np.int32)  # native order, writable, never a view of the payload
+    _ids_below(wire.reshape(-1) if wire.flags.c_contiguous else wire, num_experts, "routed_experts")
+    return wire.astype(dtype)
 
 
 def encode_routed_experts(routing: np.ndarray) -> str:
-    """Encodes an int ``[rows, L, k]`` array as SGLang does: base64 of little-endian int32 (ASCII str).
+    """Encodes an int ``[rows, L, k]`` array (compact or not) as SGLang does: base64 of little-endian int32.
 
     Raises:
         RoutingMismatchError: the array is not 3-D, its dtype is not an integer type (floats would be
@@ -145,6 +271,10 @@ def check_routing(
     ``top_k`` is given and above 1, no MoE layer all zero (slime's check for pipeline stages that never
     merged their captures) and no expert repeated within a row. A caller that does not know the model (TITO
     stitching) passes only the token count and checks the row contract alone.
+
+    Any integer dtype is accepted: the compact uint8 / uint16 of `routing_dtype` (what capture, the SGLang
+    decode and samples hold), int32 (the wire) or int64 (torch indices). The checks are a fixed number of
+    numpy passes (no sort), so checking costs a fraction of decoding.
 
     Args:
         routing: integer ``[rows, L, k]``.
@@ -200,21 +330,24 @@ def check_routing(
         )
     if routing.size == 0:
         return
-    lo, hi = int(routing.min()), int(routing.max())
-    if lo < 0:
+    if routing.dtype.kind == "i" and int(routing.min()) < 0:  # compact records are unsigned: nothing to scan
         bad = np.argwhere(routing < 0)[0]
         bound = num_experts if num_experts is not None else "E"
         raise RoutingMismatchError(
             f"{prefix}expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
             f"is negative; expert ids are indices in [0, {bound}) (a corrupt or mis-decoded record)"
         )
-    if num_experts is not None and hi >= num_experts:
+    if num_experts is not None and int(routing.max()) >= num_experts:
         bad = np.argwhere(routing >= num_experts)[0]
         raise RoutingMismatchError(
             f"{prefix}expert id {int(routing[tuple(bad)])} at [row {bad[0]}, layer {bad[1]}, slot {bad[2]}] "
             f"is outside [0, {num_experts}); the record belongs to a model with more experts"
         )
     if top_k is not None and top_k > 1:
+        dup = _repeated_expert(routing)
+        if dup is None:
+            return
+        # An all-zero layer repeats expert 0 in every row: report that cause, it names the engine's bug.
         zero_layers = np.flatnonzero(~routing.any(axis=(0, 2)))
         if zero_layers.size:
             raise RoutingMismatchError(
@@ -222,14 +355,31 @@ def check_routing(
                 "did not capture them (e.g. pipeline stages did not merge their captures); refusing to "
                 "replay expert 0 everywhere"
             )
-        srt = np.sort(routing, axis=2)
-        dup = np.argwhere((srt[:, :, 1:] == srt[:, :, :-1]).any(axis=2))
-        if dup.size:
-            row, layer = dup[0]
-            raise RoutingMismatchError(
-                f"{prefix}routing row {row}, layer {layer} repeats an expert: "
-                f"{routing[row, layer].tolist()}; top-k selections are distinct"
-            )
+        row, layer = dup
+        raise RoutingMismatchError(
+            f"{prefix}routing row {row}, layer {layer} repeats an expert: "
+            f"{routing[row, layer].tolist()}; top-k selections are distinct"
+        )
+
+
+def _repeated_expert(routing: np.ndarray) -> tuple[int, int] | None:
+    """``(row, layer)`` of the first selection that repeats an expert, or None.
+
+    Compares the k slots pairwise on contiguous ``[k, rows * L]`` columns: k (k - 1) / 2 elementwise passes
+    over ``rows * L`` ids, no sort (a sort along a short last axis costs ~15x more, and dominated the decode).
+    """
+    k = routing.shape[2]
+    cols = np.ascontiguousarray(routing.reshape(-1, k).T)
+    repeated = np.zeros(cols.shape[1], dtype=bool)
+    scratch = np.empty(cols.shape[1], dtype=bool)
+    for i in range(k - 1):
+        for j in range(i + 1, k):
+            np.equal(cols[i], cols[j], out=scratch)
+            repeated |= scratch
+    if not repeated.any():
+        return None
+    flat = int(np.flatnonzero(repeated)[0])
+    return divmod(flat, routing.shape[1])
 
 
 def pad_rows(num_rows: int, *, num_layers: int, top_k: int, num_experts: int, offset: int = 0) -> np.ndarray:
@@ -253,3 +403,36 @@ def pad_rows(num_rows: int, *, num_layers: int, top_k: int, num_experts: int, of
         raise ValueError(f"top_k={top_k} > num_experts={num_experts}")
     cell = offset + np.arange(num_rows * num_layers, dtype=np.int64).reshape(num_rows, num_layers, 1)
     return ((cell * top_k + np.arange(top_k)) % num_experts).astype(np.int32)
+
+
+def save_routing(path: str | os.PathLike[str], routing: np.ndarray, *, num_experts: int) -> None:
+    """Writes a record to ``path`` as a ``.npy`` file in its compact dtype (384 B/token at the paper's shape).
+
+    Args:
+        path: the file to write (numpy appends ``.npy`` when missing).
+        routing: integer ``[rows, L, k]``.
+        num_experts: E of the model; picks the dtype (`routing_dtype`) and bounds the ids.
+
+    Raises:
+        RoutingMismatchError: not 3-D, not integer, or an id outside ``[0, num_experts)``.
+    """
+    routing = np.asarray(routing)
+    if routing.ndim != 3:
+        raise RoutingMismatchError(f"routing must be [rows, L, k]; got shape {routing.shape}")
+    np.save(path, compact_routing(routing, num_experts=num_experts), allow_pickle=False)
+
+
+def load_routing(path: str | os.PathLike[str]) -> np.ndarray:
+    """Reads a record written by `save_routing`: ``[rows, L, k]`` uint8 or uint16, as it was written.
+
+    Raises:
+        RoutingMismatchError: the file does not hold a 3-D uint8 / uint16 array (not a T1 routing record).
+        OSError: the file cannot be read.
+    """
+    routing = np.load(path, allow_pickle=False)
+    if routing.ndim != 3 or routing.dtype not in (np.dtype(np.uint8), np.dtype(np.uint16)):
+        raise RoutingMismatchError(
+            f"{os.fspath(path)}: holds {routing.dtype} {routing.shape}, not a compact [rows, L, k] uint8 / "
+            "uint16 routing record (see t1_r3.save_routing)"
+        )
+    return routing

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from t1_reward import FallbackCause, RewardResult, compute_reward, read_report
+from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compaction_metrics
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
 from t1_rollout.harness import HarnessConfig
@@ -61,8 +62,10 @@ class EvalSettings:
     Attributes:
         attempts: attempts per task (``evaluation.attempts``; T1: 3).
         harness: episode limits: ``evaluation.max_turns``, ``agent_wall_s``, the context window
-            ``evaluation.context_tokens`` capped by ``model.max_position_embeddings``, and
-            ``rollout.max_new_tokens`` per turn.
+            ``evaluation.context_tokens`` capped by ``model.max_position_embeddings``,
+            ``rollout.max_new_tokens`` per turn, and, with ``evaluation.compaction``, context compaction at
+            ``evaluation.compaction_threshold_tokens`` (default ``rollout.compaction_threshold_tokens``,
+            lowered to fit a capped context) with the training summary cap.
         limits: trial deadlines: agent ``evaluation.agent_wall_s``, verifier ``evaluation.verifier_wall_s``,
             the whole trial ``min(total_timeout_s, build + agent + verifier)``.
         sampling: decoding: ``evaluation.temperature``, ``top_p``, ``top_k`` (T1: 0.1, 0.95, 20).
@@ -70,6 +73,8 @@ class EvalSettings:
         concurrency: trials in flight at once (``rollout.concurrency``).
         thinking: open a think block in every generation prompt (``evaluation.thinking``).
         notes: what the settings change or leave unbuilt, one line each (printed, never silent).
+        compaction_max_failure_rate: ``rollout.compaction_max_failure_rate``: above it an evaluation's row
+            carries a ``compaction_warning``.
     """
 
     attempts: int
@@ -80,6 +85,7 @@ class EvalSettings:
     concurrency: int
     thinking: bool
     notes: tuple[str, ...] = ()
+    compaction_max_failure_rate: float | None = None
 
     @classmethod
     def from_recipe(cls, recipe: Recipe) -> EvalSettings:
@@ -93,11 +99,27 @@ class EvalSettings:
                 f"evaluation.context_tokens {e.context_tokens}: capped at model.max_position_embeddings "
                 f"({context} tokens), the longest position the model is configured for"
             )
+        compaction = None
         if e.compaction:
-            notes.append(
-                "evaluation.compaction: context compaction is not built; an episode that would overflow "
-                f"the {context}-token context ends with finish 'context_exhausted'"
+            compaction = CompactionConfig.from_spec(ro, threshold_tokens=e.compaction_threshold_tokens)
+            cap, room = (
+                compaction.summary_max_tokens,
+                context - ro.max_new_tokens - compaction.summary_max_tokens,
             )
+            fits = f"a turn of {ro.max_new_tokens} and a summary of {cap} tokens"
+            if room < 1:
+                compaction = None
+                notes.append(
+                    f"evaluation.compaction: off, the {context}-token evaluation context has no room for "
+                    f"{fits}; an episode that would overflow it ends with finish 'context_exhausted'"
+                )
+            elif compaction.threshold_tokens > room:
+                where = "evaluation" if e.compaction_threshold_tokens is not None else "rollout"
+                notes.append(
+                    f"{where}.compaction_threshold_tokens {compaction.threshold_tokens}: lowered to {room} "
+                    f"tokens in evaluation, so {fits} fit the {context}-token evaluation context"
+                )
+                compaction = CompactionConfig(threshold_tokens=room, summary_max_tokens=cap)
         build = BUILD_DEADLINE_S
         return cls(
             attempts=e.attempts,
@@ -107,6 +129,7 @@ class EvalSettings:
                 max_new_tokens=ro.max_new_tokens,
                 context_tokens=context,
                 observation_max_bytes=ro.observation_max_bytes,
+                compaction=compaction,
             ),
             limits=TrialLimits(
                 remote_deadline_s=min(e.total_timeout_s, build + e.agent_wall_s + e.verifier_wall_s),
@@ -121,6 +144,7 @@ class EvalSettings:
             concurrency=ro.concurrency,
             thinking=e.thinking,
             notes=tuple(notes),
+            compaction_max_failure_rate=ro.compaction_max_failure_rate,
         )
 
 
@@ -190,6 +214,8 @@ class ModelPolicy:
         seed: seeds each attempt's sampling (with the label, the task and the attempt), apart from the
             training's seeds.
         label: names the evaluation in the seeds (e.g. ``eval-step-0010-builtin:mini``).
+        compactions: every compaction attempt of the attempts run so far, in completion order
+            (`evaluate_pool` reports those of its own pass).
     """
 
     engine: Engine
@@ -200,6 +226,7 @@ class ModelPolicy:
     seed: int = 0
     label: str = "eval"
     name: str = "model"
+    compactions: list[CompactionAttempt] = field(default_factory=list)
 
     def attempt_seed(self, task: Task, attempt: int) -> int:
         """The sampling seed of one attempt: a hash of the seed, the label, the task and the attempt."""
@@ -220,8 +247,10 @@ class ModelPolicy:
             out_dir=work_dir,
         )
         turns = rec.episode.turns if rec.episode else []
+        if rec.episode is not None:
+            self.compactions.extend(rec.episode.compactions)
         extra = {
-            "turns": len(turns),
+            "turns": rec.episode.agent_turns if rec.episode else 0,  # summary turns are no actions
             "tokens": len(turns[-1].prompt_ids) + len(turns[-1].output_ids) if turns else 0,
             "wall_s": rec.timings.get("total", 0.0),
         }
@@ -279,6 +308,8 @@ class EvalReport:
         trials: every attempt, in pool order then attempt order.
         notes: the settings' notes (`EvalSettings.notes`).
         wall_s: wall seconds of the whole pass.
+        compaction: the pass's compaction figures (`t1_rollout.compaction.compaction_metrics`) for a model
+            policy; empty for the oracle and do-nothing checks.
     """
 
     policy: str
@@ -287,10 +318,11 @@ class EvalReport:
     trials: list[EvalTrial]
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
+    compaction: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """The figures (`t1_rollout.eval_metrics.summarize`)."""
-        return summarize(self.trials, self.attempts)
+        """The figures (`t1_rollout.eval_metrics.summarize`), then the compaction figures."""
+        return {**summarize(self.trials, self.attempts), **self.compaction}
 
     def to_json(self) -> dict[str, Any]:
         """One JSON-ready object: the figures, plus policy, pool, attempts, notes, wall and the trials."""
@@ -339,6 +371,8 @@ async def evaluate_pool(
         raise ValueError(f"attempts and concurrency must be >= 1, got {attempts} and {concurrency}")
     gate = asyncio.Semaphore(concurrency)
     started = time.monotonic()
+    tally = getattr(policy, "compactions", None)
+    seen = len(tally) if tally is not None else 0
     jobs = [(task, a) for task in pool.tasks for a in range(attempts)]
 
     async def one(task: Task, attempt: int, root: Path) -> EvalTrial:
@@ -368,6 +402,7 @@ async def evaluate_pool(
                 else f"evaluation: {type(fut.exception()).__name__}: {fut.exception()}"
             )
             trials.append(_trial(task, a, cause=why))
+    settings = getattr(policy, "settings", None)
     return EvalReport(
         policy=policy.name,
         pool=pool.source,
@@ -375,4 +410,9 @@ async def evaluate_pool(
         trials=trials,
         notes=notes,
         wall_s=time.monotonic() - started,
+        compaction={}
+        if tally is None
+        else compaction_metrics(
+            tally[seen:], max_failure_rate=getattr(settings, "compaction_max_failure_rate", None)
+        ),
     )

@@ -8,8 +8,16 @@ environment persist across turns as in tmux. An unparsable answer costs a turn a
 observation. Terminus asks the model to confirm ``task_complete`` once: only a second consecutive
 ``task_complete`` ends the episode.
 
-Context compaction (T1 §9, proactive summarization) is not built yet: an episode whose context would overflow
-``context_tokens`` ends with ``finish = "context_exhausted"``.
+Context compaction (T1 §6, §9; `t1_rollout.compaction`): once the next prompt reaches
+``compaction.threshold_tokens``, the agent writes a summary of its history in a turn of its own (a sampled
+assistant turn, trained on like any other, closing the current chunk); the history is then replaced by the
+system prompt, the task instruction and the summary, and the next turn opens a new TITO chunk
+(``Turn.starts_chunk``). Summary turns do not count toward ``max_turns``, and no summary is asked for after
+the last turn. A summary that fails (its token cap, too long to bring the context under the threshold,
+empty, no room left) ends the episode with ``finish = "compaction_failed"``; an engine error during it
+propagates like any engine error. Every attempt is kept in ``Episode.compactions``. Without compaction
+(``HarnessConfig.compaction`` None), or when a turn would still overflow, the episode ends with
+``finish = "context_exhausted"``.
 """
 
 from __future__ import annotations
@@ -20,7 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from t1_rollout.actions import ActionParseError, parse_action, truncate_output
-from t1_rollout.engine.base import Engine, SamplingParams
+from t1_rollout.compaction import (
+    MIN_SAMPLE_TOKENS,
+    CompactionAttempt,
+    CompactionCause,
+    CompactionConfig,
+    classify_summary,
+    summary_request,
+)
+from t1_rollout.engine.base import Engine, Generation, SamplingParams
 from t1_rollout.sandbox.base import ShellDied
 from t1_spec import RolloutSpec
 from t1_tito import TitoSession, Turn
@@ -39,7 +55,13 @@ COMPLETE_CONFIRM = (
 )
 
 Finish = Literal[
-    "incomplete", "task_complete", "max_turns", "agent_deadline", "context_exhausted", "shell_died"
+    "incomplete",
+    "task_complete",
+    "max_turns",
+    "agent_deadline",
+    "context_exhausted",
+    "compaction_failed",
+    "shell_died",
 ]
 
 
@@ -56,6 +78,8 @@ class HarnessConfig:
             spec's (`t1_spec.RolloutSpec.observation_max_bytes`, Terminus: 10,000 bytes).
         max_command_wait_s: how long one command may keep the harness waiting, seconds (the system prompt's
             60 s cap on a command's ``duration``).
+        compaction: when and how the agent compacts its context (`t1_rollout.compaction.CompactionConfig`);
+            None = never (the episode ends with ``context_exhausted`` instead).
     """
 
     max_turns: int
@@ -64,16 +88,21 @@ class HarnessConfig:
     context_tokens: int
     observation_max_bytes: int = RolloutSpec.model_fields["observation_max_bytes"].default
     max_command_wait_s: float = 60.0
+    compaction: CompactionConfig | None = None
 
     @classmethod
     def from_spec(cls, rollout: RolloutSpec) -> HarnessConfig:
-        """The episode limits of the recipe's ``rollout`` section (``max_command_wait_s`` keeps its 60 s)."""
+        """The episode limits of the recipe's ``rollout`` section (``max_command_wait_s`` keeps its 60 s).
+
+        Compaction is on, at ``rollout.compaction_threshold_tokens`` (`CompactionConfig.from_spec`).
+        """
         return cls(
             max_turns=rollout.max_turns,
             agent_deadline_s=rollout.agent_deadline_s,
             max_new_tokens=rollout.max_new_tokens,
             context_tokens=rollout.context_tokens,
             observation_max_bytes=rollout.observation_max_bytes,
+            compaction=CompactionConfig.from_spec(rollout),
         )
 
 
@@ -90,6 +119,8 @@ class Episode:
             a cancellation).
         agent_time_s: wall time of the episode, seconds.
         generate_time_s: wall time spent waiting for the engine, seconds.
+        compactions: every compaction attempt, in order, succeeded or failed with its cause.
+        summary_turns: indices in ``turns`` of the summary turns (sampled summaries, failed ones included).
     """
 
     turns: list[Turn] = field(default_factory=list)
@@ -98,6 +129,13 @@ class Episode:
     finish: Finish = "incomplete"
     agent_time_s: float = 0.0
     generate_time_s: float = 0.0
+    compactions: list[CompactionAttempt] = field(default_factory=list)
+    summary_turns: list[int] = field(default_factory=list)
+
+    @property
+    def agent_turns(self) -> int:
+        """Turns that count toward ``max_turns``: every turn but the summary turns."""
+        return len(self.turns) - len(self.summary_turns)
 
 
 def initial_messages(instruction: str, terminal_state: str) -> list[dict[str, str]]:
@@ -107,6 +145,20 @@ def initial_messages(instruction: str, terminal_state: str) -> list[dict[str, st
         {
             "role": "user",
             "content": f"Task:\n{instruction.strip()}\n\nCurrent terminal state:\n{terminal_state}",
+        },
+    ]
+
+
+def compacted_messages(instruction: str, summary: str) -> list[dict[str, str]]:
+    """The history after a compaction: the system prompt, then the task followed by the agent's summary."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {
+            "role": "user",
+            "content": (
+                f"Task:\n{instruction.strip()}\n\nYour context was compacted. Your summary of the work so "
+                f"far:\n{summary.strip()}\n\nContinue the task from there."
+            ),
         },
     ]
 
@@ -147,41 +199,30 @@ async def run_episode(
     prompt_ids = tito.start(episode.messages)
     rows_covered = 0
     pending_complete = False
+    starts_chunk = False
     while True:
-        if len(episode.turns) >= config.max_turns:
+        if episode.agent_turns >= config.max_turns:
             episode.finish = "max_turns"
             break
         if time.monotonic() - start >= config.agent_deadline_s:
             episode.finish = "agent_deadline"
             break
         budget = config.context_tokens - len(prompt_ids)
-        if budget < 8:
+        if budget < MIN_SAMPLE_TOKENS:
             episode.finish = "context_exhausted"
             break
-        turn_sampling = SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            max_new_tokens=min(config.max_new_tokens, budget),
-            stop_token_ids=tuple(tito.tokenizer.eos_ids),
-            seed=None if sampling.seed is None else sampling.seed + len(episode.turns),
+        gen = await _sample(
+            engine,
+            tito,
+            prompt_ids,
+            sampling,
+            min(config.max_new_tokens, budget),
+            rows_covered,
+            episode,
+            starts_chunk=starts_chunk,
         )
-        t0 = time.monotonic()
-        gen = await engine.generate(prompt_ids, turn_sampling, routed_experts_start_len=rows_covered)
-        episode.generate_time_s += time.monotonic() - t0
-        episode.turns.append(
-            Turn(
-                prompt_ids=list(prompt_ids),
-                output_ids=list(gen.output_ids),
-                output_logprobs=list(gen.output_logprobs),
-                routed_experts=gen.routed_experts,
-                routed_experts_start_len=gen.routed_experts_start_len,
-                policy_version=gen.weight_version,
-                finish_reason=gen.finish_reason,
-            )
-        )
-        if gen.routed_experts is not None:
-            rows_covered = gen.routed_experts_start_len + int(gen.routed_experts.shape[0])
+        starts_chunk = False
+        rows_covered = _rows_covered(gen, rows_covered)
         text = tito.tokenizer.decode([i for i in gen.output_ids if i not in tito.tokenizer.eos_ids])
         episode.messages.append({"role": "assistant", "content": text})
 
@@ -197,9 +238,155 @@ async def run_episode(
         if shell_dead:
             episode.finish = "shell_died"
             break
-        prompt_ids = tito.next_prompt(prompt_ids, gen.output_ids, [new_message])
+        next_ids = tito.next_prompt(prompt_ids, gen.output_ids, [new_message])
+        compact = config.compaction is not None and len(next_ids) >= config.compaction.threshold_tokens
+        if compact and episode.agent_turns < config.max_turns:  # no summary when no turn would read it
+            compacted = await _compact(
+                instruction,
+                engine,
+                tito,
+                sampling,
+                config,
+                episode,
+                prompt_ids=prompt_ids,
+                output_ids=gen.output_ids,
+                new_message=new_message,
+                tokens_before=len(next_ids),
+                rows_covered=rows_covered,
+            )
+            if compacted is None:
+                episode.finish = "compaction_failed"
+                break
+            next_ids, rows_covered, starts_chunk = compacted, 0, True
+        prompt_ids = next_ids
     episode.agent_time_s = time.monotonic() - start
     return episode
+
+
+async def _sample(
+    engine: Engine,
+    tito: TitoSession,
+    prompt_ids: list[int],
+    sampling: SamplingParams,
+    max_new_tokens: int,
+    rows_covered: int,
+    episode: Episode,
+    *,
+    starts_chunk: bool = False,
+) -> Generation:
+    """One engine call on ``prompt_ids``, recorded as a `Turn` of ``episode``; engine errors propagate.
+
+    The routing request starts at ``rows_covered`` (the rows the current chunk already has), and the seed
+    advances with every call of the episode, summary turns included.
+    """
+    turn_sampling = SamplingParams(
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        max_new_tokens=max_new_tokens,
+        stop_token_ids=tuple(tito.tokenizer.eos_ids),
+        seed=None if sampling.seed is None else sampling.seed + len(episode.turns),
+    )
+    t0 = time.monotonic()
+    try:
+        gen = await engine.generate(prompt_ids, turn_sampling, routed_experts_start_len=rows_covered)
+    finally:
+        episode.generate_time_s += time.monotonic() - t0
+    episode.turns.append(
+        Turn(
+            prompt_ids=list(prompt_ids),
+            output_ids=list(gen.output_ids),
+            output_logprobs=list(gen.output_logprobs),
+            routed_experts=gen.routed_experts,
+            routed_experts_start_len=gen.routed_experts_start_len,
+            policy_version=gen.weight_version,
+            finish_reason=gen.finish_reason,
+            starts_chunk=starts_chunk,
+        )
+    )
+    return gen
+
+
+def _rows_covered(gen: Generation, before: int) -> int:
+    """Routing rows the chunk covers after ``gen`` (unchanged when the engine returned none)."""
+    if gen.routed_experts is None:
+        return before
+    return gen.routed_experts_start_len + int(gen.routed_experts.shape[0])
+
+
+async def _compact(
+    instruction: str,
+    engine: Engine,
+    tito: TitoSession,
+    sampling: SamplingParams,
+    config: HarnessConfig,
+    episode: Episode,
+    *,
+    prompt_ids: list[int],
+    output_ids: list[int],
+    new_message: dict[str, str],
+    tokens_before: int,
+    rows_covered: int,
+) -> list[int] | None:
+    """Have the agent summarise its history; the compacted prompt ids, or None when the attempt failed.
+
+    The summary request extends the current chunk (``p_i || a_i || glue || observation || request``, the
+    strict prefix case), so the summary turn is stitched into the chunk it closes and its sampled ids are
+    trained on. On success the new prompt is ``tito.start(compacted_messages(...))`` and the next turn opens
+    a new chunk. The attempt is appended to ``episode.compactions`` whatever its outcome.
+
+    Raises:
+        Exception: whatever the engine raised, after the attempt is recorded with cause ``engine_error``.
+    """
+    cfg = config.compaction
+    assert cfg is not None  # the caller checked
+    index = len(episode.turns)
+    request = summary_request(tokens_before, config.context_tokens, cfg.summary_max_tokens)
+    summary_prompt = tito.next_prompt(prompt_ids, output_ids, [new_message, request])
+    episode.messages.append(request)
+
+    def failed(cause: CompactionCause, detail: str, sampled: int) -> None:
+        episode.compactions.append(CompactionAttempt(index, tokens_before, None, sampled, cause, detail))
+
+    room = config.context_tokens - len(summary_prompt)
+    if room < MIN_SAMPLE_TOKENS:
+        failed(
+            "no_room",
+            f"the summary request is {len(summary_prompt)} tokens of the {config.context_tokens}-token "
+            f"context, leaving {room} (fewer than {MIN_SAMPLE_TOKENS}) for the summary",
+            0,
+        )
+        return None
+    cap = min(cfg.summary_max_tokens, room)
+    try:
+        gen = await _sample(engine, tito, summary_prompt, sampling, cap, rows_covered, episode)
+    except Exception as exc:
+        failed("engine_error", f"{type(exc).__name__}: {exc}", 0)
+        raise
+    episode.summary_turns.append(index)
+    eos = tuple(tito.tokenizer.eos_ids)
+    summary = tito.tokenizer.decode([i for i in gen.output_ids if i not in eos])
+    episode.messages.append({"role": "assistant", "content": summary})
+    sampled = len(gen.output_ids)
+    cause, detail = classify_summary(
+        gen.finish_reason, list(gen.output_ids), summary, max_new_tokens=cap, stop_ids=eos
+    )
+    if cause is not None:
+        failed(cause, detail, sampled)
+        return None
+    messages = compacted_messages(instruction, summary)
+    new_ids = tito.start(messages)
+    if len(new_ids) >= cfg.threshold_tokens:
+        failed(
+            "too_long",
+            f"the task and the summary take {len(new_ids)} tokens, not below the "
+            f"{cfg.threshold_tokens}-token compaction threshold",
+            sampled,
+        )
+        return None
+    episode.messages.extend(messages)
+    episode.compactions.append(CompactionAttempt(index, tokens_before, len(new_ids), sampled))
+    return new_ids
 
 
 async def _act(

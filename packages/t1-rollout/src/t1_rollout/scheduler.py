@@ -22,9 +22,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from t1_rollout.compaction import compaction_metrics
 from t1_rollout.trial import TrialRecord, new_trial_id
 from t1_spec import RolloutSpec
 from t1_tasks import Task
+from t1_tito import DriftAudit
 
 
 class TaskSource(Protocol):
@@ -157,7 +159,7 @@ class BatchResult:
         kept = Counter(r.family for r in self.admitted)
         return {family: kept[family] / n for family, n in sorted(launched.items())}
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self, *, compaction_max_failure_rate: float | None = None) -> dict[str, Any]:
         """The step's rollout metrics, from the admitted trials and the failures.
 
         Reward and assertion figures are over admitted trials only (those trained on); failures are counted
@@ -167,8 +169,12 @@ class BatchResult:
             JSON-ready values: reward and assertion means, fallbacks by cause, ``report_duplicates`` (report
             entries that repeated a test name, folded to one and never counted twice), parse-failure rate,
             turn and token means, loss tokens, TITO drift over the loss region, chunk splits, trial counts
-            by outcome, failures by stage, retention by family (T1 §10), the samples' policy versions and
-            the episodes' finish reasons.
+            by outcome (``trials_tampered``: finished trials whose report was refused as tampered), failures
+            by stage, retention by family (T1 §10), the samples' policy versions and the episodes' finish
+            reasons; the compaction figures of every trial that ran an episode
+            (`t1_rollout.compaction.compaction_metrics`, warning above ``compaction_max_failure_rate``), and
+            ``chunks_per_trajectory_mean`` / ``_max`` over admitted trials: every chunk carries the
+            trajectory's reward on its last sampled token (T1 §5), so a compacted trajectory weighs more.
         """
         admitted = self.admitted
         rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
@@ -176,13 +182,15 @@ class BatchResult:
         total = [r.reward.total for r in admitted if r.reward and r.reward.total]
         fallbacks = Counter(str(r.reward.fallback) for r in admitted if r.reward and r.reward.fallback)
         episodes = [r.episode for r in admitted if r.episode]
-        n_turns = [len(e.turns) for e in episodes]
+        n_turns = [e.agent_turns for e in episodes]  # summary turns are no actions (t1_rollout.compaction)
         parse_fail = sum(e.parse_failures for e in episodes)
         samples = [s for r in admitted for s in r.samples]
         audits = [r.stitch.audit for r in admitted if r.stitch]
         loss_tokens = sum(a.loss_tokens for a in audits)
         drifted = sum(a.drifted_loss_tokens for a in audits)
         failure_stages = Counter((r.cause or "unknown").split(":", 1)[0] for r in self.failed)
+        chunks = [len(r.samples) for r in admitted if r.samples]
+        everyone = admitted + self.finished_late + self.failed + self.cancelled
         return {
             "reward_mean": statistics.fmean(rewards) if rewards else None,
             "assertions_passed_mean": statistics.fmean(passed) if passed else None,
@@ -196,16 +204,30 @@ class BatchResult:
             "tito_drift_loss_region": drifted / loss_tokens if loss_tokens else None,
             "tito_drifted_tokens": drifted,
             "chunks_split": sum(a.splits for a in audits),
+            # boundary cases over the step (T1 §4.1) and the tokens trained on sampled ids where inference
+            # saw the harness's re-tokenization (the paper's 2.6%)
+            "tito_boundaries": DriftAudit.total(audits).case_counts if audits else {},
+            "tito_retokenized_context_fraction": DriftAudit.total(audits).retokenized_context_fraction
+            if audits
+            else None,
             "samples": len(samples),
             "trials_launched": self.launched,
             "trials_admitted": len(admitted),
             "trials_finished": len(admitted) + len(self.finished_late),
             "trials_failed": len(self.failed),
             "trials_cancelled": len(self.cancelled),
+            # refused reports (scored 0, trained on): finished trials whose report was tampered with
+            "trials_tampered": sum(r.tampered for r in admitted + self.finished_late),
             "failures_by_stage": dict(failure_stages),
             "retention_by_family": self.retention_by_family(),
             "policy_versions": [s.policy_version for s in samples],
             "finish_reasons": dict(Counter(e.finish for e in episodes)),
+            "chunks_per_trajectory_mean": statistics.fmean(chunks) if chunks else None,
+            "chunks_per_trajectory_max": max(chunks) if chunks else None,
+            **compaction_metrics(
+                (c for r in everyone if r.episode for c in r.episode.compactions),
+                max_failure_rate=compaction_max_failure_rate,
+            ),
         }
 
 

@@ -1,10 +1,12 @@
 """One trial: sandbox -> environment -> agent episode -> held-out verifier -> reward -> stitched samples.
 
 A trial never loses its cause: every failure is recorded in :class:`TrialRecord` with the stage it happened
-in. A failure of the infrastructure (sandbox start, engine, verifier without any outcome) marks the trial
-``failed`` and it is never scored as the agent's 0 (T1 §7.4; ``../shared/reference/harbor_tb.md`` §6 lists
-frameworks that did). The sandbox is reclaimed on every path, cancellation included, by its async context
-manager. A record writes itself out for the run's ``trajectories/`` directory (`TrialRecord.to_json`).
+in. A failure of the infrastructure (sandbox start, engine, a T1-side call of the verifier run) marks the
+trial ``failed`` and it is never scored as the agent's 0 (T1 §7.4; ``../shared/reference/harbor_tb.md`` §6
+lists frameworks that did); a tampered report or a verifier failure the agent caused in a healthy sandbox
+is scored 0 and trained on (the one policy: ``t1_reward.judge``). The sandbox is reclaimed on every path,
+cancellation included, by its async context manager. A record writes itself out for the run's
+``trajectories/`` directory (`TrialRecord.to_json`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from t1_reward import Report, RewardResult, compute_reward, read_report
+from t1_reward import Report, RewardResult, TamperEvidence
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig, run_episode
 from t1_rollout.sandbox.base import Sandbox, format_seconds
-from t1_rollout.verify import VerifierRun, run_verifier
+from t1_rollout.verify import VerifierRun, judge_run, run_verifier
 from t1_spec import RewardSpec, RolloutSpec
 from t1_tasks import Task
-from t1_tito import Sample, StitchResult, TitoSession, stitch
+from t1_tasks.validation import TaskRecord
+from t1_tito import Sample, StitchResult, TitoSession
 
 TrialStatus = Literal["finished", "failed", "cancelled"]
 
@@ -66,11 +69,14 @@ class TrialRecord:
         family: the task's category (used for retention statistics).
         status: ``finished`` (a reward exists), ``failed`` (infrastructure or harness failure, with
             ``cause``) or ``cancelled`` (the scheduler cancelled the straggler tail).
-        cause: ``<stage>: <message>`` for failed and cancelled trials.
+        cause: ``<stage>: <message>`` for failed and cancelled trials, and for a finished trial that
+            ``t1_reward.judge`` scored 0 (tampered, or no verdict from the verifier); None otherwise.
         episode: the agent episode (may be partial).
         verifier: the verifier run, when it ran.
         report: the parsed verifier report.
         reward: the scalar reward and its provenance; ``reward.value`` is never invented for a failed trial.
+        evidence: why the verifier's report was refused (``t1_reward.TamperEvidence``); non-empty means the
+            trial is tagged tampered and scored 0 (``t1_reward.judge``).
         stitch: the stitched samples and the TITO drift audit (finished trials only).
         timings: seconds per stage: ``sandbox_start``, ``agent``, ``generate``, ``verifier``, ``total``.
         launch_index: position of the trial in its batch's launch order (seeds its sampling).
@@ -85,9 +91,15 @@ class TrialRecord:
     verifier: VerifierRun | None = None
     report: Report | None = None
     reward: RewardResult | None = None
+    evidence: tuple[TamperEvidence, ...] = ()
     stitch: StitchResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
     launch_index: int = 0
+
+    @property
+    def tampered(self) -> bool:
+        """The verifier's report was refused as not the task's own verdict (scored 0, trained on)."""
+        return bool(self.evidence)
 
     @property
     def samples(self) -> list[Sample]:
@@ -118,6 +130,8 @@ class TrialRecord:
             "cause": self.cause,
             "finish": episode.finish if episode else None,
             "parse_failures": episode.parse_failures if episode else 0,
+            "compactions": [c.to_json() for c in episode.compactions] if episode else [],
+            "summary_turns": list(episode.summary_turns) if episode else [],
             "turns": len(turns),
             "prompt_tokens": [len(t.prompt_ids) for t in turns],
             "completion_tokens": [len(t.output_ids) for t in turns],
@@ -127,6 +141,8 @@ class TrialRecord:
             "assertions_passed": reward.passed if counted else None,
             "assertions_total": reward.total if counted else None,
             "fallback": None if reward is None else reward.fallback,
+            "tampered": self.tampered,
+            "tamper_evidence": [e.to_json() for e in self.evidence],
             "outcomes": [
                 {"name": o.name, "status": o.status, "message": o.message}
                 for o in (self.report.outcomes if self.report else ())
@@ -137,6 +153,7 @@ class TrialRecord:
                 "exit_code": self.verifier.exit_code,
                 "timed_out": self.verifier.timed_out,
                 "error": self.verifier.error,
+                "signal": self.verifier.signal,
                 "dir": str(self.verifier.out_dir),
             },
             "samples": [
@@ -153,6 +170,10 @@ class TrialRecord:
                 "loss_tokens": audit.loss_tokens,
                 "drifted": audit.drifted_loss_tokens,
                 "splits": audit.splits,
+                "boundaries": audit.case_counts,
+                "total_tokens": audit.total_tokens,
+                "retokenized_context_tokens": audit.retokenized_context_tokens,
+                "affected_loss_tokens": audit.affected_loss_tokens,
             },
             "timings_s": self.timings,
         }
@@ -175,8 +196,14 @@ async def run_trial(
     reward_spec: RewardSpec,
     out_dir: Path,
     record: TrialRecord | None = None,
+    validated: TaskRecord | None = None,
 ) -> TrialRecord:
     """Run one trial end to end.
+
+    The verifier's report is held to what is known of the task (``t1_reward.check_report``: its assertion
+    count, the names its test files define, pytest's own closing line) and scored by the one policy of
+    ``t1_reward.judge``: an infrastructure failure is ``failed`` (dropped), a tampered report or an
+    agent-caused verifier failure is ``finished`` with reward 0 (trained on).
 
     Args:
         task: the task bundle.
@@ -189,6 +216,8 @@ async def run_trial(
         reward_spec: the recipe's reward section (`t1_spec` dense, ratio or binary reward spec).
         out_dir: where the verifier's files are kept (``<out_dir>/<trial_id>/``).
         record: filled in place when given, so a caller that cancels the trial keeps what it had.
+        validated: the task's row of a validation record accepted for the pool (``t1_tasks.record_for``);
+            its observed assertion count replaces the static one as the count a report is held to.
 
     Returns:
         The :class:`TrialRecord`. This function does not raise for trial failures; it records them. It
@@ -236,25 +265,26 @@ async def run_trial(
                 )
                 rec.timings["verifier"] = time.monotonic() - t0
         stage = "reward"
-        rec.report = read_report(
-            rec.verifier.out_dir, timed_out=rec.verifier.timed_out, crashed=rec.verifier.error is not None
-        )
-        rec.reward = compute_reward(rec.report, reward_spec)
-        if rec.reward.value is None:
+        rec.report, verdict = await judge_run(rec.verifier, task, reward_spec, validated=validated)
+        rec.reward, rec.evidence = verdict.reward, verdict.evidence
+        if verdict.status == "failed" or rec.reward.value is None:
             rec.status = "failed"
-            rec.cause = f"verifier: no outcome available ({rec.report.fallback}; {rec.report.detail})"
+            rec.cause = verdict.cause
             return rec
+        rec.cause = verdict.cause  # why a finished trial scored 0 (tampered, or no verdict), else None
         stage = "stitch"
         if not rec.episode.turns:
             rec.status = "failed"
             rec.cause = f"agent: the episode sampled no tokens (finish: {rec.episode.finish})"
+            rec.evidence = ()
             if rec.episode.finish == "context_exhausted":
                 rec.cause += (
                     f"; the first prompt leaves under 8 of rollout.context_tokens={harness.context_tokens}"
                     " tokens to sample: raise rollout.context_tokens"
                 )
             return rec
-        rec.stitch = stitch(
+        rec.stitch = await asyncio.to_thread(
+            tito.stitch_turns,
             rec.episode.turns,
             reward=rec.reward.value,
             task_id=task.id,

@@ -53,8 +53,16 @@ class EvaluationSpec(Spec):
     """Timeout of a whole evaluation pass (seconds). 18,000 s (T1 §6)."""
 
     compaction: bool = True
-    """Proactive context compaction: the agent summarises its own history near the context limit. Enabled in
-    the paper's evaluation (T1 §6)."""
+    """Proactive context compaction: the agent summarises its own history once the context reaches
+    ``compaction_threshold_tokens``, as in training (`t1_rollout.compaction`). Enabled in the paper's
+    evaluation (T1 §6). When off, an episode that would overflow ``context_tokens`` ends with
+    ``finish = "context_exhausted"``."""
+
+    compaction_threshold_tokens: int | None = Field(default=None, gt=0)
+    """Context length (tokens) at which an evaluation episode compacts; None = the training threshold
+    ``rollout.compaction_threshold_tokens``. The summary cap is the training one
+    (``rollout.compaction_summary_max_tokens``). Must be below ``context_tokens``. The paper says only "a
+    configured threshold" (T1 §6); None is chosen."""
 
     thinking: bool = False
     """Explicit thinking in the chat template; disabled in the paper's evaluation (T1 §6)."""
@@ -76,6 +84,15 @@ def evaluation_violations(e: EvaluationSpec) -> list[Violation]:
                 f"evaluation walls must nest verifier < agent <= total (T1 §6: 900 < 3600 <= "
                 f"18000 s); got verifier {e.verifier_wall_s}, agent {e.agent_wall_s}, total "
                 f"{e.total_timeout_s}: reorder them",
+            )
+        )
+    if e.compaction_threshold_tokens is not None and e.compaction_threshold_tokens >= e.context_tokens:
+        v.append(
+            Violation(
+                "evaluation.compaction_below_context",
+                "compaction_threshold_tokens",
+                f"compaction_threshold_tokens {e.compaction_threshold_tokens} must be below context_tokens "
+                f"{e.context_tokens}, or compaction never fires before the context overflows: lower it",
             )
         )
     if e.enabled and not e.suites:

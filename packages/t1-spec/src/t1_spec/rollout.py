@@ -42,10 +42,23 @@ class RolloutSpec(Spec):
     """Deadline of the verifier phase (seconds). 900 s (T1 §7)."""
 
     compaction_threshold_tokens: int = Field(gt=0)
-    """Context length (tokens) at which the agent would summarise its own history (proactive compaction,
-    T1 §6, §8). Proactive compaction is not built yet: the value is validated (below ``context_tokens``) but
-    nothing reads it, and the embedded harness ends an episode with ``context_exhausted`` when the next turn
-    would overflow ``context_tokens``."""
+    """Context length (tokens) at which the agent summarises its own history (proactive compaction, T1 §6,
+    §9). Once the next prompt reaches it, the agent writes a summary in a turn of its own (sampled and trained
+    on like any turn), the history is replaced by the task instruction and that summary, and the trajectory
+    continues in a new TITO chunk that carries the trajectory's reward too (`t1_rollout.compaction`). A
+    failed summary ends the episode with ``finish = "compaction_failed"``; every attempt is counted in the
+    step's metrics. Must be below ``context_tokens``, with room for a turn and a summary above it."""
+
+    compaction_summary_max_tokens: int | None = Field(default=None, gt=0)
+    """Most tokens the summary turn may sample (tokens); None = ``max_new_tokens``. A summary that reaches
+    it fails (cause ``token_cap``). ``compaction_threshold_tokens + max_new_tokens`` plus this must fit
+    ``context_tokens``: a budget that could not hold the requested summary made 98.3% of the summary attempts
+    of one T1 campaign fail (T1 §9). The paper gives no value; None is chosen."""
+
+    compaction_max_failure_rate: float = Field(default=0.1, ge=0, le=1)
+    """Fraction of a step's compaction attempts that may fail before the step table prints a warning and
+    ``metrics.jsonl`` records it (``compaction_warning``). 0.1 is chosen; the paper's broken campaign failed
+    98.3% of them (T1 §9)."""
 
     max_new_tokens: int = Field(gt=0)
     """Most tokens the policy may sample in one turn (tokens)."""
@@ -116,6 +129,22 @@ def rollout_violations(r: RolloutSpec) -> list[Violation]:
                 f"compaction_threshold_tokens {r.compaction_threshold_tokens} must be below "
                 f"context_tokens {r.context_tokens}, or compaction never fires before the context "
                 "overflows: lower it",
+            )
+        )
+    summary = r.compaction_summary_max_tokens or r.max_new_tokens
+    if (
+        r.compaction_threshold_tokens < r.context_tokens
+        and r.compaction_threshold_tokens + r.max_new_tokens + summary > r.context_tokens
+    ):
+        v.append(
+            Violation(
+                "rollout.compaction_summary_fits",
+                "compaction_summary_max_tokens",
+                f"compaction_threshold_tokens {r.compaction_threshold_tokens} + max_new_tokens "
+                f"{r.max_new_tokens} + a summary of {summary} tokens exceed context_tokens "
+                f"{r.context_tokens}: the summary could not be sampled when compaction fires (T1 §9: this "
+                "mismatch failed 98.3% of summaries); lower compaction_threshold_tokens or "
+                "compaction_summary_max_tokens",
             )
         )
     if r.max_new_tokens >= r.context_tokens:

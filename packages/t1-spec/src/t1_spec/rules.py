@@ -198,6 +198,12 @@ RULES: tuple[Rule, ...] = (
         "compaction must fire before the context overflows",
     ),
     Rule(
+        "rollout.compaction_summary_fits",
+        "rollout.compaction_summary_max_tokens",
+        "`compaction_threshold_tokens + max_new_tokens + summary cap <= context_tokens`",
+        "T1 §9: a budget that could not hold the summary failed 98.3% of summary attempts",
+    ),
+    Rule(
         "rollout.turn_fits_context",
         "rollout.max_new_tokens",
         "`max_new_tokens < context_tokens`",
@@ -269,6 +275,12 @@ RULES: tuple[Rule, ...] = (
         "evaluation.agent_wall_s",
         "verifier < agent <= total timeout",
         "T1 §6: 900 < 3600 <= 18000 s",
+    ),
+    Rule(
+        "evaluation.compaction_below_context",
+        "evaluation.compaction_threshold_tokens",
+        "`compaction_threshold_tokens < context_tokens` when set",
+        "compaction must fire before the context overflows",
     ),
     Rule(
         "evaluation.suites_required",

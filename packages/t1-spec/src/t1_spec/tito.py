@@ -20,9 +20,10 @@ class TitoSpec(Spec):
     repair: Literal["strict", "normalized", "retokenized"] = "retokenized"
     """Most permissive boundary repair tried before a split. ``strict``: only a bit-exact prefix T_i of
     p_(i+1) extends the chunk; ``normalized``: also drop up to (s, u) tokens of p_i and a_i, minimising s +
-    u; ``retokenized``: also accept a re-encoded copy of a_i located by offset mapping. The paper uses all
-    three (T1 §4.1). Only ``strict`` is built yet (``t1_tito`` splits every other boundary into a new chunk,
-    and ``t1 train`` refuses ``normalized`` and ``retokenized``); set ``repair: strict``."""
+    u; ``retokenized``: also accept a re-encoded copy of a_i with the same bytes, located by offset mapping
+    (its sampled ids stay in the stream, the copy never enters it). The paper uses all three (T1 §4.1).
+    Boundaries no enabled case repairs split into a new chunk; strict boundaries stitch the same under every
+    mode."""
 
     normalize_max_s: int = Field(default=96, ge=0)
     """s bound of the normalized case: most tokens dropped from the prompt side p_i (tokens). 96 (T1 §4.1)."""

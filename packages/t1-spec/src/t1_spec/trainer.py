@@ -29,3 +29,13 @@ class TrainerSpec(Spec):
     checkpoint_optimizer: bool = False
     """Also save optimizer state. Off in the paper: weights only, so a crash means restart rather than resume,
     traded for cost (T1 §7). Not built yet: ``t1 train`` refuses ``true``."""
+
+    logprob_gap_every: int = Field(default=10, ge=0)
+    """Measure the live-routing log-prob gap every this many PPO steps (steps); 0 = never. On those steps
+    (the first step, then every ``logprob_gap_every``-th: 1, 11, 21, ... counting from 1) the actor runs one
+    extra no-gradient forward per sample with live routing and the step's metrics gain
+    ``actor/logprob_gap_no_replay`` (mask-weighted mean ``|log p_trainer - log p_rollout|`` on loss tokens,
+    live TopK) and ``actor/routing_flip_fraction`` (loss tokens whose experts differ from the record in at
+    least one MoE layer), the comparison of T1 §4.3, Fig. 6 (0.021 without R3, 0.013 with TITO and R3).
+    The gap with replay, ``actor/logprob_gap_replay``, costs nothing extra and is logged every step. Only
+    with ``ppo.routing_replay`` on (with it off, the step's one forward already routes live)."""

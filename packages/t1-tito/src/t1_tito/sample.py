@@ -12,12 +12,18 @@ from t1_r3 import RoutingMismatchError, check_routing
 
 __all__ = [
     "MAX_TOKEN_ID",
+    "as_id_array",
+    "check_id_range",
+    "check_logprobs",
     "InvalidTurnError",
     "RoutingMismatchError",
     "Sample",
     "StreamMisalignmentError",
     "Turn",
 ]
+
+#: The dtypes a sample's routing may have: the compact ones of `t1_r3.routing_dtype` and the wire's int32.
+ROUTING_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int32))
 
 #: Token ids are stored as int32 in a `Sample` (T1 §4.1 streams); an id at or above this cannot be.
 MAX_TOKEN_ID = 2**31 - 1
@@ -52,6 +58,10 @@ class Turn:
         routed_experts_start_len: First position the rows cover (0: the whole sequence).
         policy_version: Weight version that produced the turn.
         finish_reason: The sampler's reason (``"stop"``, ``"length"``, ...).
+        starts_chunk: Begin a new chunk at this turn whatever its prompt (a forced split, counted apart from
+            the splits of an unrepairable boundary): the harness sets it on the first turn after it replaced
+            the history, e.g. by a context-compaction summary (T1 §9), so that the new context is not
+            stitched onto the old one. Ignored on a trial's first turn.
     """
 
     prompt_ids: Sequence[int] | np.ndarray
@@ -61,6 +71,7 @@ class Turn:
     finish_reason: str
     routed_experts: np.ndarray | None = None
     routed_experts_start_len: int = 0
+    starts_chunk: bool = False
 
     def validate(self, where: str = "turn") -> None:
         """Check the turn's own alignment.
@@ -78,7 +89,7 @@ class Turn:
         n_output = _check_ids(self.output_ids, f"{where}: output_ids")
         if n_prompt == 0:
             raise StreamMisalignmentError(f"{where}: empty prompt_ids")
-        logprobs = _check_logprobs(self.output_logprobs, f"{where}: output_logprobs")
+        logprobs = check_logprobs(self.output_logprobs, f"{where}: output_logprobs")
         if logprobs.size != n_output:
             raise StreamMisalignmentError(f"{where}: {n_output} output ids but {logprobs.size} log-probs")
         start = self.routed_experts_start_len
@@ -97,6 +108,52 @@ class Turn:
         check_routing(r, num_tokens=n_prompt + n_output, start_len=start, where=f"{where}: routed_experts")
 
 
+def as_id_array(ids: object, where: str) -> np.ndarray:
+    """Return a token-id sequence as a 1-D integer array, checking its type but not its values.
+
+    A 1-D integer numpy array is returned as is (no copy, no per-id work). A list or tuple is checked in one
+    C-level pass over the element types (`int` or a numpy integer, never `bool`) and converted to int64.
+
+    Raises:
+        TypeError: not a 1-D integer array or a sequence of integers.
+        InvalidTurnError: an integer too large for int64 (it could never be a token id).
+    """
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise TypeError(f"{where} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        return ids
+    if isinstance(ids, Sequence) and not isinstance(ids, str | bytes):
+        if not ids:
+            return np.zeros(0, dtype=np.int64)
+        if not all(issubclass(k, numbers.Integral) and not issubclass(k, bool) for k in set(map(type, ids))):
+            bad = next(x for x in ids if not isinstance(x, numbers.Integral) or isinstance(x, bool))
+            raise TypeError(f"{where} must hold integer token ids, got {type(bad).__name__} {bad!r}")
+        try:
+            return np.asarray(ids, dtype=np.int64)
+        except OverflowError:
+            raise InvalidTurnError(f"{where}: a token id exceeds {MAX_TOKEN_ID} (int32 stream)") from None
+    raise TypeError(f"{where} must be a sequence of integer token ids, got {type(ids).__name__}")
+
+
+def check_id_range(ids: np.ndarray, where: str) -> None:
+    """Check that every id of a 1-D integer array lies in ``[0, MAX_TOKEN_ID]`` (two vectorised reductions).
+
+    Raises:
+        InvalidTurnError: an id < 0 or > ``MAX_TOKEN_ID``, naming the value.
+    """
+    if not ids.size:
+        return
+    if ids.dtype.kind == "i" and ids.dtype.itemsize >= 4:
+        # One reduction: viewed unsigned, a negative id is above MAX_TOKEN_ID too.
+        if ids.view(f"u{ids.dtype.itemsize}").max() <= MAX_TOKEN_ID:
+            return
+    lo, hi = ids.min(), ids.max()
+    if lo < 0:
+        raise InvalidTurnError(f"{where}: token id {int(lo)} is negative; ids are vocabulary indices >= 0")
+    if hi > MAX_TOKEN_ID:
+        raise InvalidTurnError(f"{where}: token id {int(hi)} exceeds {MAX_TOKEN_ID} (int32 stream)")
+
+
 def _check_ids(ids: object, where: str) -> int:
     """Check a token-id sequence (list/tuple of ints or 1-D integer array) and return its length.
 
@@ -104,50 +161,42 @@ def _check_ids(ids: object, where: str) -> int:
         TypeError: not a sequence of integers.
         InvalidTurnError: an id < 0 or > ``MAX_TOKEN_ID``.
     """
-    if isinstance(ids, np.ndarray):
-        if ids.ndim != 1 or not (np.issubdtype(ids.dtype, np.integer) and ids.dtype != np.bool_):
-            raise TypeError(f"{where} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
-        arr = ids
-    elif isinstance(ids, Sequence) and not isinstance(ids, str | bytes):
-        bad = next((x for x in ids if not isinstance(x, numbers.Integral) or isinstance(x, bool)), None)
-        if bad is not None:
-            raise TypeError(f"{where} must hold integer token ids, got {type(bad).__name__} {bad!r}")
-        arr = np.asarray(ids, dtype=object) if ids else np.zeros(0, dtype=np.int64)
-    else:
-        raise TypeError(f"{where} must be a sequence of integer token ids, got {type(ids).__name__}")
-    if arr.size:
-        lo, hi = arr.min(), arr.max()
-        if lo < 0:
-            raise InvalidTurnError(
-                f"{where}: token id {int(lo)} is negative; ids are vocabulary indices >= 0"
-            )
-        if hi > MAX_TOKEN_ID:
-            raise InvalidTurnError(f"{where}: token id {int(hi)} exceeds {MAX_TOKEN_ID} (int32 stream)")
+    arr = as_id_array(ids, where)
+    check_id_range(arr, where)
     return int(arr.size)
 
 
-def _check_logprobs(logprobs: object, where: str) -> np.ndarray:
+def check_logprobs(logprobs: object, where: str) -> np.ndarray:
     """Check sampler log-probs: 1-D numbers, finite, <= 0 (a probability is at most 1); return float64.
 
     Raises:
         TypeError: not a 1-D sequence of numbers.
         InvalidTurnError: a value that is not finite or is > 0, naming its index.
     """
-    if isinstance(logprobs, str | bytes) or not isinstance(logprobs, Sequence | np.ndarray):
+    if isinstance(logprobs, np.ndarray):
+        arr = logprobs if logprobs.dtype == np.float64 else _as_float64(logprobs, where)
+        return _check_logprob_values(arr, where)
+    if isinstance(logprobs, str | bytes) or not isinstance(logprobs, Sequence):
         raise TypeError(f"{where} must be a sequence of numbers, got {type(logprobs).__name__}")
-    if not isinstance(logprobs, np.ndarray):
-        bad = next((x for x in logprobs if not isinstance(x, numbers.Real) or isinstance(x, bool)), None)
-        if bad is not None:
-            raise TypeError(f"{where} must hold numbers, got {type(bad).__name__} {bad!r}")
+    if not all(issubclass(k, numbers.Real) and not issubclass(k, bool) for k in set(map(type, logprobs))):
+        bad = next(x for x in logprobs if not isinstance(x, numbers.Real) or isinstance(x, bool))
+        raise TypeError(f"{where} must hold numbers, got {type(bad).__name__} {bad!r}")
+    return _check_logprob_values(_as_float64(logprobs, where), where)
+
+
+def _as_float64(logprobs: object, where: str) -> np.ndarray:
     try:
-        arr = np.asarray(logprobs, dtype=np.float64)
+        return np.asarray(logprobs, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{where} must be a 1-D sequence of numbers: {exc}") from exc
+
+
+def _check_logprob_values(arr: np.ndarray, where: str) -> np.ndarray:
     if arr.ndim != 1:
         raise TypeError(f"{where} must be 1-D, got shape {arr.shape}")
-    bad_idx = np.flatnonzero(~np.isfinite(arr) | (arr > 0))
-    if bad_idx.size:
-        i = int(bad_idx[0])
+    # Two reductions instead of elementwise masks: NaN propagates through min, +inf fails max <= 0.
+    if arr.size and not (np.isfinite(arr.min()) and arr.max() <= 0):
+        i = int(np.flatnonzero(~np.isfinite(arr) | (arr > 0))[0])
         raise InvalidTurnError(
             f"{where}[{i}] = {float(arr[i])!r}: a log-probability must be finite and <= 0 (a probability "
             "is at most 1)"
@@ -167,7 +216,9 @@ class Sample:
         token_ids: int32 ``[T]``.
         loss_mask: int8 ``[T]``, 1 only on sampled tokens.
         rollout_logprobs: float32 ``[T]``, the sampler's log-probs, 0 where masked.
-        routing: int32 ``[T-1, L, k]`` or None (no routing recorded, e.g. a dense model).
+        routing: ``[T-1, L, k]`` expert ids in the record's dtype (uint8 for E <= 256, uint16 for larger
+            E: `t1_r3.routing_dtype`; int32 as the wire sends it when E is not known), or None (no routing
+            recorded, e.g. a dense model).
         reward: The trajectory's scalar reward (T1 §5.2), placed at ``reward_index``.
         reward_index: The last sampled (loss) position of the chunk.
         task_id: Task identifier.
@@ -224,7 +275,7 @@ class Sample:
                 f"{where}: lengths differ: token_ids {t}, loss_mask {self.loss_mask.shape[0]}, "
                 f"rollout_logprobs {self.rollout_logprobs.shape[0]}"
             )
-        if not np.isin(self.loss_mask, (0, 1)).all():
+        if not (self.loss_mask.view(np.uint8) <= 1).all():
             raise StreamMisalignmentError(f"{where}: loss_mask holds values other than 0 and 1")
         masked = self.loss_mask == 0
         bad = np.flatnonzero(masked & (self.rollout_logprobs != 0))
@@ -238,15 +289,16 @@ class Sample:
         if self.routing is not None:
             r = self.routing
             bad_rows = None
-            if isinstance(r, np.ndarray) and r.dtype == np.int32:
+            typed = isinstance(r, np.ndarray) and r.dtype in ROUTING_DTYPES
+            if typed:
                 try:
                     check_routing(r, num_tokens=t)
                 except RoutingMismatchError as exc:
                     bad_rows = exc
-            if not isinstance(r, np.ndarray) or r.dtype != np.int32 or bad_rows is not None:
+            if not typed or bad_rows is not None:
                 got = f"{r.dtype} {r.shape}" if isinstance(r, np.ndarray) else type(r).__name__
                 raise StreamMisalignmentError(
-                    f"{where}: routing must be int32 [T-1={t - 1}, L, k], got {got}"
+                    f"{where}: routing must be uint8, uint16 or int32 [T-1={t - 1}, L, k], got {got}"
                 ) from bad_rows
         loss_positions = np.flatnonzero(~masked)
         if loss_positions.size == 0:

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from t1_tito.sample import Turn
+from t1_tito.stitch import StitchResult, stitch
 from t1_tito.template import ChatTemplate, TemplateError
 from t1_tito.tokenizer import Tokenizer
 
@@ -29,17 +33,56 @@ class TitoSession:
     terminal adds no ``<|im_start|>`` id to the next prompt. Sampled ids are token-in: kept verbatim, special
     ids the model emitted included.
 
+    The session also holds how its trials' turn boundaries are stitched (`stitch_turns`): the recipe's
+    ``tito`` section, passed by the run as ``repair``, ``normalize_max_s`` and ``normalize_max_u``.
+
     Args:
         tokenizer: From `load_tokenizer`.
         template: The chat template (append-only; see `ChatTemplate`).
         thinking: Open a think block in every generation prompt (default off: an empty block is closed).
+        repair: The most permissive boundary case tried before a split (``strict``, ``normalized`` or
+            ``retokenized``; `t1_tito.stitch`).
+        normalize_max_s: s bound of the normalized case (tokens); required unless ``repair`` is ``strict``.
+        normalize_max_u: u bound of the normalized case (tokens); required unless ``repair`` is ``strict``.
     """
 
-    def __init__(self, tokenizer: Tokenizer, template: ChatTemplate, *, thinking: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        template: ChatTemplate,
+        *,
+        thinking: bool = False,
+        repair: str = "strict",
+        normalize_max_s: int | None = None,
+        normalize_max_u: int | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.template = template
         self.thinking = thinking
+        self.repair = repair
+        self.normalize_max_s = normalize_max_s
+        self.normalize_max_u = normalize_max_u
         self._prefix_text = self._render(_PREFIX_MESSAGES, add_generation_prompt=False)
+
+    def stitch_turns(
+        self, turns: Sequence[Turn], *, reward: float, task_id: str, family: str, trial_id: str
+    ) -> StitchResult:
+        """Stitch one trial's turns with this session's boundary repair and tokenizer (`t1_tito.stitch`).
+
+        Raises:
+            The errors of `t1_tito.stitch` (misaligned streams, invalid turns, routing that does not fit).
+        """
+        return stitch(
+            turns,
+            reward=reward,
+            task_id=task_id,
+            family=family,
+            trial_id=trial_id,
+            repair=self.repair,
+            normalize_max_s=self.normalize_max_s,
+            normalize_max_u=self.normalize_max_u,
+            tokenizer=None if self.repair == "strict" else self.tokenizer,
+        )
 
     def _render(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool) -> str:
         # Content escaped: special-token strings left in the text are the template's structure only.
@@ -120,3 +163,44 @@ class TitoSession:
         # glue. Observations are content: plain text, never control ids.
         suffix = self.tokenizer.encode_chat(self._incremental_escaped(new_messages))
         return [*prev_prompt_ids, *sampled_ids, *self.glue(sampled_ids), *suffix]
+
+
+class PromptBuffer:
+    """Append-only token-id buffer whose prompts are views of one array, so stitching compares only new ids.
+
+    ``extend`` appends ids and returns the whole sequence so far as a 1-D int64 view. While the capacity
+    lasts, each returned prompt shares the memory of the previous one, and `t1_tito.stitch` recognises the
+    shared prefix without comparing it (T1 §4.1, strict case); when the buffer grows (capacity doubled, the
+    old array left to the views that hold it) one full comparison follows, so the total cost stays linear
+    in tokens. Ids already handed out are never overwritten.
+
+    Args:
+        ids: The first prompt ``[n]``.
+        capacity: Initial capacity in ids (default: twice the first prompt, at least 4,096).
+    """
+
+    def __init__(self, ids: Sequence[int] | np.ndarray, capacity: int = 0) -> None:
+        first = np.asarray(ids, dtype=np.int64)
+        size = capacity if capacity > 0 else max(2 * first.shape[0], 4096)
+        self._buf = np.empty(max(size, first.shape[0]), dtype=np.int64)
+        self._buf[: first.shape[0]] = first
+        self._len = first.shape[0]
+
+    def view(self) -> np.ndarray:
+        """The ids so far, a read-only int64 view ``[n]``."""
+        out = self._buf[: self._len]
+        out.flags.writeable = False
+        return out
+
+    def extend(self, *parts: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Append each part's ids and return `view` (e.g. ``extend(sampled, glue, suffix)``)."""
+        arrays = [np.asarray(p, dtype=np.int64) for p in parts]
+        n = self._len + sum(a.shape[0] for a in arrays)
+        if n > self._buf.shape[0]:
+            grown = np.empty(max(n, 2 * self._buf.shape[0]), dtype=np.int64)
+            grown[: self._len] = self._buf[: self._len]
+            self._buf = grown
+        for a in arrays:
+            self._buf[self._len : self._len + a.shape[0]] = a
+            self._len += a.shape[0]
+        return self.view()

@@ -1,81 +1,85 @@
-"""Stitch a trial's turns into training samples, strict TITO case, and audit loss-region drift (T1 §4.1)."""
+"""Stitch a trial's turns into training samples under TITO's four boundary cases, with the audit (T1 §4.1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from t1_r3 import RoutingMismatchError, check_routing
-from t1_tito.sample import Sample, Turn
+from t1_tito.audit import DriftAudit, audit_drift
+from t1_tito.boundary import (
+    BoundaryCase,
+    differing_core,
+    normalized_drop,
+    retokenized_span,
+    strict_prefix,
+)
+from t1_tito.sample import (
+    ROUTING_DTYPES,
+    InvalidTurnError,
+    Sample,
+    StreamMisalignmentError,
+    Turn,
+    as_id_array,
+    check_id_range,
+    check_logprobs,
+)
+from t1_tito.tokenizer import Tokenizer
+
+__all__ = ["REPAIR_MODES", "DriftAudit", "StitchResult", "audit_drift", "stitch"]
 
 #: Boundary repair modes of T1 §4.1 (002 summary, "Boundary repair cases"), strongest first.
 REPAIR_MODES = ("strict", "normalized", "retokenized")
 
 
 @dataclass(frozen=True)
-class DriftAudit:
-    """Token-fidelity audit of one stitched trial (T1 §4.1; the paper measures 0.0000% loss-region drift).
+class StitchResult:
+    """What `stitch` returns.
 
     Attributes:
-        loss_tokens: Loss-region (m = 1) positions over all samples.
-        drifted_loss_tokens: Loss-region positions whose stitched id differs from the id the sampler emitted,
-            plus any sampled token missing from, or extra in, the loss region. Computed by `audit_drift`,
-            independently of the stitcher.
-        retokenized_context_tokens: Context tokens taken from a re-tokenization rather than the sampled ids
-            (always 0 in the strict case; the paper reports 2.6% in its audited run).
-        chunks: Samples produced.
-        splits: Boundaries where the strict prefix failed and a new chunk began.
-        dropped_empty_chunks: Chunks without any sampled token (nothing to train on or to carry a reward).
+        samples: One validated `Sample` per non-empty chunk, in chunk order.
+        chunks_split: New chunks begun after the first: unrepairable boundaries plus forced splits.
+        audit: The `DriftAudit` (boundary-case counts, loss-region drift, re-tokenized context).
+        boundaries: How each boundary was stitched, one `BoundaryCase` per turn after the first.
     """
-
-    loss_tokens: int
-    drifted_loss_tokens: int
-    retokenized_context_tokens: int
-    chunks: int
-    splits: int
-    dropped_empty_chunks: int = 0
-
-    @property
-    def drift_rate(self) -> float:
-        """Drifted / loss tokens (0.0 when there is no loss token)."""
-        return self.drifted_loss_tokens / self.loss_tokens if self.loss_tokens else 0.0
-
-    @classmethod
-    def total(cls, audits: Sequence[DriftAudit]) -> DriftAudit:
-        """Sum the counts of several audits (e.g. all trials of a step, for the per-step metrics)."""
-        names = [f.name for f in fields(cls)]
-        return cls(**{n: sum(getattr(a, n) for a in audits) for n in names})
-
-
-@dataclass(frozen=True)
-class StitchResult:
-    """What `stitch` returns: the samples (one per chunk), the number of splits, and the drift audit."""
 
     samples: list[Sample]
     chunks_split: int
     audit: DriftAudit = field(repr=False)
+    boundaries: tuple[BoundaryCase, ...] = field(default=(), repr=False)
 
 
 @dataclass
 class _Chunk:
-    """Accumulates one chunk: streams as Python lists, routing rows as a list of arrays."""
+    """One chunk under construction: the id arrays it is made of, and where its sampled spans lie."""
 
     first_turn: int
-    tokens: list[int] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+    token_parts: list[np.ndarray] = field(default_factory=list)
+    loss_spans: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (stream start, log-probs)
+    length: int = 0
     routing_parts: list[np.ndarray] = field(default_factory=list)
     rows_covered: int = 0
     has_routing: bool = False
-    missing_turn: int | None = (
-        None  # a turn without routing after routed ones; only a full record can heal it
-    )
+    missing_turn: int | None = None  # a turn without routing after routed ones; only a full record heals it
+    aligned: bool = True  # every boundary so far strict: stream positions = each turn's own positions
     versions: list[int] = field(default_factory=list)
 
-    def add_routing(self, turn: Turn, index: int) -> None:
+    def append(self, context: np.ndarray, output: np.ndarray, logprobs: np.ndarray) -> None:
+        if context.shape[0]:
+            self.token_parts.append(context)
+            self.length += context.shape[0]
+        if output.shape[0]:
+            self.token_parts.append(output)
+            self.loss_spans.append((self.length, logprobs))
+            self.length += output.shape[0]
+
+    def add_routing(self, turn: Turn, index: int, context_start: int, stream_start: int) -> None:
+        """Take the turn's rows for the stream positions it adds (turn position c - 1 on, at stream d - 1)."""
         r = turn.routed_experts
         if r is None:
             if self.has_routing and self.missing_turn is None:
@@ -87,24 +91,135 @@ class _Chunk:
                 f"turn {index}: routed_experts [.., L, k] = {r.shape[1:]} differs from earlier "
                 f"{self.routing_parts[0].shape[1:]}"
             )
-        if start == 0:
-            self.routing_parts = [r]  # a full-sequence record supersedes the rows so far
-            self.missing_turn = None
-        elif start == self.rows_covered and self.has_routing:
-            self.routing_parts.append(r)
-        else:
-            kind = "gap" if start > self.rows_covered else "overlap"
+        if self.aligned:
+            if start == 0:
+                self.routing_parts = [r]  # a full-sequence record supersedes the rows so far
+                self.missing_turn = None
+            elif start == self.rows_covered and self.has_routing:
+                self.routing_parts.append(r)
+            else:
+                kind = "gap" if start > self.rows_covered else "overlap"
+                raise RoutingMismatchError(
+                    f"turn {index}: routed_experts_start_len = {start} but the chunk starting at turn "
+                    f"{self.first_turn} has rows for positions [0, {self.rows_covered}) ({kind}); request "
+                    f"start_len = {self.rows_covered} or 0"
+                )
+            self.has_routing = True
+            self.rows_covered = start + r.shape[0]
+            return
+        # After a repaired boundary the turn's own positions are not the stream's: from its position c - 1 on,
+        # turn position j is stream position j - c + d. Rows before c - 1 index ids the stream does not hold.
+        if self.missing_turn is not None:
+            return  # rows of an earlier turn are missing for good; reported when the chunk closes
+        if self.rows_covered != stream_start - 1:
             raise RoutingMismatchError(
-                f"turn {index}: routed_experts_start_len = {start} but the chunk starting at turn "
-                f"{self.first_turn} has rows for positions [0, {self.rows_covered}) ({kind}); request "
-                f"start_len = {self.rows_covered} or 0"
+                f"turn {index}: the chunk starting at turn {self.first_turn} has rows for positions "
+                f"[0, {self.rows_covered}) but {stream_start - 1} are needed before a repaired boundary (gap)"
             )
+        need = context_start - 1
+        if start > need:
+            raise RoutingMismatchError(
+                f"turn {index}: routed_experts_start_len = {start} but the repaired boundary needs the rows "
+                f"of this turn from position {need} (gap); request start_len <= {need} or 0 "
+                "(t1_tito.routing_start_len)"
+            )
+        rows = r[need - start :]
+        self.routing_parts.append(rows)
         self.has_routing = True
-        self.rows_covered = start + r.shape[0]
+        self.rows_covered = stream_start - 1 + rows.shape[0]
 
 
-def _is_prefix(prefix: list[int], seq: list[int]) -> bool:
-    return len(prefix) <= len(seq) and seq[: len(prefix)] == prefix
+@dataclass
+class _Tally:
+    """Boundary-case counts of one `stitch` call (copied into its `DriftAudit`)."""
+
+    strict_boundaries: int = 0
+    normalized_boundaries: int = 0
+    retokenized_boundaries: int = 0
+    splits: int = 0
+    forced_splits: int = 0
+    retokenized_context_tokens: int = 0
+    dropped_context_tokens: int = 0
+    affected_loss_tokens: int = 0
+
+
+def _classify(
+    turn_index: int,
+    prev: tuple[np.ndarray, np.ndarray],
+    prompt: np.ndarray,
+    level: int,
+    max_s: int,
+    max_u: int,
+    tokenizer: Tokenizer | None,
+) -> BoundaryCase:
+    """Try the cases in order up to ``level`` (0 strict, 1 normalized, 2 retokenized); else a split."""
+    p, a = prev
+    if strict_prefix(p, a, prompt):
+        return BoundaryCase(turn_index, "strict", context_start=p.shape[0] + a.shape[0])
+    if level >= 1:
+        drop = normalized_drop(p, a, prompt, max_s=max_s, max_u=max_u, tokenizer=tokenizer)
+        if drop is not None:
+            s, u = drop
+            c = p.shape[0] - s + a.shape[0] - u
+            return BoundaryCase(turn_index, "normalized", context_start=c, s=s, u=u)
+    if level >= 2 and tokenizer is not None:  # always given from level 1 on
+        span = retokenized_span(p, a, prompt, max_s=max_s, tokenizer=tokenizer)
+        if span is not None:
+            b, e, s = span
+            core = differing_core(a, prompt[b:e])
+            return BoundaryCase(
+                turn_index, "retokenized", context_start=e, s=s, copy_start=b, retokenized_ids=core
+            )
+    return BoundaryCase(turn_index, "split")
+
+
+def _repair_level(
+    repair: str, max_s: int | None, max_u: int | None, tokenizer: Tokenizer | None
+) -> tuple[int, int, int]:
+    if repair not in REPAIR_MODES:
+        raise ValueError(f"unknown repair mode {repair!r}; expected one of {REPAIR_MODES}")
+    level = REPAIR_MODES.index(repair)
+    if level == 0:
+        return 0, 0, 0
+    for name, value in (("normalize_max_s", max_s), ("normalize_max_u", max_u)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+            raise ValueError(
+                f"repair {repair!r} needs {name} as an integer >= 0 (tito.{name}), got {value!r}"
+            )
+    if tokenizer is None:
+        raise ValueError(
+            f"repair {repair!r} needs the tokenizer the prompts were encoded with: pass tokenizer="
+        )
+    return level, int(max_s), int(max_u)  # type: ignore[arg-type]
+
+
+def _turn_arrays(turn: Turn, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A turn's prompt (type checked only), output (range checked) and log-probs, as arrays."""
+    prompt = as_id_array(turn.prompt_ids, f"{where}: prompt_ids")
+    output = as_id_array(turn.output_ids, f"{where}: output_ids")
+    check_id_range(output, f"{where}: output_ids")
+    if prompt.shape[0] == 0:
+        raise StreamMisalignmentError(f"{where}: empty prompt_ids")
+    logprobs = check_logprobs(turn.output_logprobs, f"{where}: output_logprobs")
+    if logprobs.shape[0] != output.shape[0]:
+        raise StreamMisalignmentError(
+            f"{where}: {output.shape[0]} output ids but {logprobs.shape[0]} log-probs"
+        )
+    start = turn.routed_experts_start_len
+    if not isinstance(start, numbers.Integral) or isinstance(start, bool):
+        raise TypeError(f"{where}: routed_experts_start_len must be an int, got {type(start).__name__}")
+    if start < 0:
+        raise InvalidTurnError(
+            f"{where}: routed_experts_start_len = {start} is negative; it is the first position the "
+            "routing rows cover (0 = the whole sequence)"
+        )
+    r = turn.routed_experts
+    if r is not None:
+        if not isinstance(r, np.ndarray):
+            raise TypeError(f"{where}: routed_experts must be a numpy array or None, got {type(r).__name__}")
+        n = prompt.shape[0] + output.shape[0]
+        check_routing(r, num_tokens=n, start_len=start, where=f"{where}: routed_experts")
+    return prompt, output, logprobs
 
 
 def stitch(
@@ -115,17 +230,40 @@ def stitch(
     family: str,
     trial_id: str,
     repair: str = "strict",
+    normalize_max_s: int | None = None,
+    normalize_max_u: int | None = None,
+    tokenizer: Tokenizer | None = None,
 ) -> StitchResult:
-    """Stitch a trial's turns into samples with four aligned streams (T1 §4.1, strict case; T1 §5.2 reward).
+    """Stitch a trial's turns into samples with four aligned streams (T1 §4.1, Eqs. 6-8; T1 §5.2 reward).
 
-    Turn i contributes T_i = p_i || a_i. While T_i is a bit-exact prefix of p_{i+1}, turn i+1 extends the
-    current chunk: the new context tokens ``p_{i+1}[len(T_i):]`` (observation, template glue) enter with mask
-    0 and log-prob 0, the sampled ``a_{i+1}`` with mask 1 and the sampler's log-probs. Any other boundary
-    closes the chunk and starts a new one under the same trial (the "split" case), counted in
-    ``chunks_split``. Sampled ids are never re-encoded.
+    Turn i contributes T_i = p_i || a_i. At each boundary the cases are tried in order, up to ``repair``:
 
-    Routing rows: a turn's rows are appended when its ``routed_experts_start_len`` equals the rows the chunk
-    covers so far; a turn with start_len 0 (full sequence) supersedes them. Each chunk ends with T - 1 rows.
+    1. strict: T_i is a bit-exact prefix of p_(i+1); the new context is ``p_(i+1)[len(T_i):]``.
+    2. normalized: the smallest (s, u) in [0, normalize_max_s] x [0, normalize_max_u] (least s + u) such
+       that dropping the last s ids of p_i and the last u of a_i leaves a prefix of p_(i+1)
+       (`normalized_drop`); the new context starts after that prefix.
+    3. retokenized: p_(i+1) holds a re-encoded copy ã_i = p_(i+1)[b:e] of a_i with the same bytes, found by
+       offset mapping (`retokenized_span`); the new context is ``p_(i+1)[e:]``.
+    4. split: a new chunk under the same trial, its first prompt all context.
+
+    In every case the sampled a_i stays in the stream with mask 1 and the sampler's log-probs, and ids that
+    replaced it in p_(i+1) never enter the stream: the new context (observation, template glue) follows with
+    mask 0 and log-prob 0, then a_(i+1). After a repaired boundary the later turns of the chunk are trained on
+    the sampled ids where inference saw the harness's version; the audit counts those ids
+    (``retokenized_context_tokens``, ``dropped_context_tokens``) and the loss tokens so conditioned
+    (``affected_loss_tokens``). A turn with ``starts_chunk`` always begins a new chunk (a forced split,
+    counted apart). Sampled ids are never re-encoded.
+
+    Cost: linear in tokens plus one vectorised prefix comparison per boundary. 1-D integer numpy arrays are
+    taken as they are (lists are converted, one C-level pass each); each prompt is compared with T_i and only
+    the ids it adds are range-checked, since the rest equal ids checked before.
+
+    Routing rows: a turn supplies the rows of the stream positions it adds, from its own position c - 1 (c the
+    context start) on. Within a chunk whose boundaries were all strict, a turn's rows are appended when its
+    ``routed_experts_start_len`` equals the rows covered so far, and a record with start_len 0 supersedes
+    them. After a repaired boundary the turn's start_len must be at most c - 1 (0 always works; see
+    `routing_start_len`) and the rows before c - 1 are left out; the row placed at the last sampled id of
+    a_i is the one inference computed at position c - 1. Each chunk ends with T - 1 rows.
 
     Reward: one scalar on the last sampled token of each chunk (T1 §5.2). Policy version: the oldest version
     among the chunk's turns, with ``policy_versions_mixed`` set when they differ.
@@ -136,116 +274,137 @@ def stitch(
         task_id: Task identifier, copied to every sample.
         family: Task family, copied to every sample.
         trial_id: Trial identifier, copied to every sample.
-        repair: ``"strict"``. The normalized and retokenized boundary repairs are not built yet.
+        repair: The most permissive case tried before a split: ``strict``, ``normalized`` or ``retokenized``
+            (``tito.repair``).
+        normalize_max_s: Bound on s (``tito.normalize_max_s``); required unless ``repair`` is strict.
+        normalize_max_u: Bound on u (``tito.normalize_max_u``); required unless ``repair`` is strict.
+        tokenizer: The tokenizer the prompts were encoded with; required for ``retokenized``.
 
     Returns:
-        `StitchResult` with one validated `Sample` per non-empty chunk and the `DriftAudit` from
-        `audit_drift`.
+        `StitchResult` with one validated `Sample` per non-empty chunk, the boundary cases and the
+        `DriftAudit` (loss-region drift recounted by `audit_drift`).
 
     Raises:
-        NotImplementedError: ``repair`` is ``"normalized"`` or ``"retokenized"`` (not built yet).
-        ValueError: unknown ``repair`` or non-finite ``reward``.
-        StreamMisalignmentError: a turn's output and log-prob counts differ, or a built sample breaks the
-            invariant.
+        ValueError: unknown ``repair``, a missing bound or tokenizer for it, or a non-finite ``reward``.
+        TypeError: ids, log-probs or routing of the wrong type.
+        InvalidTurnError: an id or log-prob out of range, a negative start_len.
+        StreamMisalignmentError: a turn's output and log-prob counts differ, an empty prompt, or a built
+            sample breaks the invariant.
         RoutingMismatchError: a turn's routing rows do not match its tokens, or turns' rows do not tile a
             chunk (gap, overlap, missing record, different [L, k]).
     """
-    if repair in ("normalized", "retokenized"):
-        raise NotImplementedError(
-            f"TITO {repair} boundary repair not built yet: only the strict case (else split) exists"
-        )
-    if repair != "strict":
-        raise ValueError(f"unknown repair mode {repair!r}; expected one of {REPAIR_MODES}")
+    level, max_s, max_u = _repair_level(repair, normalize_max_s, normalize_max_u, tokenizer)
     if not math.isfinite(reward):
         raise ValueError(f"reward must be finite, got {reward}")
 
     chunks: list[_Chunk] = []
-    splits = 0
+    tally = _Tally()
+    cases: list[BoundaryCase] = []
+    prev: tuple[np.ndarray, np.ndarray] | None = None
+    repaired = False  # a repaired boundary earlier in the current chunk
     for i, turn in enumerate(turns):
-        turn.validate(f"turn {i}")
-        prompt, output = list(turn.prompt_ids), list(turn.output_ids)
-        chunk = chunks[-1] if chunks else None
-        if chunk is not None and _is_prefix(chunk.tokens, prompt):
-            context = prompt[len(chunk.tokens) :]
+        where = f"turn {i}"
+        prompt, output, logprobs = _turn_arrays(turn, where)
+        case = None
+        if prev is not None:
+            if turn.starts_chunk:
+                case = BoundaryCase(i, "forced_split")
+            else:
+                case = _classify(i, prev, prompt, level, max_s, max_u, tokenizer)
+            cases.append(case)
+        if case is None or case.kind in ("split", "forced_split"):
+            if case is not None:
+                if case.kind == "split":
+                    tally.splits += 1
+                else:
+                    tally.forced_splits += 1
+            check_id_range(prompt, f"{where}: prompt_ids")
+            chunks.append(_Chunk(first_turn=i))
+            repaired = False
+            context_start = 0
         else:
-            if chunk is not None:
-                splits += 1
-            chunk = _Chunk(first_turn=i)
-            chunks.append(chunk)
-            context = prompt
-        chunk.tokens += context + output
-        chunk.mask += [0] * len(context) + [1] * len(output)
-        chunk.logprobs += [0.0] * len(context) + [float(x) for x in turn.output_logprobs]
-        chunk.add_routing(turn, i)
+            context_start = case.context_start
+            check_id_range(prompt[context_start:], f"{where}: prompt_ids")
+            if case.kind == "strict":
+                tally.strict_boundaries += 1
+            else:
+                repaired = True
+                chunks[-1].aligned = False
+                if case.kind == "normalized":
+                    tally.normalized_boundaries += 1
+                    tally.dropped_context_tokens += case.s + case.u
+                else:
+                    tally.retokenized_boundaries += 1
+                    tally.dropped_context_tokens += case.s
+                    tally.retokenized_context_tokens += case.retokenized_ids
+        chunk = chunks[-1]
+        if repaired:
+            tally.affected_loss_tokens += output.shape[0]
+        stream_start = chunk.length
+        chunk.append(prompt[context_start:], output, logprobs)
+        chunk.add_routing(turn, i, context_start, stream_start)
         chunk.versions.append(turn.policy_version)
+        prev = (prompt, output)
 
     samples: list[Sample] = []
     dropped = 0
     for chunk in chunks:
-        if 1 not in chunk.mask:
+        sample = _close(chunk, len(samples), reward, task_id, family, trial_id)
+        if sample is None:
             dropped += 1
-            continue
-        routing = None
-        if chunk.missing_turn is not None:
-            raise RoutingMismatchError(
-                f"turn {chunk.missing_turn}: no routed_experts while earlier turns of the chunk starting at "
-                f"turn {chunk.first_turn} have them, and no later full-sequence record covers it (R3)"
-            )
-        if chunk.has_routing:
-            routing = np.concatenate(chunk.routing_parts, axis=0).astype(np.int32, copy=False)
-            check_routing(
-                routing, num_tokens=len(chunk.tokens), where=f"chunk starting at turn {chunk.first_turn}"
-            )
-        mask = np.asarray(chunk.mask, dtype=np.int8)
-        sample = Sample(
-            token_ids=np.asarray(chunk.tokens, dtype=np.int32),
-            loss_mask=mask,
-            rollout_logprobs=np.asarray(chunk.logprobs, dtype=np.float32),
-            routing=routing,
-            reward=float(reward),
-            reward_index=int(np.flatnonzero(mask)[-1]),
-            task_id=task_id,
-            family=family,
-            trial_id=trial_id,
-            chunk_index=len(samples),
-            policy_version=min(chunk.versions),
-            policy_versions_mixed=len(set(chunk.versions)) > 1,
-        )
-        sample.validate()
-        samples.append(sample)
+        else:
+            samples.append(sample)
 
-    audit = audit_drift(turns, samples, splits=splits, dropped_empty_chunks=dropped)
-    return StitchResult(samples=samples, chunks_split=splits, audit=audit)
-
-
-def audit_drift(
-    turns: Sequence[Turn], samples: Sequence[Sample], *, splits: int = 0, dropped_empty_chunks: int = 0
-) -> DriftAudit:
-    """Count loss-region drift by re-walking the turns, without trusting the stitcher (T1 §4.1).
-
-    The loss region of the samples, read in sample order then position order, must reproduce exactly the
-    sequence of ids the sampler emitted, turn after turn. Every position where the two sequences differ is
-    drifted, and so is every sampled id missing from (or extra in) the loss region.
-
-    Args:
-        turns: The trial's turns, as given to `stitch`.
-        samples: The stitched samples of that trial, in chunk order.
-        splits: Split count to report.
-        dropped_empty_chunks: Empty-chunk count to report.
-
-    Returns:
-        The `DriftAudit` (``retokenized_context_tokens`` is 0: only the strict case exists).
-    """
-    emitted = np.asarray([t for turn in turns for t in turn.output_ids], dtype=np.int64)
-    parts = [s.token_ids[s.loss_mask == 1] for s in samples]
-    stitched = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
-    n = min(emitted.size, stitched.size)
-    drifted = int(np.count_nonzero(emitted[:n] != stitched[:n])) + abs(emitted.size - stitched.size)
-    return DriftAudit(
-        loss_tokens=int(stitched.size),
-        drifted_loss_tokens=drifted,
-        retokenized_context_tokens=0,
-        chunks=len(samples),
-        splits=splits,
-        dropped_empty_chunks=dropped_empty_chunks,
+    audit = audit_drift(turns, samples, splits=tally.splits, dropped_empty_chunks=dropped)
+    counts = dataclasses.asdict(tally)
+    audit = dataclasses.replace(audit, **counts)
+    return StitchResult(
+        samples=samples,
+        chunks_split=tally.splits + tally.forced_splits,
+        audit=audit,
+        boundaries=tuple(cases),
     )
+
+
+def _close(
+    chunk: _Chunk, index: int, reward: float, task_id: str, family: str, trial_id: str
+) -> Sample | None:
+    """Build and validate the chunk's `Sample`; None for a chunk without any sampled token."""
+    if not chunk.loss_spans:
+        return None
+    if chunk.missing_turn is not None:
+        raise RoutingMismatchError(
+            f"turn {chunk.missing_turn}: no routed_experts while earlier turns of the chunk starting at "
+            f"turn {chunk.first_turn} have them, and no later full-sequence record covers it (R3)"
+        )
+    tokens = np.concatenate(chunk.token_parts, dtype=np.int32, casting="unsafe")  # ids range-checked
+    mask = np.zeros(chunk.length, dtype=np.int8)
+    logprobs = np.zeros(chunk.length, dtype=np.float32)
+    for start, lp in chunk.loss_spans:
+        mask[start : start + lp.shape[0]] = 1
+        logprobs[start : start + lp.shape[0]] = lp
+    routing = None
+    if chunk.has_routing:
+        parts = chunk.routing_parts
+        # the record keeps its compact dtype (uint8 for E <= 256, T1 §4.2); only mixed parts are widened
+        routing = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+        if routing.dtype not in ROUTING_DTYPES:  # e.g. int64 from torch: the stream's int32
+            routing = routing.astype(np.int32)
+        check_routing(routing, num_tokens=chunk.length, where=f"chunk starting at turn {chunk.first_turn}")
+    last_start, last_lp = chunk.loss_spans[-1]
+    sample = Sample(
+        token_ids=tokens,
+        loss_mask=mask,
+        rollout_logprobs=logprobs,
+        routing=routing,
+        reward=float(reward),
+        reward_index=last_start + last_lp.shape[0] - 1,
+        task_id=task_id,
+        family=family,
+        trial_id=trial_id,
+        chunk_index=index,
+        policy_version=min(chunk.versions),
+        policy_versions_mixed=len(set(chunk.versions)) > 1,
+    )
+    sample.validate()
+    return sample

@@ -113,12 +113,23 @@ class ChatTemplate:
     plain text.
 
     Args:
-        source: Template text; default the packaged ``templates/qwen3_5.jinja``.
+        source: Template text; default the packaged template called ``name``.
+        name: A packaged template (``templates/{name}.jinja``): ``"qwen3_5"`` (the default, append-only) or
+            ``"qwen3_5_stock"``, which prunes the reasoning of assistant turns before the last user message as
+            the stock Qwen3 templates do (for harnesses that re-render the history; TITO repairs or splits the
+            boundaries it breaks).
+
+    Raises:
+        ValueError: ``name`` is not a packaged template.
     """
 
-    def __init__(self, source: str | None = None) -> None:
+    PACKAGED = ("qwen3_5", "qwen3_5_stock")
+
+    def __init__(self, source: str | None = None, *, name: str = "qwen3_5") -> None:
         if source is None:
-            source = resources.files("t1_tito").joinpath("templates/qwen3_5.jinja").read_text("utf-8")
+            if name not in self.PACKAGED:
+                raise ValueError(f"unknown packaged chat template {name!r}; known: {self.PACKAGED}")
+            source = resources.files("t1_tito").joinpath(f"templates/{name}.jinja").read_text("utf-8")
         self.source = source
         env = ImmutableSandboxedEnvironment(undefined=StrictUndefined)
         env.filters["json"] = _json

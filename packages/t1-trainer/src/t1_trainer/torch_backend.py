@@ -47,8 +47,9 @@ class TorchBackend:
         actor: an already-built policy to train instead (its weights must equal the sampler's); the backend
             owns it from now on.
         temperature: the engine's sampling temperature, at which rollout log-probs were scored.
-        gap_without_replay: also measure the log-prob gap with live routing (one extra no-grad actor forward
-            per sample per step; T1 §4.4 compares 0.013 with replay against 0.021 without).
+        logprob_gap_every: measure the log-prob gap with live routing and the routing flip fraction every
+            this many actor updates, the first included (one extra no-grad actor forward per sample on those
+            steps only; T1 §4.3, Fig. 6 compares 0.013 with replay against 0.021 without); 0 = never.
 
     Raises:
         TrainerConfigError: a PPO setting this backend does not build, one line per setting as `preflight`
@@ -64,7 +65,7 @@ class TorchBackend:
         device: str = "cpu",
         actor: nn.Module | None = None,
         temperature: float = 1.0,
-        gap_without_replay: bool = False,
+        logprob_gap_every: int = 0,
     ) -> None:
         unbuilt = _unbuilt_ppo(ppo_spec)
         if unbuilt:
@@ -84,11 +85,27 @@ class TorchBackend:
         self.critic = Critic(copy.deepcopy(self.actor.model), self.actor.config.hidden_size, seed=seed + 1)
         self.critic.to(self.device)
         self.temperature = float(temperature)
-        self.gap_without_replay = gap_without_replay
+        if logprob_gap_every < 0:
+            raise TrainerConfigError(f"logprob_gap_every={logprob_gap_every} must be >= 0 (0 = never)")
+        self.logprob_gap_every = int(logprob_gap_every)
+        self.actor_updates = 0  # update_actor calls so far: the step counter of the gap's cadence
         self.vocab_limit = _vocab_limit(self.actor.config.vocab_size)
         self.actor_opt = _adamw(self.actor, ppo_spec.actor_lr, ppo_spec)
         self.critic_opt = _adamw(self.critic, ppo_spec.critic_lr, ppo_spec)
         self.version = 0  # actor optimizer steps taken
+
+    @property
+    def gap_without_replay(self) -> bool:
+        """Whether the live-routing gap is measured at all (``logprob_gap_every > 0``)."""
+        return self.logprob_gap_every > 0
+
+    def gap_due(self, step: int) -> bool:
+        """Whether actor update ``step`` (0-based) measures the live-routing gap: steps 0, k, 2k, ...
+
+        Never with ``ppo.routing_replay`` off: the step's one forward already routes live.
+        """
+        k = self.logprob_gap_every
+        return bool(self.ppo.routing_replay and k and step % k == 0)
 
     @classmethod
     def from_spec(
@@ -102,8 +119,8 @@ class TorchBackend:
                 weights (the caller copies; the backend owns what it is given). None builds it from
                 ``recipe.model`` with ``recipe.seed`` in ``recipe.model.dtype``, the weights the engine
                 starts from.
-            gap_without_replay: also score with live routing, so each step shows what R3 removes (T1 §4.4:
-                0.021 -> 0.013); on by default for a run.
+            gap_without_replay: also score with live routing every ``trainer.logprob_gap_every`` steps, so
+                the run shows what R3 removes (T1 §4.3, Fig. 6: 0.021 -> 0.013); False = never.
 
         Returns:
             The backend; rollout log-probs are taken to be scored at ``engine.sampling.temperature``.
@@ -122,7 +139,7 @@ class TorchBackend:
             device=recipe.trainer.device,
             actor=actor,
             temperature=recipe.engine.sampling.temperature,
-            gap_without_replay=gap_without_replay,
+            logprob_gap_every=recipe.trainer.logprob_gap_every if gap_without_replay else 0,
         )
 
     @classmethod
@@ -268,6 +285,67 @@ class TorchBackend:
 
         return replay_routing(self.actor, _as_routing(sample.routing))
 
+    @torch.no_grad()
+    def _live_gap(self, sample: TrainSample) -> tuple[float, int, int, int]:
+        """One no-grad actor forward with live routing, compared with the rollout and its routing record.
+
+        Returns:
+            ``(sum |log p_live - log p_rollout| over loss tokens, loss tokens whose scoring position routes
+            to another expert set than recorded in at least one MoE layer, such (token, layer) pairs, MoE
+            layers)``; the flip counts are 0 when the sample has no routing record.
+        """
+        from t1_r3 import capture_routing
+
+        mask = _mask(sample, self.device)
+        pos = torch.nonzero(mask).flatten()
+        rollout = torch.as_tensor(np.asarray(sample.rollout_logprobs), device=self.device)[pos].float()
+        with capture_routing(self.actor) as rec:  # outside any replay context: live TopK
+            live = self.actor_logprobs(sample)
+        live_rows = rec.rows()
+        gap = float((live - rollout).abs().sum())
+        if sample.routing is None:
+            return gap, 0, 0, live_rows.shape[1]
+        rows = (pos - 1).cpu().numpy()  # token j is scored by the forward at position j - 1
+        recorded = np.sort(_as_routing(sample.routing)[rows].astype(np.int64), axis=2)
+        differ = (np.sort(live_rows[rows].astype(np.int64), axis=2) != recorded).any(axis=2)  # [n, L]
+        return gap, int(differ.any(axis=1).sum()), int(differ.sum()), live_rows.shape[1]
+
+    def logprob_gap(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """The train-inference gap of the current actor on ``samples``, with and without replay; no update.
+
+        Mask-weighted means over loss tokens (T1 §4.3, Fig. 6): ``actor/logprob_gap_replay`` (recorded
+        routing replayed), ``actor/logprob_gap_no_replay`` (live routing), ``actor/routing_flip_fraction``
+        (loss tokens whose scoring position routes live to another expert set than the record in at least
+        one MoE layer) and ``actor/routing_flip_fraction_layers`` (the same over (token, MoE layer) pairs).
+        Two no-grad forwards per sample. Samples whose record cannot be replayed are skipped.
+
+        Raises:
+            SampleError: a sample's streams are inconsistent (`check_sample`).
+        """
+        from t1_r3 import replay_routing
+
+        errors = self.routing_errors(samples) if self.ppo.routing_replay else {}
+        n_tok = gap_r = gap_l = 0.0
+        flips = pairs = layers = 0
+        for i, s in enumerate(samples):
+            if i in errors or s.routing is None:
+                continue
+            check_sample(s)
+            pos = torch.nonzero(_mask(s, self.device)).flatten()
+            rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos].float()
+            with torch.no_grad(), replay_routing(self.actor, _as_routing(s.routing)):
+                gap_r += float((self.actor_logprobs(s) - rollout).abs().sum())
+            g, f, p, layers = self._live_gap(s)
+            gap_l, flips, pairs, n_tok = gap_l + g, flips + f, pairs + p, n_tok + int(pos.numel())
+        nan = float("nan")
+        return {
+            "actor/logprob_gap_replay": gap_r / n_tok if n_tok else nan,
+            "actor/logprob_gap_no_replay": gap_l / n_tok if n_tok else nan,
+            "actor/routing_flip_fraction": flips / n_tok if n_tok else nan,
+            "actor/routing_flip_fraction_layers": pairs / (n_tok * layers) if n_tok and layers else nan,
+            "actor/loss_tokens": int(n_tok),
+        }
+
     def update_actor(
         self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
     ) -> dict[str, Any]:
@@ -289,9 +367,13 @@ class TorchBackend:
             the batch), ``actor/policy_loss_first``, ``actor/grad_norm`` (mean over passes, before clipping),
             ``actor/logprob_gap_replay`` (mask-weighted mean ``|log p_trainer - log p_rollout|`` on loss
             tokens, measured on the first, pre-update forward with replay on), ``actor/logprob_gap_no_replay``
-            (the same with live routing: an extra no-grad forward when ``gap_without_replay``, or the only gap
-            when replay is off), ``samples_aborted_routing``, ``routing_errors`` (list of str),
-            ``actor/loss_tokens``, ``actor/time_s``.
+            (the same with live routing: with replay on, an extra no-grad forward per sample on the steps
+            `gap_due` names, absent on the others; with replay off, the step's own forward, every step),
+            ``actor/routing_flip_fraction`` and ``actor/routing_flip_fraction_layers`` (loss tokens, and
+            (loss token, MoE layer) pairs, whose live experts differ from the record; gap steps only),
+            ``actor/gap_time_s`` (seconds of those extra forwards; gap steps only),
+            ``samples_aborted_routing``, ``routing_errors`` (list of str), ``actor/loss_tokens``,
+            ``actor/time_s``.
         """
         t0 = time.perf_counter()
         errors = self.routing_errors(samples)
@@ -299,7 +381,9 @@ class TorchBackend:
         masks = {i: _mask(samples[i], self.device) for i in keep}
         n_tok = float(sum(int(masks[i].sum()) for i in keep))
         old: dict[int, torch.Tensor] = {}
-        gap_sum, gap_nr_sum = 0.0, 0.0
+        gap_sum, gap_nr_sum, flips, flip_pairs, moe_layers, gap_time = 0.0, 0.0, 0, 0, 0, 0.0
+        measure_gap = self.gap_due(self.actor_updates)
+        self.actor_updates += 1
         norms: list[float] = []
         out: dict[str, Any] = {}
         self.actor.train()
@@ -321,10 +405,11 @@ class TorchBackend:
                     )
                     loss.backward()
                 acc.add(loss.item(), met, int(pos.numel()))
-                if epoch == 0 and self.gap_without_replay and self.ppo.routing_replay:
-                    with torch.no_grad():
-                        live = self.actor_logprobs(s)  # outside the replay context: live TopK
-                    gap_nr_sum += float((live - rollout.float()).abs().sum())
+                if epoch == 0 and measure_gap:
+                    tg = time.perf_counter()
+                    g, f, p, moe_layers = self._live_gap(s)  # pre-update weights: the step ends after
+                    gap_nr_sum, flips, flip_pairs = gap_nr_sum + g, flips + f, flip_pairs + p
+                    gap_time += time.perf_counter() - tg
             norms.append(_step(self.actor, self.actor_opt, self.ppo.max_grad_norm, "actor"))
             self.version += 1
             if epoch == 0:
@@ -342,8 +427,12 @@ class TorchBackend:
                 "actor/time_s": time.perf_counter() - t0,
             }
         )
-        if self.gap_without_replay and self.ppo.routing_replay:
+        if measure_gap:
             out["actor/logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else nan
+            out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
+            pairs = n_tok * moe_layers
+            out["actor/routing_flip_fraction_layers"] = flip_pairs / pairs if pairs else nan
+            out["actor/gap_time_s"] = gap_time
         return out
 
     def export_weights(self) -> dict[str, torch.Tensor]:

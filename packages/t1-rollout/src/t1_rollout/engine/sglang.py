@@ -13,7 +13,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -30,9 +30,12 @@ class SGLangEngine:
 
     Args:
         base_url: e.g. ``"http://10.0.0.5:30000"``.
-        num_layers: L of the served model (to shape ``routed_experts``).
+        num_layers: L of the served model, its ``num_hidden_layers`` (to shape ``routed_experts``).
         top_k: k of the served model.
-        num_experts: E of the served model; when given, expert ids are range-checked on ingest.
+        num_experts: E of the served model; when given, expert ids are range-checked on ingest and the
+            record is kept compact (`t1_r3.routing_dtype`: uint8 for E <= 256), else int32.
+        moe_layers: the decoder layers that are MoE (`t1_r3.moe_layers` of the served model); SGLang's
+            zero-filled dense columns are dropped on ingest. None = every layer is MoE.
         timeout_s: per-request HTTP timeout, seconds.
         max_concurrency: requests in flight at once (threads of the client's pool).
         weight_version: version assumed when the server reports none (``"default"``).
@@ -47,6 +50,7 @@ class SGLangEngine:
         num_layers: int,
         top_k: int,
         num_experts: int | None = None,
+        moe_layers: Sequence[int] | None = None,
         timeout_s: float = 3600.0,
         max_concurrency: int = 256,
         weight_version: int = 0,
@@ -54,6 +58,7 @@ class SGLangEngine:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.num_layers, self.top_k, self.num_experts = num_layers, top_k, num_experts
+        self.moe_layers = None if moe_layers is None else [int(i) for i in moe_layers]
         self.timeout_s = timeout_s
         self.weight_version = weight_version
         self.pause_mode = pause_mode
@@ -191,11 +196,17 @@ class SGLangEngine:
                     "SGLang answer carries no meta_info.routed_experts; start the server with "
                     "--enable-return-routed-experts"
                 )
-            routed = decode_routed_experts(payload, num_layers=self.num_layers, top_k=self.top_k)
+            routed = decode_routed_experts(  # compact (uint8 for E <= 256) when E is known
+                payload,
+                num_layers=self.num_layers,
+                top_k=self.top_k,
+                num_experts=self.num_experts,
+                moe_layers=self.moe_layers,
+            )
             check_routing(
                 routed,
                 num_tokens=prompt_tokens + len(output_ids),
-                num_layers=self.num_layers,
+                num_layers=self.num_layers if self.moe_layers is None else len(self.moe_layers),
                 top_k=self.top_k,
                 num_experts=self.num_experts,  # None: unknown, ids only checked to be non-negative
                 start_len=int(meta.get("routed_experts_start_len", start_len)),

@@ -101,7 +101,13 @@ def build(recipe: Recipe) -> Components:
 
     r = recipe
     pool, warmup_pool, warm = load_pools(r)
-    tito = TitoSession(load_tokenizer(r.model.tokenizer), ChatTemplate())
+    tito = TitoSession(
+        load_tokenizer(r.model.tokenizer),
+        ChatTemplate(),
+        repair=r.tito.repair,
+        normalize_max_s=r.tito.normalize_max_s,
+        normalize_max_u=r.tito.normalize_max_u,
+    )
     model, engine = build_engine(r)
     backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
     return Components(

@@ -24,6 +24,7 @@ COLUMNS = (
     "EV",
     "|dlogp| R3",
     "drift",
+    "compact ok/fail",
     "trials l/f/x/c",
 )
 """The step table's columns, explained one by one in ``docs/getting-started.md``."""
@@ -43,6 +44,14 @@ def fmt(value: Any) -> str:
 
 def _sci(value: Any) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.1e}"
+
+
+def _compaction(row: dict[str, Any]) -> str:
+    """Compaction attempts that succeeded / failed, red with a ``!`` when the row carries a warning."""
+    if "compaction_attempts" not in row:
+        return "-"
+    cell = f"{row['compaction_succeeded']}/{row['compaction_failed']}"
+    return f"[red]{cell} ![/]" if row.get("compaction_warning") else cell
 
 
 def metrics_table() -> Table:
@@ -65,6 +74,7 @@ def add_row(table: Table, row: dict[str, Any]) -> None:
         fmt(row.get("critic/explained_variance")),
         _sci(row.get("actor/logprob_gap_replay")),
         fmt(row.get("tito_drift_loss_region")),
+        _compaction(row),
         f"{row['trials_launched']}/{row['trials_finished']}/{row['trials_failed']}/{row['trials_cancelled']}",
     )
 
@@ -89,12 +99,25 @@ def print_trial(console: Console, label: str, record: Any) -> None:
 
 
 def print_step(console: Console, row: dict[str, Any], *, steps: int, table: bool) -> None:
-    """After a PPO step: its table row (when ``logging.print_table``) and the step's wall time."""
+    """After a PPO step: its table row (when ``logging.print_table``), its warnings, and its wall time.
+
+    A warning of the row (``compaction_warning``: too many summary attempts failed, T1 §9) is printed even
+    without the table, so it is never silent.
+    """
     if table:
         t = metrics_table()
         add_row(t, row)
         console.print(t)
+    print_warnings(console, row)
     console.print(f"[bold]step {row['step'] + 1}/{steps}[/] done in {row['wall_s']['step']:.1f} s")
+
+
+def print_warnings(console: Console, row: dict[str, Any]) -> None:
+    """The warnings a step's metrics row carries (``compaction_warning``), one yellow line each."""
+    if row.get("compaction_warning"):
+        console.print(
+            f"[yellow]warning:[/] {escape(row['compaction_warning'])}", highlight=False, soft_wrap=True
+        )
 
 
 def print_notes(console: Console, recipe: Any, verdict: Any) -> None:

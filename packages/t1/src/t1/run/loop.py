@@ -29,7 +29,7 @@ from t1.run import console as out
 from t1.run.build import Components, build
 from t1.run.preflight import preflight, refuse_unless_ok
 from t1.run.run_dir import RunDir
-from t1.run.signals import SIGNAL_NAMES, StopToken, run_interruptible
+from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
 from t1_spec import Recipe
 
 Phase = Literal["critic_warmup", "ppo"]
@@ -153,14 +153,17 @@ class Run:
         try:
             self._run_steps(summary)
         except KeyboardInterrupt:
-            reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's Ctrl-C handler records none
-            self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
+            with deferred_signals():  # a second signal must not leave the status at "running"
+                reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's handler records none
+                self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
             raise
         except BaseException as exc:
-            self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+            with deferred_signals():
+                self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
             raise
         summary.wall_s["total"] = time.monotonic() - t_total
-        self.rundir.write_status("finished", summary.steps, None)
+        with deferred_signals():
+            self.rundir.write_status("finished", summary.steps, None)
         self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
         return summary
 
@@ -187,6 +190,7 @@ class Run:
                 summary.warmup_steps += 1
                 ev = out.fmt(row.get("critic/explained_variance"))
                 self.console.print(f"critic warm-up {w + 1}/{warm}: EV {ev}")
+                out.print_warnings(self.console, row)
 
         stream = StepTasks.from_spec(parts.pool, r.pool)
         every = r.trainer.checkpoint_every
@@ -259,6 +263,7 @@ class Run:
                 f"{report.wall_s:.1f} s",
                 highlight=False,
             )
+            out.print_warnings(self.console, row)
 
     def _step(self, phase: Phase, index: int, stream: Any) -> dict[str, Any]:
         """One step of ``phase``: roll out a batch, update (critic only in warm-up), publish after PPO.
@@ -286,7 +291,7 @@ class Run:
         if phase == "ppo":
             wall["publish"] = publish_weights(parts.backend, [parts.engine])
             row["weight_version_after"] = parts.engine.weight_version
-        row.update(batch.metrics())
+        row.update(batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
         row["batch_shortfall"] = r.rollout.admitted - len(batch.admitted)
         row.update(_plain(train_metrics))
         row["wall_s"] = {**wall, "step": time.monotonic() - t_step}

@@ -90,11 +90,6 @@ def backend_kinds(recipe: Recipe) -> dict[str, str]:
 def loop_problems(recipe: Recipe) -> list[str]:
     """Settings of ``recipe`` that the run loop itself does not implement yet, one line each."""
     problems = []
-    if recipe.tito.repair != "strict":
-        problems.append(
-            f"tito.repair '{recipe.tito.repair}': not built yet; t1_tito stitches the strict case and splits "
-            "every other boundary into a new chunk (use 'strict')"
-        )
     if recipe.model.init != "random":
         problems.append(
             f"model.init '{recipe.model.init}': loading a checkpoint is not built yet (use 'random')"
@@ -180,21 +175,10 @@ def loop_notes(recipe: Recipe) -> list[str]:
     """Settings the embedded run accepts but does not act on, one line each (printed, never silent)."""
     ro = recipe.rollout
     return [
-        f"rollout.compaction_threshold_tokens {ro.compaction_threshold_tokens}: context compaction is not "
-        f"built; an episode that would overflow rollout.context_tokens ({ro.context_tokens}) ends with "
-        "finish 'context_exhausted'",
         f"rollout.per_node_cap {ro.per_node_cap}: one rollout worker in this process, bounded by "
         f"rollout.concurrency ({ro.concurrency})",
         "liveness: the embedded run has no remote participants to probe",
-    ] + (
-        [
-            "evaluation.compaction: context compaction is not built; an evaluation episode that would "
-            f"overflow evaluation.context_tokens ({recipe.evaluation.context_tokens}) ends with finish "
-            "'context_exhausted'"
-        ]
-        if recipe.evaluation.enabled and recipe.evaluation.compaction
-        else []
-    )
+    ]
 
 
 def eval_overlap_problems(recipe: Recipe) -> list[str]:
