@@ -147,6 +147,47 @@ async def test_a_background_rewriter_after_pytest_is_refused(make_sandbox, envir
     assert (summary.claimed, summary.known) == (N_TESTS, 0)
 
 
+async def test_deleting_the_failing_entries_does_not_pay_under_the_binary_reward(
+    make_sandbox, environment_dir, tmp_path
+):
+    # two cases right, two wrong; after pytest exits a rewriter drops the failing entries and writes
+    # reward.json = 1, so the report left says "2 of 2 passed, solved"; the pool's validation record says 4
+    from t1_spec import BinaryRewardSpec
+    from t1_tasks.validation import CheckRecord, TaskRecord
+
+    program = """
+    import json, os, subprocess, sys
+    n = int(sys.argv[1])
+    if n == 0:
+        code = '''
+    import json, os, time
+    ppid = PPID
+    while os.path.exists(f"/proc/{ppid}"):
+        time.sleep(0.01)
+    path = "/logs/verifier/ctrf.json"
+    data = json.load(open(path))
+    data["results"]["tests"] = [t for t in data["results"]["tests"] if t["status"] == "passed"]
+    data["results"]["summary"]["tests"] = len(data["results"]["tests"])
+    json.dump(data, open(path, "w"))
+    open("/logs/verifier/reward.json", "w").write('{"reward": 1.0}')
+    '''
+        subprocess.Popen(["python3", "-c", code.replace("PPID", str(os.getppid()))],
+                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("answer", n * n if n < 2 else -1)
+    """
+    task = _task(tmp_path, post="sleep 2")
+    (tmp_path / "prog.py").write_text(textwrap.dedent(program))
+    async with make_sandbox() as sb:
+        await sb.start(environment_dir, timeout_s=60)
+        await sb.upload(tmp_path / "prog.py", "/app/prog.py")
+        run = await run_verifier(sb, task, timeout_s=60, out_dir=tmp_path / "out")
+    oracle = CheckRecord(passed=N_TESTS, total=N_TESTS, report_source="ctrf", verifier_s=1.0, duration_s=2.0)
+    validated = TaskRecord(id=task.id, verdict="ok", oracle=oracle)
+    report, verdict = await judge_run(run, task, BinaryRewardSpec(), validated=validated)
+    assert report.total == N_TESTS and report.passed == 2  # the two deleted assertions are back, as failed
+    assert verdict.reward.value == 0.0 and verdict.tampered  # reward.json's "solved" contradicts them
+
+
 async def test_the_agent_cannot_modify_the_tests(make_sandbox, environment_dir, tmp_path):
     program = """
     import os, pathlib, sys

@@ -7,7 +7,14 @@ falling back to the binary outcome, tagged by cause, when the per-assertion repo
 scoring policy of a verifier run (dropped, scored 0, or scored; `t1_reward.verdict`).
 """
 
-from t1_reward.integrity import PytestSummary, TamperEvidence, check_report, parse_pytest_summary
+from t1_reward.integrity import (
+    NOT_REPORTED,
+    PytestSummary,
+    TamperEvidence,
+    check_report,
+    missing_as_failed,
+    parse_pytest_summary,
+)
 from t1_reward.outcomes import (
     AssertionOutcome,
     AssertionStatus,
@@ -34,6 +41,8 @@ __all__ = [
     "Verdict",
     "VerifierReportError",
     "check_report",
+    "missing_as_failed",
+    "NOT_REPORTED",
     "compute_reward",
     "dense_reward",
     "fold_outcomes",

@@ -25,13 +25,24 @@ in ``t1_rollout.verify``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from t1_reward.outcomes import AssertionStatus, Report
+from t1_reward.outcomes import AssertionOutcome, AssertionStatus, Report
 
-__all__ = ["PytestSummary", "TamperEvidence", "check_report", "parse_pytest_summary"]
+__all__ = [
+    "NOT_REPORTED",
+    "PytestSummary",
+    "TamperEvidence",
+    "check_report",
+    "missing_as_failed",
+    "parse_pytest_summary",
+]
+
+#: Name prefix of the failed outcomes `missing_as_failed` adds for assertions a report left out.
+NOT_REPORTED = "t1::not-reported"
 
 #: How many offending names a piece of evidence keeps (the rest are counted in its detail).
 MAX_NAMES = 20
@@ -186,6 +197,42 @@ def _defined(name: str, known_tests: Mapping[str, frozenset[str]]) -> bool:
                 if qual in qualnames:
                     return True
     return False
+
+
+def missing_as_failed(report: Report, observed_assertions: int | None) -> Report:
+    """``report`` with every assertion it left out counted as failed, against the task's observed count.
+
+    A program under test that deletes its failing entries from the report leaves P as it was but makes T
+    smaller and the derived binary outcome "solved": the ratio reward (c P/T) and the binary reward would pay
+    for the deletion. Held to the count the task's own verifier reported for the reference solution (``t1
+    tasks validate``'s record), the missing assertions are failed outcomes named ``t1::not-reported-<i>``,
+    so T is the task's and b is 0 (T1 §5.2). A collection error that hid tests from an honest run scores the
+    same way: those tests did not pass. The static count is not used here: it is an upper bound (a test
+    under ``if`` counts), and padding with it could fail an honest, solved run.
+
+    Args:
+        report: from ``t1_reward.read_report``.
+        observed_assertions: the validation record's observed count for the task, or None.
+
+    Returns:
+        ``report`` itself when it falls back, the count is unknown, or nothing is missing; else a copy with
+        the missing outcomes appended and a note in ``detail``.
+    """
+    if report.fallback is not None or observed_assertions is None or report.total >= observed_assertions:
+        return report
+    missing = observed_assertions - report.total
+    added = tuple(
+        AssertionOutcome(
+            f"{NOT_REPORTED}-{i + 1}",
+            AssertionStatus.FAILED,
+            f"the task's verifier reported {observed_assertions} assertions at validation; this run's report "
+            f"has {report.total}",
+        )
+        for i in range(missing)
+    )
+    note = f"{missing} assertions missing from the report count as failed (validated: {observed_assertions})"
+    detail = f"{report.detail}; {note}" if report.detail else note
+    return dataclasses.replace(report, outcomes=report.outcomes + added, detail=detail)
 
 
 def check_report(

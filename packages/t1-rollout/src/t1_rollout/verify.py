@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from t1_reward import Report, TamperEvidence, Verdict, check_report, judge, read_report
+from t1_reward import Report, TamperEvidence, Verdict, check_report, judge, missing_as_failed, read_report
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_spec import RewardSpec
 from t1_tasks.assertions import defined_tests, known_assertion_count
@@ -300,7 +300,8 @@ async def judge_run(
     The report is held to the task's known assertion count (``validated``'s observed count, else the static
     ``task.n_assertions``), to the test names its ``tests/*.py`` define and to pytest's closing line in the
     captured output (``t1_reward.check_report``); the run's own evidence (report changed, tests changed) is
-    added.
+    added. With a validation record, assertions the report left out are added as failed
+    (``t1_reward.missing_as_failed``), and the returned report is that one.
 
     Args:
         run: from `run_verifier`.
@@ -315,6 +316,12 @@ async def judge_run(
     evidence = run.evidence
     if run.error is None:
         evidence += await asyncio.to_thread(_report_evidence, report, task, validated, run.out_dir)
+        # assertions the report left out count as failed (deleting failing entries must not pay)
+        padded = missing_as_failed(report, validated.observed_assertions if validated is not None else None)
+        if padded is not report:
+            report = padded
+            if not any(e.check == "binary_contradicts_report" for e in evidence):
+                evidence += check_report(report)  # a reward file saying "solved" now contradicts it
     return report, judge(report, reward_spec, infrastructure_error=run.error, evidence=evidence)
 
 

@@ -61,6 +61,14 @@ class PoolSpec(Spec):
     """Require an audit of the pool (``t1 tasks audit``) and train only on the tasks it admits; ``None``
     trains on every task of the pool (T1 §3.2 audits T1-15k before any training)."""
 
+    validation: str | None = None
+    """The record that ``t1 tasks validate POOL --record FILE`` wrote for this pool (a path), or ``None``.
+    With it, each trial's verifier report is held to the count of assertions the task's own verifier
+    reported for the reference solution: a report naming more is refused as tampered, and assertions it
+    leaves out count as failed, so deleting failing entries cannot raise the binary or ratio reward (T1
+    §5.2). Without it, reports are held to the static count of the task's tests (an upper bound), and left
+    out assertions are not added. A record of another pool is refused."""
+
     max_eval_overlap: float = Field(default=0.8, gt=0, le=1)
     """Largest Jaccard similarity (fraction, over word 5-grams) that a training task may have with any task of
     the evaluation pools (``evaluation.suites``); instruction and tests are compared apart and the closer part

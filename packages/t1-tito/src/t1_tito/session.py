@@ -70,7 +70,8 @@ class TitoSession:
         """Stitch one trial's turns with this session's boundary repair and tokenizer (`t1_tito.stitch`).
 
         Raises:
-            The errors of `t1_tito.stitch` (misaligned streams, invalid turns, routing that does not fit).
+            ValueError: what `t1_tito.stitch` raises (misaligned streams, invalid turns, routing that does
+                not fit, missing repair bounds); its error classes are ValueErrors.
         """
         return stitch(
             turns,

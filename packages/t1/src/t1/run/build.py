@@ -8,12 +8,13 @@ registries hold for ``engine.kind``, ``sandbox.kind`` and ``trainer.backend``, e
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from t1.run.pools import load_pools
+from t1.run.pools import load_pools, load_validation
 from t1_spec import PoolSpec, Recipe
 from t1_tasks import Pool
 
@@ -31,6 +32,8 @@ class Components:
         backend: the trainer backend (``trainer.backend``).
         sandbox_factory: makes one fresh sandbox per trial (``sandbox.kind``).
         sampling, harness, limits, scheduler: the rollout settings, built from the recipe's sections.
+        validated: task id -> its row of the pools' validation records (``pool.validation``,
+            ``critic_warmup.pool.validation``); empty without one.
     """
 
     pool: Pool
@@ -44,6 +47,7 @@ class Components:
     harness: Any
     limits: Any
     scheduler: Any
+    validated: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tuple[Any, Any]:
@@ -86,8 +90,10 @@ def sandbox_factory(recipe: Recipe) -> Callable[[], Any]:
 def build(recipe: Recipe) -> Components:
     """Load the pools, the tokenizer, the policy model, the engine and the trainer backend.
 
-    The engine and the trainer's actor start from the same seeded weights (one build, one deep copy), so the
-    first step's samples are scored by exactly the sampler's policy.
+    The engine and the trainer's actor start from the same weights (one build, one deep copy): seeded, or
+    the actor file of ``model.checkpoint`` with ``model.init: checkpoint`` (e.g. what ``t1 sft`` wrote), so
+    the first step's samples are scored by exactly the sampler's policy; the critic's body starts from them
+    too.
 
     Raises:
         ValueError: a pool does not load or is too small for one step (`t1.run.pools.load_pools`).
@@ -108,7 +114,7 @@ def build(recipe: Recipe) -> Components:
         normalize_max_s=r.tito.normalize_max_s,
         normalize_max_u=r.tito.normalize_max_u,
     )
-    model, engine = build_engine(r)
+    model, engine = build_engine(r, r.model.checkpoint if r.model.init == "checkpoint" else None)
     backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
     return Components(
         pool=pool,
@@ -123,5 +129,19 @@ def build(recipe: Recipe) -> Components:
         ),
         harness=HarnessConfig.from_spec(r.rollout),
         limits=TrialLimits.from_spec(r.rollout),
-        scheduler=SchedulerConfig.from_spec(r.rollout),
+        scheduler=SchedulerConfig.from_spec(r.rollout, samples_per_task=r.ppo.samples_per_task),
+        validated=_validated_rows(r, pool, warmup_pool, warm),
     )
+
+
+def _validated_rows(recipe: Recipe, pool: Pool, warmup_pool: Pool, warm: PoolSpec) -> dict[str, Any]:
+    """Task id -> validation row, from ``pool.validation`` and the warm-up pool's (`load_validation`)."""
+    rows: dict[str, Any] = {}
+    pairs = [("pool", recipe.pool, pool)]
+    if warm is not recipe.pool:
+        pairs.append(("critic_warmup.pool", warm, warmup_pool))
+    for name, spec, p in pairs:
+        record = load_validation(name, spec, p)
+        if record is not None:
+            rows.update({t.id: record.get(t.id) for t in p if record.get(t.id) is not None})
+    return rows

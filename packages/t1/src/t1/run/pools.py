@@ -1,7 +1,8 @@
 """A run's task pools as the recipe names them, and why they cannot be used, found before any work.
 
 Loading is the same for the preflight and the run: the pool source, its ``limit``, its ``audit`` (only the
-tasks the audit admits, T1 §3.2), and a size check (one step draws ``rollout.launched`` distinct tasks, T1:
+tasks the audit admits, T1 §3.2), its ``validation`` record (the observed assertion counts reports are held
+to), and a size check (one step draws ``rollout.launched`` distinct tasks, T1:
 one sample per task per step). A problem here is invalid input (a path in the recipe), so ``t1 train`` and
 ``t1 recipe validate`` exit 2 on it.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from t1_spec import PoolSpec, Recipe
 from t1_tasks import Pool
+from t1_tasks.validation import ValidationRecord
 
 
 def load_one(name: str, spec: PoolSpec) -> Pool:
@@ -37,6 +39,23 @@ def load_one(name: str, spec: PoolSpec) -> Pool:
         return admitted_tasks(pool, spec.audit)
     except (ValueError, OSError) as exc:
         raise ValueError(f"{name}.audit.file {spec.audit.file!r}: {exc}") from exc
+
+
+def load_validation(name: str, spec: PoolSpec, pool: Pool) -> ValidationRecord | None:
+    """The validation record ``spec.validation`` names for ``pool`` (recipe section ``name``), or None.
+
+    Raises:
+        ValueError: the file does not read as a record, or it is a record of another pool or of none of
+            the pool's tasks; the message starts with ``<name>.validation``.
+    """
+    if spec.validation is None:
+        return None
+    from t1_tasks.validation import ValidationRecordError, read_record, record_for
+
+    try:
+        return record_for(read_record(spec.validation), pool.source, [t.id for t in pool])
+    except (ValidationRecordError, OSError, ValueError) as exc:
+        raise ValueError(f"{name}.validation {spec.validation!r}: {exc}") from exc
 
 
 def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
@@ -71,7 +90,10 @@ def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
 def pool_problems(recipe: Recipe) -> list[str]:
     """Why the recipe's pools cannot be used, one line (empty: they load and are large enough)."""
     try:
-        load_pools(recipe)
+        pool, warmup_pool, warm = load_pools(recipe)
+        load_validation("pool", recipe.pool, pool)
+        if warm is not recipe.pool:
+            load_validation("critic_warmup.pool", warm, warmup_pool)
     except ValueError as exc:
         return [" ".join(str(exc).split())]
     return []
