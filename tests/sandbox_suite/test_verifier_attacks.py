@@ -188,6 +188,69 @@ async def test_deleting_the_failing_entries_does_not_pay_under_the_binary_reward
     assert verdict.reward.value == 0.0 and verdict.tampered  # reward.json's "solved" contradicts them
 
 
+async def test_an_unwritable_report_plus_a_forged_reward_file_scores_zero(
+    make_sandbox, environment_dir, tmp_path
+):
+    # the program makes ctrf.json a directory (the plugin cannot write it) and leaves a read-only
+    # reward.json saying "solved": a task whose test.sh asks for a CTRF report has no verdict without one
+    program = """
+    import os, sys
+    if sys.argv[1] == "0":
+        os.makedirs("/logs/verifier/ctrf.json", exist_ok=True)
+        with open("/logs/verifier/reward.json", "w") as f:
+            f.write('{"reward": 1.0}\\n')
+        os.chmod("/logs/verifier/reward.json", 0o444)
+    print("answer", -1)
+    """
+    run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    assert report.fallback is not None and report.binary == 1.0  # the forged file is what was read
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0)
+    assert verdict.reward.kind == "no_verdict" and "reward file is ignored" in verdict.cause
+
+
+async def test_filling_the_disk_after_pytest_scores_zero_not_dropped(make_sandbox, environment_dir, tmp_path):
+    # the program stops test.sh's bash, waits for pytest to end, fills the sandbox's disk (where T1 stages
+    # the output), then lets bash go on: T1's staging fails in a sandbox that still answers
+    program = """
+    import os, subprocess, sys
+    if sys.argv[1] == "0":
+        pytest_pid = os.getppid()
+        with open(f"/proc/{pytest_pid}/stat") as f:
+            bash_pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        code = f'''
+    import os, signal, time
+    os.kill({bash_pid}, signal.SIGSTOP)
+    def alive():
+        try:
+            return open("/proc/{pytest_pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    while alive():
+        time.sleep(0.01)
+    for name, chunk in (("/tmp/fill", 65536), ("/tmp/fill2", 1)):
+        try:
+            with open(name, "wb") as f:
+                while True:
+                    f.write(b"x" * chunk)
+        except OSError:
+            pass
+    os.kill({bash_pid}, signal.SIGCONT)
+    '''
+        subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print("answer", -1)
+    """
+    task = _task(tmp_path)
+    (tmp_path / "prog.py").write_text(textwrap.dedent(program))
+    async with make_sandbox(disk_mb=64) as sb:
+        await sb.start(environment_dir, timeout_s=60)
+        await sb.upload(tmp_path / "prog.py", "/app/prog.py")
+        run = await run_verifier(sb, task, timeout_s=60, out_dir=tmp_path / "out")
+    report, verdict = await judge_run(run, task, DenseRewardSpec())
+    assert run.error is None and run.sabotage is not None  # the sandbox answered: not infrastructure
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
+
+
 async def test_the_agent_cannot_modify_the_tests(make_sandbox, environment_dir, tmp_path):
     program = """
     import os, pathlib, sys

@@ -11,13 +11,17 @@ than the grade. `judge` applies these rules, in this order, and nothing else in 
    report changed after the verifier exited, the tests changed): the trial is ``finished`` with reward 0,
    tagged tampered with its evidence, and trained on, so forgery never pays.
 3. **Agent-caused verifier failure: 0, trained on.** A verifier timeout, a ``test.sh`` ended by a signal,
-   or a ``test.sh`` that exited without any usable report, in a sandbox that stayed healthy (every T1-side
-   call worked): the task's own oracle produced a report at validation, so the failure is the agent's doing
-   (it killed pytest, slept past the deadline, exhausted the sandbox). The trial is ``finished`` with reward
-   0 and its fallback cause kept; a ``reward.json`` or ``reward.txt`` that the run left is ignored (it may be
-   the agent's own), so sabotage never pays either.
+   a ``test.sh`` that exited without any usable report, or one that left no usable per-assertion report
+   although the task's verifier writes one (its validation record says so, or its tests are pytest files
+   with a static count), in a sandbox that stayed healthy: the task's own oracle produced a report at
+   validation, so the failure is the agent's doing (it killed pytest, slept past the deadline, exhausted
+   the sandbox, made the report unwritable). So is a T1-side step after ``test.sh`` that failed while the
+   sandbox still answered (the agent filled the disk the output is staged on). The trial is ``finished``
+   with reward 0 and its fallback cause kept; a ``reward.json`` or ``reward.txt`` that the run left is
+   ignored (it may be the agent's own), so sabotage never pays either.
 4. **Otherwise** `compute_reward`: dense P/S by default (T1 §5.2, Eq. 20), with the binary fallback when a
-   ``test.sh`` that exited normally left no usable per-assertion report but a reward file.
+   ``test.sh`` that exited normally left no usable per-assertion report but a reward file, for a task not
+   known to write a per-assertion report (T1 §5.2's fallback: a solved task never scores 0).
 
 P is bounded by the task's known assertion count: a report that names more assertions than that is
 refused by rule 2, so a scored report has P <= T <= the known count.
@@ -66,6 +70,8 @@ def judge(
     *,
     infrastructure_error: str | None = None,
     evidence: tuple[TamperEvidence, ...] = (),
+    expects_per_assertion: bool = False,
+    sabotage: str | None = None,
 ) -> Verdict:
     """Score one verifier run under the policy of the module docstring (the one place it is decided).
 
@@ -76,6 +82,12 @@ def judge(
         infrastructure_error: why a T1-side call of the verifier run failed, or None when every call worked
             (the sandbox stayed healthy).
         evidence: tamper evidence from ``t1_reward.check_report`` and the sandbox-side checks.
+        expects_per_assertion: the task's verifier writes a per-assertion report (its validation record
+            says so, or its tests are pytest files with a static count): a missing or unparsable one then
+            falls under rule 3, and a reward file alone is not trusted (the program under test can write one
+            and make the report unwritable).
+        sabotage: why T1 could not collect the verifier's output although the sandbox stayed healthy after
+            ``test.sh`` (e.g. the disk the agent filled): rule 3, never a dropped trial.
 
     Returns:
         The `Verdict`.
@@ -96,8 +108,17 @@ def judge(
         cause = f"verifier: report refused as tampered ({checks}): {evidence[0].detail}"
         return Verdict("finished", zero("tampered"), evidence=tuple(evidence), cause=cause)
     agent_failure = report.fallback in (FallbackCause.VERIFIER_TIMEOUT, FallbackCause.VERIFIER_CRASH)
-    if agent_failure or result.value is None:
+    # a task known to write a per-assertion report wrote none: a reward file alone is not its verdict
+    missing_report = expects_per_assertion and report.fallback in (
+        FallbackCause.MISSING,
+        FallbackCause.UNPARSABLE,
+    )
+    if agent_failure or missing_report or sabotage is not None or result.value is None:
         why = report.fallback.value if report.fallback is not None else "no outcome"
+        if sabotage is not None:
+            why = sabotage
+        elif missing_report:
+            why = f"{why} per-assertion report (the task's verifier writes one; its reward file is ignored)"
         detail = f" ({report.detail})" if report.detail else ""
         cause = f"verifier: {why}{detail}; scored 0: the sandbox stayed healthy, so this is the agent's doing"
         return Verdict("finished", zero("no_verdict"), cause=cause)

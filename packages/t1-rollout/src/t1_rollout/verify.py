@@ -103,6 +103,9 @@ class VerifierRun:
             ``out_dir / OMITTED_NOTE``), or None when everything was copied back.
         signal: the signal that ended ``test.sh`` (its exit status was 128 + it), not the deadline; None
             when it exited on its own. Its report is then not a verdict (``crashed``).
+        sabotage: why T1 could not collect the output after ``test.sh`` exited although the sandbox still
+            answered (a disk the agent filled, a folder it made unreadable): scored 0 by
+            ``t1_reward.judge``, never dropped; None otherwise.
         evidence: tamper evidence found in the sandbox: ``report_changed`` (a report file differs between
             the moment ``test.sh`` exited and the copy taken once every process was killed),
             ``tests_changed`` (the tests downloaded after the run differ from the bundle's files).
@@ -117,6 +120,7 @@ class VerifierRun:
     omitted: str | None = None
     signal: int | None = None
     evidence: tuple[TamperEvidence, ...] = ()
+    sabotage: str | None = None
 
     @property
     def crashed(self) -> bool:
@@ -208,6 +212,8 @@ async def run_verifier(
     error: str | None = None
     log_bytes = 0
     first: dict[str, str] | None = None
+    ran = False  # test.sh ran to its end (or deadline): later failures may be the agent's doing
+    sabotage: str | None = None
     evidence: list[TamperEvidence] = []
     control_s = max(1.0, min(60.0, timeout_s))
     expected: dict[str, str] = {}
@@ -233,12 +239,15 @@ async def run_verifier(
         log = _head_tail(combined.encode("utf-8"), max_file_bytes)
         (out_dir / CAPTURED_LOG).write_bytes(log)
         log_bytes = len(log)
+        ran = True
         first = await _seal_report(sandbox)
         await sandbox.stop_agent()  # whatever test.sh or the program under test started is gone now
     except (SandboxError, OSError) as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
+        if ran:
+            error, sabotage = await _blame(sandbox, error)
     omitted: str | None = None
-    if error is None:
+    if error is None and sabotage is None:
         try:
             omitted, copied = await _copy_back(
                 sandbox,
@@ -258,6 +267,7 @@ async def run_verifier(
             evidence += await _check_tests(sandbox, expected)
         except SandboxError as exc:
             error = f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
+            error, sabotage = await _blame(sandbox, error)
     return VerifierRun(
         out_dir=out_dir,
         exit_code=exit_code,
@@ -268,7 +278,21 @@ async def run_verifier(
         omitted=omitted,
         signal=signal,
         evidence=tuple(evidence),
+        sabotage=sabotage,
     )
+
+
+async def _blame(sandbox: Sandbox, error: str) -> tuple[str | None, str | None]:
+    """``(error, None)`` when the sandbox is lost, ``(None, error)`` when it still runs a command.
+
+    A T1-side step after ``test.sh`` that fails in a sandbox that still answers failed on what the agent
+    controls (its disk, its files), so it is the agent's doing, scored 0, not an infrastructure failure.
+    """
+    try:
+        probe = await sandbox.exec("true", timeout_s=30, cwd="/")
+    except SandboxError:
+        return error, None
+    return (None, error) if probe.ok else (error, None)
 
 
 def _report_evidence(
@@ -322,7 +346,34 @@ async def judge_run(
             report = padded
             if not any(e.check == "binary_contradicts_report" for e in evidence):
                 evidence += check_report(report)  # a reward file saying "solved" now contradicts it
-    return report, judge(report, reward_spec, infrastructure_error=run.error, evidence=evidence)
+    return report, judge(
+        report,
+        reward_spec,
+        infrastructure_error=run.error,
+        evidence=evidence,
+        expects_per_assertion=expects_per_assertion(task, validated),
+        sabotage=run.sabotage,
+    )
+
+
+#: What in ``test.sh`` asks pytest for a per-assertion report (pytest-json-ctrf, JUnit XML).
+_PER_ASSERTION_FLAGS = ("--ctrf", "--junitxml", "--junit-xml")
+
+
+def expects_per_assertion(task: _JudgedTask, validated: TaskRecord | None) -> bool:
+    """Whether the task's verifier writes a per-assertion report, so that a run without one has no verdict.
+
+    The validation record decides when it has the task (its oracle's report source); otherwise the task's
+    ``tests/test.sh`` asking pytest for one (``--ctrf``, ``--junitxml``) does.
+    """
+    if validated is not None and validated.oracle is not None:
+        return validated.oracle.per_assertion_report
+    script = Path(task.tests_dir) / "test.sh"
+    try:
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(flag in text for flag in _PER_ASSERTION_FLAGS)
 
 
 def _evidence(check: str, what: str, changes: list[str], when: str) -> TamperEvidence:

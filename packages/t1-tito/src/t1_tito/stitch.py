@@ -278,7 +278,7 @@ def stitch(
             (``tito.repair``).
         normalize_max_s: Bound on s (``tito.normalize_max_s``); required unless ``repair`` is strict.
         normalize_max_u: Bound on u (``tito.normalize_max_u``); required unless ``repair`` is strict.
-        tokenizer: The tokenizer the prompts were encoded with; required for ``retokenized``.
+        tokenizer: The tokenizer the prompts were encoded with; required unless ``repair`` is ``strict``.
 
     Returns:
         `StitchResult` with one validated `Sample` per non-empty chunk, the boundary cases and the
