@@ -208,11 +208,11 @@ def test_unbuilt_settings_are_all_refused_before_any_work(tmp_path):
         [
             "train",
             str(REPO / "recipes/tiny-cpu.yaml"),
-            "logging.tensorboard=true",
+            "trainer.checkpoint_optimizer=true",
             f"logging.run_root={tmp_path}",
         ],
     )
-    assert result.exit_code == 1 and "logging.tensorboard" in result.output
+    assert result.exit_code == 1 and "trainer.checkpoint_optimizer" in result.output
     assert not any(tmp_path.iterdir())
 
 

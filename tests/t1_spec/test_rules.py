@@ -64,6 +64,15 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "model.declared_dense_params",
         "matches neither",
     ),
+    # sft
+    (
+        "sft.trajectories_file",
+        "tiny",
+        ("sft.source=trajectories",),
+        "sft.trajectories",
+        "source: trajectories",
+    ),
+    ("sft.init_checkpoint", "tiny", ("sft.init=checkpoint",), "sft.checkpoint", "init: checkpoint"),
     # pool
     ("pool.source_empty", "tiny", ("pool.source=' '",), "pool.source", "builtin:mini"),
     ("pool.quality_rank_needs_shuffle", "prod", ("pool.shuffle=none",), "pool.shuffle", "shuffle: per_epoch"),

@@ -1,10 +1,13 @@
 """Admission control and oversampling for one rollout batch (T1 §7.4).
 
-The scheduler draws ``launched`` tasks for a batch that needs ``admitted`` of them, launches one trial per
-task, admits the first finished ones, and cancels the straggler tail once the batch is full (560 launched for
-512 admitted in production). Sandbox creation is paced by a token bucket (6 per second) under a provider
-quota (600 per minute), and at most ``concurrency`` trials run at once (the per-node cap). Cancelled trials
-reclaim their sandboxes before the batch is returned.
+The scheduler draws tasks for a batch that needs ``admitted`` trials, launches ``samples_per_task`` trials per
+task (1 in the paper, T1 §5.2; a group of G for the GRPO ablation, T1 §9), admits the first finished ones,
+and cancels the straggler tail once the batch is full (560 launched for 512 admitted in production). With
+groups, admission is by whole group: a group closes when its slowest member ends, so GRPO waits on the
+slowest member of every admitted group (the cost T1 §9 names), and oversampling admits the first
+``admitted / samples_per_task`` complete groups. Sandbox creation is paced by a token bucket (6 per second)
+under a provider quota (600 per minute), and at most ``concurrency`` trials run at once (the per-node cap).
+Cancelled trials reclaim their sandboxes before the batch is returned.
 
 The cancelled tail is not a uniform sample: it concentrates the slowest task families (T1 §10).
 :class:`BatchResult` therefore reports retention by family, so the selection bias is visible in the run's
@@ -47,6 +50,9 @@ class SchedulerConfig:
         concurrency: trials in flight at once (the per-node cap).
         creation_rate_per_s: sandbox creations per second (token-bucket refill rate; T1: 6).
         creation_quota_per_min: provider quota on creations per minute (T1: 600).
+        samples_per_task: trials per drawn task, one group (``ppo.samples_per_task``; T1: 1). ``launched``
+            and ``admitted`` count trials and must both be multiples of it: ``launched / samples_per_task``
+            tasks are drawn and ``admitted / samples_per_task`` whole groups admitted.
     """
 
     launched: int
@@ -54,17 +60,19 @@ class SchedulerConfig:
     concurrency: int
     creation_rate_per_s: float
     creation_quota_per_min: float
+    samples_per_task: int = 1
 
     def __post_init__(self) -> None:
         """Refuse a config no batch can run under.
 
         Raises:
             TypeError: a field of the wrong type (a bool, a string).
-            ValueError: ``launched``, ``admitted`` or ``concurrency`` below 1, fewer launched than admitted,
+            ValueError: ``launched``, ``admitted``, ``concurrency`` or ``samples_per_task`` below 1, fewer
+                launched than admitted, ``launched`` or ``admitted`` not a multiple of ``samples_per_task``,
                 a creation rate that is not a finite number > 0, or a quota that is not a finite number >= 1
                 (the bucket must hold one creation).
         """
-        for name in ("admitted", "concurrency", "launched"):
+        for name in ("admitted", "concurrency", "launched", "samples_per_task"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"SchedulerConfig.{name} must be an int, got {value!r}")
@@ -81,16 +89,26 @@ class SchedulerConfig:
             raise ValueError(
                 f"launched {self.launched} trials for a batch of {self.admitted}: launch at least as many"
             )
+        g = self.samples_per_task
+        for name in ("launched", "admitted"):
+            value = getattr(self, name)
+            if value % g:
+                raise ValueError(
+                    f"SchedulerConfig.{name} {value} is not a multiple of samples_per_task {g}: trials "
+                    f"launch and are admitted in whole groups of {g}; set rollout.{name} to "
+                    f"{max(g, value // g * g)} or {(value // g + 1) * g}"
+                )
 
     @classmethod
-    def from_spec(cls, rollout: RolloutSpec) -> SchedulerConfig:
-        """The limits of the recipe's ``rollout`` section."""
+    def from_spec(cls, rollout: RolloutSpec, samples_per_task: int = 1) -> SchedulerConfig:
+        """The limits of the recipe's ``rollout`` section, with ``ppo.samples_per_task`` trials per task."""
         return cls(
             launched=rollout.launched,
             admitted=rollout.admitted,
             concurrency=rollout.concurrency,
             creation_rate_per_s=rollout.creation_rate_per_s,
             creation_quota_per_min=rollout.creation_quota_per_min,
+            samples_per_task=samples_per_task,
         )
 
 
@@ -137,9 +155,16 @@ class BatchResult:
         admitted: finished trials admitted into the batch, in completion order.
         finished_late: trials that finished after the batch was full (not trained on).
         failed: trials that failed, each with its cause.
-        cancelled: trials cancelled as the straggler tail.
+        cancelled: trials cancelled as the straggler tail, and the unfinished siblings of a member that
+            failed (their group can no longer be admitted).
+        dropped: finished trials not trained on because a member of their group failed or was cancelled
+            (empty with one sample per task).
         launched: trials launched.
-        epochs: the pool epoch each launched task was drawn from, in launch order (``[launched]``).
+        epochs: the pool epoch each drawn task was drawn from, in launch order (``[launched /
+            samples_per_task]``).
+        samples_per_task: trials per task, the group size (1 in the paper).
+        groups_admitted: whole groups admitted (``len(admitted) / samples_per_task``).
+        groups_dropped: groups that lost a member to failure (their finished members are in ``dropped``).
         wall_s: wall time of the batch, seconds.
     """
 
@@ -147,14 +172,18 @@ class BatchResult:
     finished_late: list[TrialRecord] = field(default_factory=list)
     failed: list[TrialRecord] = field(default_factory=list)
     cancelled: list[TrialRecord] = field(default_factory=list)
+    dropped: list[TrialRecord] = field(default_factory=list)
     launched: int = 0
     epochs: list[int] = field(default_factory=list)
+    samples_per_task: int = 1
+    groups_admitted: int = 0
+    groups_dropped: int = 0
     wall_s: float = 0.0
 
     def retention_by_family(self) -> dict[str, float]:
         """Fraction of launched trials of each family that were admitted (T1 §10 oversampling bias)."""
         launched = Counter(
-            r.family for r in self.admitted + self.finished_late + self.failed + self.cancelled
+            r.family for r in self.admitted + self.finished_late + self.failed + self.cancelled + self.dropped
         )
         kept = Counter(r.family for r in self.admitted)
         return {family: kept[family] / n for family, n in sorted(launched.items())}
@@ -169,12 +198,14 @@ class BatchResult:
             JSON-ready values: reward and assertion means, fallbacks by cause, ``report_duplicates`` (report
             entries that repeated a test name, folded to one and never counted twice), parse-failure rate,
             turn and token means, loss tokens, TITO drift over the loss region, chunk splits, trial counts
-            by outcome (``trials_tampered``: finished trials whose report was refused as tampered), failures
-            by stage, retention by family (T1 §10), the samples' policy versions and the episodes' finish
-            reasons; the compaction figures of every trial that ran an episode
-            (`t1_rollout.compaction.compaction_metrics`, warning above ``compaction_max_failure_rate``), and
-            ``chunks_per_trajectory_mean`` / ``_max`` over admitted trials: every chunk carries the
-            trajectory's reward on its last sampled token (T1 §5), so a compacted trajectory weighs more.
+            by outcome (``trials_tampered``: finished trials whose report was refused as tampered;
+            ``trials_dropped_with_group``: finished trials whose group lost a member), the group figures
+            (``samples_per_task``, ``groups_admitted``, ``groups_dropped``), failures by stage, retention by
+            family (T1 §10), the samples' policy versions and the episodes' finish reasons; the compaction
+            figures of every trial that ran an episode (`t1_rollout.compaction.compaction_metrics`, warning
+            above ``compaction_max_failure_rate``), and ``chunks_per_trajectory_mean`` / ``_max`` over
+            admitted trials: every chunk carries the trajectory's reward on its last sampled token (T1 §5),
+            so a compacted trajectory weighs more.
         """
         admitted = self.admitted
         rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
@@ -190,7 +221,8 @@ class BatchResult:
         drifted = sum(a.drifted_loss_tokens for a in audits)
         failure_stages = Counter((r.cause or "unknown").split(":", 1)[0] for r in self.failed)
         chunks = [len(r.samples) for r in admitted if r.samples]
-        everyone = admitted + self.finished_late + self.failed + self.cancelled
+        everyone = admitted + self.finished_late + self.failed + self.cancelled + self.dropped
+        finished = admitted + self.finished_late + self.dropped
         return {
             "reward_mean": statistics.fmean(rewards) if rewards else None,
             "assertions_passed_mean": statistics.fmean(passed) if passed else None,
@@ -213,11 +245,15 @@ class BatchResult:
             "samples": len(samples),
             "trials_launched": self.launched,
             "trials_admitted": len(admitted),
-            "trials_finished": len(admitted) + len(self.finished_late),
+            "trials_finished": len(finished),
             "trials_failed": len(self.failed),
             "trials_cancelled": len(self.cancelled),
+            "trials_dropped_with_group": len(self.dropped),
+            "samples_per_task": self.samples_per_task,
+            "groups_admitted": self.groups_admitted,
+            "groups_dropped": self.groups_dropped,
             # refused reports (scored 0, trained on): finished trials whose report was tampered with
-            "trials_tampered": sum(r.tampered for r in admitted + self.finished_late),
+            "trials_tampered": sum(r.tampered for r in finished),
             "failures_by_stage": dict(failure_stages),
             "retention_by_family": self.retention_by_family(),
             "policy_versions": [s.policy_version for s in samples],
@@ -235,26 +271,42 @@ async def collect_batch(
     source: TaskSource,
     run_one: Callable[[Task, TrialRecord], Awaitable[TrialRecord]],
     config: SchedulerConfig,
+    *,
+    on_trial_done: Callable[[TrialRecord], None] | None = None,
 ) -> BatchResult:
-    """Draw ``config.launched`` tasks, run a trial on each, admit the first ``admitted`` that finish.
+    """Draw tasks, run ``samples_per_task`` trials on each, admit the first whole groups that finish.
+
+    ``config.launched / samples_per_task`` tasks are drawn and each gets ``samples_per_task`` trials, launched
+    one group after the other (launch indices ``k * G .. k * G + G - 1`` for task ``k``, so every member
+    samples with its own seed). A group closes when its last member ends, so an admitted group waited on its
+    slowest member (T1 §9). A closed group whose members all finished is admitted while the batch has room,
+    otherwise it finished late. A group with a failed member is dropped whole: the failure is an
+    infrastructure or harness failure, not the agent's 0 (T1 §5), so it cannot be scored inside the group,
+    and a group normalized over fewer members than ``samples_per_task`` would carry another baseline than
+    its siblings'. Its unfinished members are cancelled at once (freeing their slots for other groups) and
+    its finished members are kept in ``BatchResult.dropped``, never trained on; oversampling makes up the
+    loss. (verl and SkyRL have no failed-trial state to copy: their rollouts either return or abort the
+    step.) With one sample per task every group is one trial and this is plain oversampling.
 
     The trials still running once the batch is full are cancelled (the straggler tail, T1 §7.4).
 
     Args:
-        source: where the tasks come from (`t1_tasks.pool.StepTasks`); ``config.launched`` are drawn, in
-            launch order, and the epoch of each is kept in ``BatchResult.epochs``.
+        source: where the tasks come from (`t1_tasks.pool.StepTasks`); ``launched / samples_per_task`` are
+            drawn, in launch order, and the epoch of each is kept in ``BatchResult.epochs``.
         run_one: runs a trial and fills the given record (e.g. :func:`t1_rollout.trial.run_trial` bound to the
             engine and sandbox factory); it must record failures rather than raise.
         config: oversampling and admission limits.
+        on_trial_done: called with each trial's record as the scheduler takes it in (finished, failed, or a
+            cancelled sibling of a failed member), e.g. to advance a progress bar; not for the tail cancelled
+            at the end. An exception it raises propagates, after the tail is cancelled and reclaimed.
 
     Returns:
-        The :class:`BatchResult`. When fewer trials finish than ``config.admitted``, the batch is short: every
-        finished trial is admitted and the shortfall is visible in the counts.
+        The :class:`BatchResult`. When fewer groups finish than ``config.admitted / samples_per_task``, the
+        batch is short: every complete group is admitted and the shortfall is visible in the counts.
 
     Raises:
-        ValueError: the source gives another number of tasks than ``config.launched``, or a config field is
-            out of range (``launched``, ``admitted`` or ``concurrency`` below 1, fewer launched than
-            admitted, a creation rate or quota that is not finite and > 0).
+        ValueError: the source gives another number of tasks than ``launched / samples_per_task``, or a
+            config field is out of range (see `SchedulerConfig`).
         TypeError: a config field of the wrong type.
     """
     if not isinstance(config, SchedulerConfig):  # a duck-typed config gets the same checks
@@ -264,25 +316,39 @@ async def collect_batch(
             concurrency=config.concurrency,
             creation_rate_per_s=config.creation_rate_per_s,
             creation_quota_per_min=config.creation_quota_per_min,
+            samples_per_task=getattr(config, "samples_per_task", 1),
         )
     else:
         config.__post_init__()  # a frozen config can still be altered with object.__setattr__
-    drawn = source.draw(config.launched)
-    if len(drawn) != config.launched:
+    g_size = config.samples_per_task
+    n_tasks = config.launched // g_size
+    drawn = source.draw(n_tasks)
+    if len(drawn) != n_tasks:
         raise ValueError(
-            f"the task source gave {len(drawn)} tasks for rollout.launched={config.launched}; a batch "
-            "launches exactly the configured count"
+            f"the task source gave {len(drawn)} tasks for rollout.launched={config.launched} at "
+            f"samples_per_task={g_size} ({n_tasks} tasks); a batch launches exactly the configured count"
         )
     tasks = [task for _, task in drawn]
     start = time.monotonic()
     gate = asyncio.Semaphore(config.concurrency)
     rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s))
     quota = TokenBucket(config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min)
-    result = BatchResult(launched=len(tasks), epochs=[epoch for epoch, _ in drawn])
-    records = [
-        TrialRecord(trial_id=new_trial_id(t.id), task_id=t.id, family=t.category, launch_index=i)
-        for i, t in enumerate(tasks)
+    result = BatchResult(
+        launched=config.launched, epochs=[epoch for epoch, _ in drawn], samples_per_task=g_size
+    )
+    groups = [
+        [
+            TrialRecord(
+                trial_id=new_trial_id(t.id), task_id=t.id, family=t.category, launch_index=k * g_size + m
+            )
+            for m in range(g_size)
+        ]
+        for k, t in enumerate(tasks)
     ]
+    ended = [0] * len(groups)
+    lost: set[int] = set()
+    closed: set[int] = set()
+    groups_needed = config.admitted // g_size
 
     async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
         async with gate:
@@ -290,30 +356,66 @@ async def collect_batch(
             await quota.acquire()
             return await run_one(task, record)
 
-    pending = {asyncio.create_task(guarded(t, r)): r for t, r in zip(tasks, records, strict=True)}
+    pending = {
+        asyncio.create_task(guarded(t, r)): r
+        for t, members in zip(tasks, groups, strict=True)
+        for r in members
+    }
+    futures = {r.launch_index: fut for fut, r in pending.items()}
     launch_order = {fut: i for i, fut in enumerate(pending)}
+
+    def close(k: int) -> None:
+        closed.add(k)
+        finished = [r for r in groups[k] if r.status == "finished"]
+        if k in lost:
+            result.dropped.extend(finished)
+        elif result.groups_admitted < groups_needed:
+            result.admitted.extend(finished)
+            result.groups_admitted += 1
+        else:
+            result.finished_late.extend(finished)
+
     try:
-        while pending and len(result.admitted) < config.admitted:
+        while pending and result.groups_admitted < groups_needed:
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
             for fut in sorted(done, key=launch_order.__getitem__):
                 record = pending.pop(fut)
-                exc = fut.exception()
-                if exc is not None:
-                    record.status = "failed"
-                    record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
-                if record.status == "finished" and len(result.admitted) < config.admitted:
-                    result.admitted.append(record)
-                elif record.status == "finished":
-                    result.finished_late.append(record)
+                k = record.launch_index // g_size
+                ended[k] += 1
+                if fut.cancelled():  # a sibling of a failed member, cancelled below
+                    record.status = "cancelled"
+                    result.cancelled.append(record)
                 else:
-                    result.failed.append(record)
+                    exc = fut.exception()
+                    if exc is not None:
+                        record.status = "failed"
+                        record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
+                    if record.status != "finished":
+                        result.failed.append(record)
+                        if k not in lost:
+                            lost.add(k)
+                            result.groups_dropped += 1
+                            for sibling in groups[k]:
+                                sib = futures[sibling.launch_index]
+                                if sib in pending and sib.cancel():
+                                    sibling.cause = f"scheduler: cancelled, its group lost {record.trial_id}"
+                if on_trial_done is not None:
+                    on_trial_done(record)
+                if ended[k] == g_size:
+                    close(k)
     finally:
         # Cancel the straggler tail and wait for it, so every sandbox is reclaimed before we return.
         for fut in pending:
             fut.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        for k, members in enumerate(groups):  # finished members of groups the full batch left open
+            if k not in closed:
+                done_members = [
+                    r for r in members if r.status == "finished" and futures[r.launch_index] not in pending
+                ]
+                (result.dropped if k in lost else result.finished_late).extend(done_members)
         for record in pending.values():
             if record.status == "finished":
                 result.finished_late.append(record)

@@ -41,6 +41,7 @@ from t1_spec.sandbox import (
     SandboxSpec,
 )
 from t1_spec.schema import export_schemas
+from t1_spec.sft import SftSpec
 from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 from t1_spec.versioning import COMPATIBILITY_POLICY, KNOWN_SCHEMAS, SCHEMA_VERSION
@@ -85,6 +86,7 @@ __all__ = [
     "SGLangEngineSpec",
     "SamplingSpec",
     "SandboxSpec",
+    "SftSpec",
     "Spec",
     "SpecRuleError",
     "TitoSpec",

@@ -23,4 +23,9 @@ class CriticWarmupSpec(Spec):
     """Tasks the warm-up rolls out on; ``None`` = the recipe's own pool. TMax-15k in the paper (T1 §4.5)."""
 
     epochs: int = Field(default=1, gt=0)
-    """Passes over the warm-up pool (epochs). 1 (T1 §4.5)."""
+    """Passes over the warm-up pool (epochs). 1 (T1 §4.5). The warm-up rolls out ceil(pool size x epochs /
+    tasks per step) batches with the initial policy (tasks per step: ``rollout.launched /
+    ppo.samples_per_task``), each in the pool's seeded per-epoch order, so every task of the pool is drawn
+    ``epochs`` times; each batch takes one critic-only update (``ppo.ppo_epochs`` passes) and the actor is
+    not touched until the last is done. Every warm-up row logs the explained variance per token and per
+    trajectory before and after its update."""

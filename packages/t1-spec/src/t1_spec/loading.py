@@ -298,7 +298,9 @@ def resolve_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str,
         raise RecipeError(path, [Problem("schema", unknown_schema_message(tree.get("schema")))])
     # a section set to a scalar (`ppo=3`) would otherwise surface as an interpolation error elsewhere
     for section in _SECTIONS:
-        if section in tree and not isinstance(tree[section], dict):
+        # an optional section may be null (`sft: null`: no such phase), as recipe_to_yaml writes it
+        null_ok = Recipe.model_fields[section].default is None and tree.get(section, 0) is None
+        if section in tree and not isinstance(tree[section], dict) and not null_ok:
             raise RecipeError(
                 path,
                 [

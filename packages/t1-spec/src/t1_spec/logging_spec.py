@@ -19,5 +19,6 @@ class LoggingSpec(Spec):
     ``metrics.jsonl`` either way."""
 
     tensorboard: bool = False
-    """Also write TensorBoard event files into the run folder. Not built yet: nothing reads it; the run
-    folder's ``metrics.jsonl`` holds every step's metrics."""
+    """Also write TensorBoard event files into the run folder's ``tensorboard/`` (``tensorboard --logdir``
+    reads them): every scalar of every metrics row at its step, nested metrics as ``wall_s/rollout``,
+    warm-up rows under ``critic_warmup/``. ``metrics.jsonl`` holds the same rows either way."""

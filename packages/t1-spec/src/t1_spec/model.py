@@ -46,12 +46,14 @@ class ModelSpec(Spec):
 
     init: Literal["random", "checkpoint"]
     """Where the weights start: ``random`` (seeded initialisation, for tiny test models) or ``checkpoint``
-    (load ``checkpoint``). The paper's production run starts from the RST SFT checkpoint (T1 §6). Loading a
-    checkpoint is not built yet: the embedded model builder only initialises seeded random weights."""
+    (load the actor weights under ``checkpoint``, e.g. what ``t1 sft`` wrote). The paper's production run
+    starts from the RST SFT checkpoint (T1 §6). The critic starts from the same weights as the actor."""
 
     checkpoint: str | None = None
-    """Directory of the starting weights (Hugging Face layout: ``config.json`` + safetensors) when ``init`` is
-    ``checkpoint``; must be ``None`` when ``init`` is ``random``. Nothing is downloaded at run time."""
+    """Starting weights when ``init`` is ``checkpoint``: a T1 run directory (``weights/actor.safetensors``,
+    as ``t1 train`` and ``t1 sft`` write it), a checkpoint directory or a ``.safetensors`` file saved from the
+    same ``model`` section; a relative path resolves against the current working directory. Must be ``None``
+    when ``init`` is ``random``. Nothing is downloaded at run time."""
 
     tokenizer: Literal["qwen3.5"] = "qwen3.5"
     """Tokenizer and chat template family. ``qwen3.5`` emits 248,077 real ids, which the model pads to a

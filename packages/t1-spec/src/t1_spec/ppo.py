@@ -81,8 +81,10 @@ class PPOSpec(Spec):
     """Tasks admitted per PPO step (tasks). 512 in the production run (T1 §4.5, §7.4)."""
 
     samples_per_task: int = Field(default=1, gt=0)
-    """Trajectories sampled per task per step (samples). 1 in the paper (no group baseline, T1 §5); GRPO needs
-    > 1."""
+    """Trajectories sampled per task per step (samples), one group: the scheduler launches this many trials on
+    each drawn task and admits only whole groups, each closing when its slowest member ends; a group with a
+    failed member is dropped whole (`t1_rollout.scheduler.collect_batch`). 1 in the paper (no group
+    baseline, T1 §5); GRPO needs > 1 (= ``advantage.group_size``, T1 §9)."""
 
     steps: int | None = Field(default=None, gt=0)
     """PPO steps to run (steps); ``None`` = until ``epochs`` passes over the pool. When both bound the run,

@@ -19,6 +19,7 @@ from t1_spec.ppo import GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
 from t1_spec.reward import DenseRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import SandboxSpec
+from t1_spec.sft import SftSpec
 from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 
@@ -67,6 +68,9 @@ class Recipe(Spec):
 
     critic_warmup: CriticWarmupSpec
     """Critic-only phase before the first policy step."""
+
+    sft: SftSpec | None = None
+    """Supervised warm start of the actor that ``t1 sft`` runs before PPO (T1 §6); ``None`` = no SFT phase."""
 
     rollout: RolloutSpec
     """Oversampling, admission control, deadlines and context budget."""

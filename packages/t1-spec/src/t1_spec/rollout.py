@@ -15,11 +15,14 @@ class RolloutSpec(Spec):
     trains up to 300+ turns and states no cap (T1 §1); evaluation uses 60 (``evaluation.max_turns``)."""
 
     launched: int = Field(gt=0)
-    """Trials launched per step (trials), oversampling. 560 for a batch of 512 (T1 §7.4)."""
+    """Trials launched per step (trials), oversampling. 560 for a batch of 512 (T1 §7.4). With
+    ``ppo.samples_per_task`` G > 1 a step draws ``launched / G`` tasks and launches G trials on each, so it
+    must be a multiple of G."""
 
     admitted: int = Field(gt=0)
     """The first ``admitted`` trials to complete are kept (trials); the tail is cancelled. 512 (T1 §7.4). Must
-    equal ``ppo.batch_size * ppo.samples_per_task``."""
+    equal ``ppo.batch_size * ppo.samples_per_task``; with groups, the first ``ppo.batch_size`` groups whose
+    members all finished are kept."""
 
     per_node_cap: int = Field(default=70, gt=0)
     """Concurrent sandboxes per auxiliary worker node (trials). 35 at batch 256, 70-94 at batch 512 (T1 §7).

@@ -227,6 +227,19 @@ RULES: tuple[Rule, ...] = (
         "`context_tokens <= model.max_position_embeddings`",
         "positions beyond the rotary range",
     ),
+    # sft
+    Rule(
+        "sft.trajectories_file",
+        "sft.trajectories",
+        "`source: trajectories` names a JSONL file; `source: reference_solutions` names none",
+        "the expert turns come from exactly one place",
+    ),
+    Rule(
+        "sft.init_checkpoint",
+        "sft.checkpoint",
+        "`sft.init: checkpoint` has a checkpoint path; `init: random` has none",
+        "nothing to load otherwise; a checkpoint that is silently ignored is a mistake",
+    ),
     # cross-section
     Rule(
         "critic_warmup.grpo_has_no_critic",

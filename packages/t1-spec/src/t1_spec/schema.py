@@ -21,6 +21,7 @@ from t1_spec.recipe import Recipe
 from t1_spec.reward import RewardSpec
 from t1_spec.rollout import RolloutSpec
 from t1_spec.sandbox import SandboxSpec
+from t1_spec.sft import SftSpec
 from t1_spec.tito import TitoSpec
 from t1_spec.trainer import TrainerSpec
 from t1_spec.versioning import SCHEMA_VERSION
@@ -35,6 +36,7 @@ SECTION_TYPES: dict[str, Any] = {
     "ppo": PPOSpec,
     "advantage": AdvantageSpec,
     "critic_warmup": CriticWarmupSpec,
+    "sft": SftSpec,
     "rollout": RolloutSpec,
     "tito": TitoSpec,
     "sandbox": SandboxSpec,

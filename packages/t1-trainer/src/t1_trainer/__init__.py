@@ -9,7 +9,14 @@ model is `t1_policy`'s, imported when a backend builds one; the trainer never im
 """
 
 from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator, GRPOEstimator, compute_advantages
-from t1_trainer.algorithms import explained_variance, gae, grpo_advantages, ppo_policy_loss, value_loss
+from t1_trainer.algorithms import (
+    explained_variance,
+    explained_variances,
+    gae,
+    grpo_advantages,
+    ppo_policy_loss,
+    value_loss,
+)
 from t1_trainer.base import TRAINER_BACKENDS, TrainerBackend, TrainerBackendClass
 from t1_trainer.errors import NonFiniteUpdateError, SampleError, TrainerConfigError
 from t1_trainer.publish import WeightReceiver, publish_weights
@@ -35,6 +42,7 @@ __all__ = [
     "critic_warmup",
     "critic_warmup_step",
     "explained_variance",
+    "explained_variances",
     "gae",
     "grpo_advantages",
     "ppo_policy_loss",

@@ -24,7 +24,8 @@ ADVANTAGE_ESTIMATORS = Registry(
     "ppo.advantage.estimator",
     {"gae": "t1_trainer.advantages:GAEEstimator", "grpo": "t1_trainer.advantages:GRPOEstimator"},
 )
-"""``ppo.advantage.estimator`` -> the estimator class; each has ``uses_critic`` and a static ``compute``."""
+"""``ppo.advantage.estimator`` -> the estimator class; each has ``uses_critic`` and static ``compute`` and
+``metrics``."""
 
 Streams = tuple[list[np.ndarray], list[np.ndarray]]
 """``(advantages, returns)``: per sample, float32 ``[T]`` each, 0 at masked positions."""
@@ -35,6 +36,11 @@ class GAEEstimator:
 
     uses_critic: ClassVar[bool] = True
     """GAE bootstraps from the critic's values, so the step computes them and updates the critic."""
+
+    @staticmethod
+    def metrics(samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]) -> dict[str, float | int]:
+        """No estimator-specific figures: the step reports the critic's (`t1_trainer.step.ppo_step`)."""
+        return {}
 
     @staticmethod
     def compute(
@@ -74,30 +80,44 @@ class GRPOEstimator:
     """GRPO trains no critic, so the step neither computes values nor updates the critic."""
 
     @staticmethod
+    def groups(samples: Sequence[TrainSample]) -> dict[str, dict[str, list[int]]]:
+        """The batch's groups: ``task_id -> trial_id -> indices of that trial's samples``, in batch order.
+
+        A group is the trials of one task in one step (the scheduler draws each task at most once per step
+        and launches ``ppo.samples_per_task`` trials on it, `t1_rollout.scheduler.collect_batch`). A trial
+        split into several TITO chunks, or compacted, is one member: its chunks share one reward.
+        """
+        out: dict[str, dict[str, list[int]]] = {}
+        for i, s in enumerate(samples):
+            out.setdefault(str(s.task_id), {}).setdefault(str(s.trial_id), []).append(i)
+        return out
+
+    @staticmethod
     def compute(
         samples: Sequence[TrainSample], values: Sequence[np.ndarray] | None, spec: GRPOAdvantageSpec
     ) -> Streams:
-        """Every loss token of a sample gets its group's relative advantage (`grpo_advantages`).
+        """Every loss token of a trial gets its group's relative advantage (`grpo_advantages`).
 
-        Groups are formed by ``task_id``; a group of one gets advantage 0 (no signal, T1 §9). Returns are the
-        rewards on loss tokens (unused: GRPO trains no critic).
+        Groups are formed by ``task_id`` over trials, not samples (`groups`): each trial's reward enters its
+        group's mean and standard deviation once, whatever its chunk count, and every chunk of the trial
+        gets the trial's advantage. A group of one, and a group whose rewards are all equal, gets advantage
+        exactly 0 (no signal, T1 §9). Returns are the rewards on loss tokens (unused: GRPO trains no critic).
 
         Args:
             samples: the batch.
             values: ignored (GRPO has no critic).
             spec: the GRPO section of the recipe's PPO spec (``group_size`` is the spec's rule; groups are
-                the samples that share a task).
+                the trials that share a task; the scheduler admits only whole groups).
 
         Returns:
             `Streams`.
         """
-        groups: dict[str, list[int]] = {}
-        for i, s in enumerate(samples):
-            groups.setdefault(str(s.task_id), []).append(i)
         per_sample = np.zeros(len(samples))
-        group_adv = grpo_advantages([[samples[i].reward for i in g] for g in groups.values()])
-        for idx, a in zip(groups.values(), group_adv, strict=True):
-            per_sample[idx] = a
+        groups = GRPOEstimator.groups(samples)
+        rewards = [[float(samples[idx[0]].reward) for idx in g.values()] for g in groups.values()]
+        for g, adv in zip(groups.values(), grpo_advantages(rewards), strict=True):
+            for idx, a in zip(g.values(), adv, strict=True):
+                per_sample[idx] = a
         advs: list[np.ndarray] = []
         rets: list[np.ndarray] = []
         for i, s in enumerate(samples):
@@ -105,6 +125,40 @@ class GRPOEstimator:
             advs.append((m * per_sample[i]).astype(np.float32))
             rets.append((m * float(s.reward)).astype(np.float32))
         return advs, rets
+
+    @staticmethod
+    def metrics(samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]) -> dict[str, float | int]:
+        """The groups of a GRPO step, so the ablation's degeneracy is visible (T1 §9).
+
+        Returns:
+            ``grpo/groups``; ``grpo/group_size_min`` and ``_max`` (trials per group); ``grpo/uniform_groups``
+            (groups whose trials all scored the same, all failed or all succeeded: zero advantage, no
+            gradient) and ``grpo/uniform_group_fraction``; ``grpo/group_advantage_mean_abs_max`` (over groups,
+            the largest ``|mean|`` of the members' advantages: 0 up to rounding, the group baseline's
+            defining property).
+        """
+        groups = GRPOEstimator.groups(samples)
+        sizes = [len(g) for g in groups.values()]
+        uniform, worst = 0, 0.0
+        for g in groups.values():
+            rewards = {float(samples[idx[0]].reward) for idx in g.values()}
+            uniform += len(rewards) == 1
+            member_adv = [_trial_advantage(samples[idx[0]], advantages[idx[0]]) for idx in g.values()]
+            worst = max(worst, abs(float(np.mean(member_adv))))
+        n = len(groups)
+        return {
+            "grpo/groups": n,
+            "grpo/group_size_min": min(sizes) if sizes else 0,
+            "grpo/group_size_max": max(sizes) if sizes else 0,
+            "grpo/uniform_groups": uniform,
+            "grpo/uniform_group_fraction": uniform / n if n else float("nan"),
+            "grpo/group_advantage_mean_abs_max": worst,
+        }
+
+
+def _trial_advantage(sample: TrainSample, advantage: np.ndarray) -> float:
+    """The scalar advantage GRPO gave a sample's trial: its value at the sample's reward token."""
+    return float(np.asarray(advantage)[int(sample.reward_index)])
 
 
 def compute_advantages(

@@ -15,6 +15,7 @@ Conventions shared by every function:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from t1_trainer.errors import SampleError
 
 __all__ = [
     "explained_variance",
+    "explained_variances",
     "gae",
     "grpo_advantages",
     "masked_mean",
@@ -250,6 +252,54 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     return float(1.0 - var_resid / var_r)
 
 
+def explained_variances(
+    samples: Sequence[Any], values: Sequence[np.ndarray], returns: Sequence[np.ndarray]
+) -> tuple[float, float]:
+    """Explained variance (T1 Eq. 19) per token and per trajectory of one batch, for one set of values.
+
+    Per token: `explained_variance` over every loss token of the batch (verl's ``vf_explained_var``). Per
+    trajectory: one point per trial, the value and the return at the first loss token of the trial's first
+    chunk, i.e. the critic's prediction ``V(s_0)`` of the whole trajectory's outcome against that outcome
+    (with ``gamma = lam = 1`` the return there is the trajectory's reward, T1 §4.5). A trial split into
+    several TITO chunks, or compacted, still counts once, so long trajectories do not weigh more than short
+    ones, which they do per token. Figure 7 of the paper reports one EV per step without saying which; both
+    are kept.
+
+    Args:
+        samples: the batch; each has ``loss_mask`` ``[T]``, ``trial_id`` and ``chunk_index``.
+        values: float ``[T]`` per sample, the critic's values (pre- or post-update).
+        returns: float ``[T]`` per sample, the GAE returns (0 at masked positions).
+
+    Returns:
+        ``(ev_token, ev_trajectory)``; each is ``nan`` where undefined (returns without variance, or fewer
+        than two trials for the trajectory value).
+
+    Raises:
+        ValueError: the three sequences differ in length.
+    """
+    if not len(samples) == len(values) == len(returns):
+        raise ValueError(
+            f"explained_variances needs one values and one returns array per sample, got {len(samples)} "
+            f"samples, {len(values)} values, {len(returns)} returns"
+        )
+    masks = [np.asarray(s.loss_mask).astype(bool) for s in samples]
+    v_tok = np.concatenate([np.asarray(v)[m] for v, m in zip(values, masks, strict=True)])
+    r_tok = np.concatenate([np.asarray(r)[m] for r, m in zip(returns, masks, strict=True)])
+    ev_token = explained_variance(torch.as_tensor(v_tok), torch.as_tensor(r_tok), torch.ones(v_tok.shape[0]))
+    first: dict[str, tuple[int, float, float]] = {}  # trial -> (chunk, V(s_0), R_0)
+    for s, v, r, m in zip(samples, values, returns, masks, strict=True):
+        pos = np.flatnonzero(m)
+        chunk = int(getattr(s, "chunk_index", 0))
+        key = str(s.trial_id)
+        if pos.size and (key not in first or chunk < first[key][0]):
+            first[key] = (chunk, float(np.asarray(v)[pos[0]]), float(np.asarray(r)[pos[0]]))
+    if len(first) < 2:
+        return ev_token, float("nan")
+    v_traj = torch.tensor([f[1] for f in first.values()], dtype=torch.float64)
+    r_traj = torch.tensor([f[2] for f in first.values()], dtype=torch.float64)
+    return ev_token, explained_variance(v_traj, r_traj, torch.ones(len(first)))
+
+
 def grpo_advantages(
     group_rewards: Sequence[Sequence[float]] | Sequence[np.ndarray],
     *,
@@ -262,8 +312,9 @@ def grpo_advantages(
     ``normalize_std`` is false. Every loss token of trajectory ``i`` receives ``A_i``.
 
     T1 does not use this estimator (T1 §9: GRPO on T1-15k under the same harness stayed flat; with one sample
-    per task there is no group, and T1 §5.2 keeps the critic as the only baseline). A group of one gets
-    advantage 0 (no signal), which is exactly why it fails in T1's one-sample-per-task regime.
+    per task there is no group, and T1 §5.2 keeps the critic as the only baseline). A group of one, and any
+    group whose rewards are all equal (all fail or all succeed, the long-horizon case T1 §9 names), gets
+    advantage exactly 0: such a group contributes no gradient.
 
     Args:
         group_rewards: per group, the scalar rewards of its trajectories.
@@ -276,8 +327,12 @@ def grpo_advantages(
     out: list[np.ndarray] = []
     for group in group_rewards:
         r = np.asarray(group, dtype=np.float64)
-        a = r - r.mean() if r.size else r
-        if normalize_std and r.size:
+        if r.size == 0 or bool(np.all(r == r[0])):
+            # identical rewards: exactly 0, not the rounding of r - mean(r) divided by eps (T1 §9)
+            out.append(np.zeros_like(r))
+            continue
+        a = r - r.mean()
+        if normalize_std:
             a = a / (r.std() + eps)
         out.append(a)
     return out

@@ -12,11 +12,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from t1_spec import GAEAdvantageSpec, PPOSpec
 from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
-from t1_trainer.algorithms import explained_variance
+from t1_trainer.algorithms import explained_variances
 from t1_trainer.base import TrainerBackend
 from t1_trainer.samples import TrainSample, check_sample
 
@@ -29,13 +28,20 @@ StepMetrics = dict[str, Any]
 def _ev_metrics(
     samples: Sequence[TrainSample], values: Sequence[np.ndarray], rets: Sequence[np.ndarray]
 ) -> StepMetrics:
-    """Critic explained variance (T1 Eq. 19, verl's definition) and means over the batch's loss tokens."""
+    """Pre-update explained variance (T1 Eq. 19) per token and per trajectory, and the loss-token means.
+
+    ``critic/explained_variance`` keeps its meaning (verl's ``critic/vf_explained_var``: pre-update values
+    against the returns over every loss token) and equals ``critic/ev_token_pre``;
+    ``critic/ev_trajectory_pre`` takes one point per trial (`t1_trainer.algorithms.explained_variances`).
+    """
     masks = [np.asarray(s.loss_mask).astype(bool) for s in samples]
     v_cat = np.concatenate([v[m] for v, m in zip(values, masks, strict=True)])
     r_cat = np.concatenate([r[m] for r, m in zip(rets, masks, strict=True)])
-    ev = explained_variance(torch.as_tensor(v_cat), torch.as_tensor(r_cat), torch.ones(v_cat.shape[0]))
+    ev_token, ev_trajectory = explained_variances(samples, values, rets)
     return {
-        "critic/explained_variance": ev,
+        "critic/explained_variance": ev_token,
+        "critic/ev_token_pre": ev_token,
+        "critic/ev_trajectory_pre": ev_trajectory,
         "critic/value_mean": float(v_cat.mean()),
         "critic/return_mean": float(r_cat.mean()),
     }
@@ -57,10 +63,14 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     Returns:
         Metrics. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors`` (list of str),
         ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
-        ``trainer/step_time_s``. Critic (absent when the estimator uses no critic, as ``grpo``):
-        ``critic/explained_variance`` (pre-update values vs returns over loss tokens; nan when the returns
-        have no variance), ``critic/value_mean``, ``critic/return_mean``, and `TorchBackend.update_critic`'s
-        ``critic/*``. Actor:
+        ``trainer/step_time_s``. Estimator: ``grpo/*`` for ``grpo`` (groups, their sizes, the groups of
+        uniform reward, the largest per-group advantage mean; `GRPOEstimator.metrics`). Critic (absent when
+        the estimator uses no critic, as ``grpo``): ``critic/explained_variance`` (pre-update values vs
+        returns over loss tokens; nan when the returns have no variance), the same as
+        ``critic/ev_token_pre``, ``critic/ev_trajectory_pre`` (one point per trial: ``V(s_0)`` against its
+        return, `t1_trainer.algorithms.explained_variances`), ``critic/value_mean``, ``critic/return_mean``,
+        and `TorchBackend.update_critic`'s ``critic/*``, among them ``critic/ev_token_post`` and
+        ``critic/ev_trajectory_post`` (the updated critic's values against the same returns). Actor:
         `TorchBackend.update_actor`'s ``actor/*``, among them ``actor/logprob_gap_replay`` (mask-weighted mean
         ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on; every
         step) and, every ``trainer.logprob_gap_every`` steps from the first (the backend counts its actor
@@ -95,6 +105,7 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     advs, rets = estimator.compute(kept, values, ppo_spec.advantage)
     adv_cat = np.concatenate([a[m] for a, m in zip(advs, masks, strict=True)])
     metrics["trainer/advantage_mean"] = float(adv_cat.mean())
+    metrics.update(estimator.metrics(kept, advs))
     if values is not None:
         metrics.update(_ev_metrics(kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
@@ -117,8 +128,10 @@ def critic_warmup_step(
     otherwise. The critic never replays routing, so samples with unreplayable records are still used.
 
     Returns:
-        ``trainer/samples``, ``critic/explained_variance`` (before this update), ``critic/value_mean``,
-        ``critic/return_mean`` and `TorchBackend.update_critic`'s ``critic/*``.
+        ``trainer/samples``, ``critic/explained_variance`` (before this update; = ``critic/ev_token_pre``),
+        ``critic/ev_trajectory_pre``, ``critic/value_mean``, ``critic/return_mean`` and
+        `TorchBackend.update_critic`'s ``critic/*`` (with ``critic/ev_token_post`` and
+        ``critic/ev_trajectory_post``).
 
     Raises:
         SampleError: a sample's streams are inconsistent.
@@ -139,7 +152,8 @@ def critic_warmup(
     """Critic-only updates before any policy step (T1 §4.5: one epoch of warm-up, `003_*.txt`).
 
     Runs `critic_warmup_step` on each rollout batch the driver feeds; the driver decides what one epoch is
-    (T1: one pass over the warm-up pool).
+    (T1: one pass over the warm-up pool; `t1.run.loop.warmup_steps` rolls out enough batches to draw every
+    task of ``critic_warmup.pool`` ``critic_warmup.epochs`` times).
 
     Returns:
         Per batch, `critic_warmup_step`'s metrics.

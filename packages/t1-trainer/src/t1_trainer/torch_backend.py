@@ -24,7 +24,7 @@ from torch import nn
 
 from t1_policy import Critic, device_problem
 from t1_spec import ModelSpec, PPOSpec, Recipe
-from t1_trainer.algorithms import ppo_policy_loss, value_loss
+from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
@@ -221,7 +221,10 @@ class TorchBackend:
         Returns:
             ``critic/value_loss`` (first pass, i.e. at the pre-update critic), ``critic/value_loss_last``
             (last pass), ``critic/value_clip_fraction``, ``critic/grad_norm`` (mean over passes, before
-            clipping), ``critic/time_s``.
+            clipping), ``critic/ev_token_post`` and ``critic/ev_trajectory_post`` (explained variance, T1
+            Eq. 19, of the updated critic against the same returns, per loss token and per trial,
+            `t1_trainer.algorithms.explained_variances`; one extra no-grad critic forward per sample, timed in
+            ``critic/ev_post_time_s``), ``critic/time_s`` (all of it).
         """
         t0 = time.perf_counter()
         self.critic.train()
@@ -249,10 +252,15 @@ class TorchBackend:
             if epoch == 0:
                 first = {"critic/value_loss": total, "critic/value_clip_fraction": clipped / max(n_tok, 1.0)}
             last_loss = total
+        t_post = time.perf_counter()
+        ev_token_post, ev_trajectory_post = explained_variances(samples, self.values(samples), returns)
         return {
             **first,
             "critic/value_loss_last": last_loss,
             "critic/grad_norm": float(np.mean(norms)),
+            "critic/ev_token_post": ev_token_post,
+            "critic/ev_trajectory_post": ev_trajectory_post,
+            "critic/ev_post_time_s": time.perf_counter() - t_post,
             "critic/time_s": time.perf_counter() - t0,
         }
 

@@ -1,7 +1,7 @@
 """The ``t1`` command line: one verb per user task.
 
-Sub-commands live in their own modules (``cli_recipe``, ``cli_plan``, ``cli_tasks``, ``cli_train``) and are
-mounted here.
+Sub-commands live in their own modules (``cli_recipe``, ``cli_plan``, ``cli_tasks``, ``cli_train``,
+``cli_eval``, ``cli_plot``) and are mounted here.
 
 Exit codes (every verb):
     0: success (a plan fits, a recipe validates, a run finished).
@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import typer
 
-from t1 import cli_eval, cli_plan, cli_recipe, cli_tasks, cli_tasks_checks, cli_train  # noqa: F401 - registers
+from t1 import (  # noqa: F401 - registers
+    cli_eval,
+    cli_plan,
+    cli_plot,
+    cli_recipe,
+    cli_sft,
+    cli_tasks,
+    cli_tasks_checks,
+    cli_train,
+)
 
 app = typer.Typer(
     name="t1",
@@ -27,6 +36,8 @@ app.add_typer(cli_plan.app, name="plan")
 app.add_typer(cli_tasks.app, name="tasks")  # cli_tasks_checks adds audit and overlap to it
 cli_train.register(app)
 cli_eval.register(app)
+cli_sft.register(app)
+cli_plot.register(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,17 +1,29 @@
-"""What a run prints: one line per trial, the per-step table, progress lines.
+"""What a run prints: one line per trial, the per-step table, progress lines and bars.
 
 Only presentation lives here; every figure comes from the step's metrics row (``metrics.jsonl``), so what the
-table shows is what the run directory records.
+table shows is what the run directory records. On a terminal, `RunProgress` keeps two bars with an ETA at the
+bottom (the steps of the current phase and the trials of the current step); piped to a file, nothing but the
+lines and the table is printed.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 COLUMNS = (
@@ -132,3 +144,75 @@ def print_notes(console: Console, recipe: Any, verdict: Any) -> None:
         console.print(f"  [yellow]note[/] {advisory.field}: {escape(advisory.message)}", highlight=False)
     for note in verdict.notes:
         console.print(f"  [dim]note {escape(note)}[/]", highlight=False, soft_wrap=True)
+
+
+class RunProgress:
+    """Progress bars with ETA for a run: the steps of the current phase and the trials of the current step.
+
+    Shown only when ``console`` is an interactive terminal (not dumb); otherwise every method does nothing
+    and nothing is printed, so a log piped to a file holds the trial lines and the step table only. The bars
+    are transient: they stay at the bottom while the run prints above them and vanish when it ends. The ETA
+    is rich's estimate from the rate of the steps (trials) completed so far.
+
+    Use it as a context manager around the run; `phase` opens the steps bar (``critic warm-up``, ``PPO``),
+    `trials` the trials bar of a step, `trial_done` advances it (pass it to
+    `t1_rollout.scheduler.collect_batch` as ``on_trial_done``) and `step_done` advances the steps bar.
+
+    Args:
+        console: the run's console.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.enabled = console.is_terminal and not console.is_dumb_terminal
+        self._progress = Progress(
+            TextColumn("{task.description:<18}"),
+            BarColumn(bar_width=30),
+            MofNCompleteColumn(),
+            TextColumn("elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=not self.enabled,
+        )
+        self._steps: TaskID | None = None
+        self._trials: TaskID | None = None
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._progress.stop()
+
+    def phase(self, description: str, total: int) -> None:
+        """Open the steps bar of a phase (``critic warm-up``, ``PPO``) of ``total`` steps, replacing any."""
+        if self._steps is not None:
+            self._progress.remove_task(self._steps)
+        self._steps = self._progress.add_task(description, total=total)
+
+    def step_done(self) -> None:
+        """One step of the current phase is done: advance the steps bar and drop the step's trials bar."""
+        if self._steps is not None:
+            self._progress.advance(self._steps)
+        if self._trials is not None:
+            self._progress.remove_task(self._trials)
+            self._trials = None
+
+    def trials(self, label: str, total: int) -> None:
+        """Open the trials bar of step ``label`` with ``total`` launched trials, replacing the last."""
+        if self._trials is not None:
+            self._progress.remove_task(self._trials)
+        self._trials = self._progress.add_task(f"{label} trials", total=total)
+
+    def refresh(self) -> None:
+        """Redraw the bars now (they also redraw on their own, ten times a second)."""
+        self._progress.refresh()
+
+    def trial_done(self, record: Any) -> None:
+        """A trial of the current step ended (its ``TrialRecord``, unused): advance the trials bar."""
+        if self._trials is not None:
+            self._progress.advance(self._trials)

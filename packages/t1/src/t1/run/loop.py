@@ -67,21 +67,27 @@ def trial_seed(seed: int, label: str, launch_index: int) -> int:
 def planned_steps(recipe: Recipe, pool_size: int) -> int:
     """PPO steps: ``ppo.steps``, or what ``ppo.epochs`` passes over the pool take, whichever is fewer.
 
-    A pass counts the tasks drawn, ``rollout.launched`` per step: a cancelled trial used up its task's turn in
-    the epoch (the oversampling tail is lost signal, T1 §10), as in the task stream itself. Only whole steps
-    that fit in ``epochs`` passes run (floor), so no step reaches into a pass beyond them; the tasks left over
-    at the end are not drawn.
+    A pass counts the tasks drawn, ``rollout.launched / ppo.samples_per_task`` per step (a group of trials
+    per task): a cancelled trial used up its task's turn in the epoch (the oversampling tail is lost signal,
+    T1 §10), as in the task stream itself. Only whole steps that fit in ``epochs`` passes run (floor), so no
+    step reaches into a pass beyond them; the tasks left over at the end are not drawn.
     """
-    by_epochs = pool_size * recipe.ppo.epochs // recipe.rollout.launched
+    by_epochs = pool_size * recipe.ppo.epochs // _tasks_per_step(recipe)
     return by_epochs if recipe.ppo.steps is None else min(recipe.ppo.steps, by_epochs)
 
 
 def warmup_steps(recipe: Recipe, pool_size: int) -> int:
     """Critic warm-up steps: launched trials enough to cover the warm-up pool ``critic_warmup.epochs`` times.
 
-    Rounded up, so every task of the warm-up pool is drawn in each warm-up epoch (T1 §4.5).
+    Rounded up, so every task of the warm-up pool is drawn in each warm-up epoch (T1 §4.5); a step draws
+    ``rollout.launched / ppo.samples_per_task`` tasks.
     """
-    return -(-pool_size * recipe.critic_warmup.epochs // recipe.rollout.launched)
+    return -(-pool_size * recipe.critic_warmup.epochs // _tasks_per_step(recipe))
+
+
+def _tasks_per_step(recipe: Recipe) -> int:
+    """Tasks one step draws: ``rollout.launched`` trials in groups of ``ppo.samples_per_task``."""
+    return max(1, recipe.rollout.launched // recipe.ppo.samples_per_task)
 
 
 class Run:
@@ -113,6 +119,7 @@ class Run:
         self.preflight = preflight(recipe)
         out.print_notes(self.console, recipe, self.preflight)
         refuse_unless_ok(self.preflight)
+        self.progress = out.RunProgress(self.console)  # bars on a terminal only
         self.rundir: RunDir | None = None
         self.parts: Components | None = None
 
@@ -141,7 +148,9 @@ class Run:
         self.parts = build(self.recipe)
         r = self.recipe
         try:
-            self.rundir = RunDir.create(Path(r.logging.run_root), r.name, self.resolved)
+            self.rundir = RunDir.create(
+                Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
+            )
         except OSError as exc:
             raise ValueError(
                 f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
@@ -151,7 +160,8 @@ class Run:
         # "running" until the end: a run killed outright (SIGKILL, power loss) still says it did not finish
         self.rundir.write_status("running", 0, None)
         try:
-            self._run_steps(summary)
+            with self.progress:
+                self._run_steps(summary)
         except KeyboardInterrupt:
             with deferred_signals():  # a second signal must not leave the status at "running"
                 reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's handler records none
@@ -183,6 +193,7 @@ class Run:
         if r.critic_warmup.enabled:
             warm = warmup_steps(r, len(parts.warmup_pool))
             stream = StepTasks.from_spec(parts.warmup_pool, parts.warmup_pool_spec)
+            self.progress.phase("critic warm-up", warm)
             for w in range(warm):
                 t0 = time.monotonic()
                 row = self._step("critic_warmup", w, stream)
@@ -194,6 +205,7 @@ class Run:
 
         stream = StepTasks.from_spec(parts.pool, r.pool)
         every = r.trainer.checkpoint_every
+        self.progress.phase("PPO steps", steps)
         for step in range(steps):
             self.stop.check()
             row = self._step("ppo", step, stream)
@@ -296,6 +308,7 @@ class Run:
         row.update(_plain(train_metrics))
         row["wall_s"] = {**wall, "step": time.monotonic() - t_step}
         self.rundir.append_metrics(row)
+        self.progress.step_done()
         return row
 
     async def _rollout(self, stream: Any, label: str) -> Any:
@@ -322,6 +335,7 @@ class Run:
                     reward_spec=self.recipe.reward,
                     out_dir=self.rundir.verifier_dir,
                     record=record,
+                    validated=parts.validated.get(task.id),
                 )
             finally:
                 self.rundir.write_trajectory(label, record.trial_id, record.to_json())
@@ -329,7 +343,8 @@ class Run:
             out.print_trial(self.console, label, rec)
             return rec
 
-        batch = await collect_batch(stream, run_one, parts.scheduler)
+        self.progress.trials(label, parts.scheduler.launched)
+        batch = await collect_batch(stream, run_one, parts.scheduler, on_trial_done=self.progress.trial_done)
         for rec in batch.cancelled:  # cancelled before they started never reached run_one
             if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())

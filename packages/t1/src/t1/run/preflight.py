@@ -19,6 +19,7 @@ notes, printed by validate and train alike, so no setting is ignored silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from t1.run.pools import pool_problems, run_root_problem
 from t1_spec import Recipe, Registry
@@ -90,15 +91,7 @@ def backend_kinds(recipe: Recipe) -> dict[str, str]:
 def loop_problems(recipe: Recipe) -> list[str]:
     """Settings of ``recipe`` that the run loop itself does not implement yet, one line each."""
     problems = []
-    if recipe.model.init != "random":
-        problems.append(
-            f"model.init '{recipe.model.init}': loading a checkpoint is not built yet (use 'random')"
-        )
     problems += evaluation_problems(recipe)
-    if recipe.logging.tensorboard:
-        problems.append(
-            "logging.tensorboard: not built yet; metrics.jsonl holds every metric (set it to false)"
-        )
     if recipe.pool.category_mix:
         problems.append(
             "pool.category_mix: re-weighting the pool by category is not built yet (set it to null)"
@@ -108,10 +101,12 @@ def loop_problems(recipe: Recipe) -> list[str]:
             "trainer.checkpoint_optimizer: saving optimizer state is not built yet; checkpoints hold the "
             "actor and critic weights only, as in the paper (T1 §7) (set it to false)"
         )
-    if recipe.ppo.samples_per_task != 1:
+    g, launched = recipe.ppo.samples_per_task, recipe.rollout.launched
+    if launched % g:
         problems.append(
-            f"ppo.samples_per_task {recipe.ppo.samples_per_task}: group sampling (GRPO groups) is not built "
-            "into the embedded loop yet; the paper's PPO uses one sample per task (T1 §5.2)"
+            f"rollout.launched {launched}: not a multiple of ppo.samples_per_task {g}; the scheduler "
+            f"launches whole groups of {g} trials per task (launched / {g} tasks a step), so set it to "
+            f"{max(g, launched // g * g)} or {(launched // g + 1) * g}"
         )
     return problems
 
@@ -218,6 +213,28 @@ def eval_overlap_problems(recipe: Recipe) -> list[str]:
     ]
 
 
+def checkpoint_problem(recipe: Recipe) -> str | None:
+    """Why ``model.checkpoint`` has no actor weights to load; ``None`` when it has (or with ``init: random``).
+
+    A checkpoint that the recipe's own ``sft`` section writes gets the command that writes it.
+    """
+    m = recipe.model
+    if m.init != "checkpoint" or m.checkpoint is None:
+        return None
+    from t1_trainer.checkpoint import actor_weights_path
+
+    try:
+        actor_weights_path(m.checkpoint)
+    except FileNotFoundError as exc:
+        line = f"model.checkpoint {m.checkpoint!r}: {' '.join(str(exc).split())}"
+        sft = recipe.sft
+        out = None if sft is None else (sft.output or f"{recipe.logging.run_root}/{recipe.name}-sft")
+        if out is not None and Path(out).resolve() == Path(m.checkpoint).resolve():
+            line += "; the recipe's sft section writes it: run `t1 sft RECIPE` first"
+        return line
+    return None
+
+
 def capacity_problem(recipe: Recipe) -> str | None:
     """The capacity model's refusal of the recipe's plan (T1 §7.1, Eq. 21), or ``None`` when it fits."""
     from t1_capacity import admit_recipe
@@ -247,6 +264,9 @@ def preflight(recipe: Recipe) -> Preflight:
     if refused is not None:
         problems.append(refused)
     invalid = pool_problems(recipe)
+    missing = checkpoint_problem(recipe)
+    if missing is not None:
+        invalid.append(missing)
     unwritable = run_root_problem(recipe)
     if unwritable is not None:
         invalid.append(unwritable)

@@ -11,6 +11,7 @@ Layout::
                                  test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
         weights/actor.safetensors, weights/critic.safetensors   the final weights
         checkpoints/step-NNNN/weights/   the same, every trainer.checkpoint_every PPO steps
+        tensorboard/             TensorBoard event files of the same rows (logging.tensorboard: true)
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from t1.run.tensorboard import TensorBoardLog
 
 
 @dataclass(frozen=True)
@@ -32,18 +36,24 @@ class RunDir:
 
     Attributes:
         root: the run's directory.
+        tensorboard: the event-file writer every metrics row also goes to, or None (no event files).
     """
 
     root: Path
+    tensorboard: TensorBoardLog | None = None
 
     @classmethod
-    def create(cls, run_root: Path, name: str, resolved_recipe: dict[str, Any]) -> RunDir:
+    def create(
+        cls, run_root: Path, name: str, resolved_recipe: dict[str, Any], *, tensorboard: bool = False
+    ) -> RunDir:
         """Create a fresh run directory and write the resolved recipe into it.
 
         Args:
             run_root: the parent folder (the recipe's ``logging.run_root``).
             name: the recipe's name.
             resolved_recipe: the recipe as plain data, defaults included.
+            tensorboard: also write every metrics row as TensorBoard scalars into ``tensorboard/`` (the
+                recipe's ``logging.tensorboard``; `t1.run.tensorboard.TensorBoardLog`).
 
         Returns:
             The new :class:`RunDir`.
@@ -60,7 +70,11 @@ class RunDir:
         (root / "recipe.yaml").write_text(text)
         for sub in ("trajectories", "verifier"):  # weights/ appears with the final weights only
             (root / sub).mkdir()
-        return cls(root)
+        if not tensorboard:
+            return cls(root)
+        from t1.run.tensorboard import TensorBoardLog
+
+        return cls(root, TensorBoardLog(root / "tensorboard"))
 
     @property
     def metrics_path(self) -> Path:
@@ -78,9 +92,16 @@ class RunDir:
         return self.root / "weights"
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one step's metrics as a strict JSON line (NaN and infinities become ``null``)."""
+        """Append one step's metrics as a strict JSON line (NaN and infinities become ``null``).
+
+        With a `tensorboard` writer, the same row (as written, after the JSON round trip) also becomes one
+        TensorBoard event of its scalars at its ``step``.
+        """
+        line = json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False)
         with self.metrics_path.open("a") as fh:
-            fh.write(json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False) + "\n")
+            fh.write(line + "\n")
+        if self.tensorboard is not None:
+            self.tensorboard.add_row(json.loads(line))
 
     def write_status(self, status: str, steps: int, message: str | None) -> None:
         """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done."""

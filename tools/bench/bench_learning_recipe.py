@@ -1,0 +1,133 @@
+"""Benchmark: does the learning recipe's mean reward rise? `t1 sft`, `t1 train`, and a shuffled control.
+
+Run (from the repository root; the full run takes over an hour on two cores):
+
+    uv run python tools/bench/bench_learning_recipe.py [--recipe recipes/tiny-learn.yaml] [--skip-sft]
+        [--steps N] [--no-control] [overrides ...]
+
+1. ``t1 sft RECIPE --overwrite`` (unless ``--skip-sft`` and the SFT weights exist), printing its first and
+   last cross-entropy.
+2. ``t1 train RECIPE`` in this process (`t1.run.Run`), reading the per-step ``reward_mean`` of the PPO rows
+   of ``metrics.jsonl``.
+3. The control: the same run with the rewards of each PPO batch permuted across its trials before the update
+   (so the reward no longer belongs to the trajectory that earned it, and its mean is unchanged). The
+   permutation wraps `t1_trainer.step.ppo_step`, the function the loop calls for every PPO update, inside
+   this process only; the loop has no hook of its own for it. The reward a step reports is the rollout's,
+   measured before the update, so the curve shows what the updated policy earns next.
+
+Printed per arm: the reward over the first and the last 3 PPO steps, the OLS slope per step with its t
+statistic and two-sided p (normal approximation, `bench_learning.trend`), and the wall time. The last line is
+one JSON object. Nothing asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_learning import trend  # noqa: E402 - the sibling benchmark's trend test
+
+
+def shuffled_ppo_step(seed: int) -> Any:
+    """A `t1_trainer.step.ppo_step` that permutes the batch's rewards across trials before updating."""
+    from t1_trainer import step
+
+    original = step.ppo_step
+    rng = random.Random(seed)
+
+    def shuffled(backend: Any, samples: Any, ppo_spec: Any) -> Any:
+        trials = sorted({s.trial_id for s in samples})
+        rewards = {t: next(s.reward for s in samples if s.trial_id == t) for t in trials}
+        moved = list(rewards.values())
+        rng.shuffle(moved)
+        new = dict(zip(trials, moved, strict=True))
+        for s in samples:
+            s.reward = new[s.trial_id]
+        return original(backend, samples, ppo_spec)
+
+    return original, shuffled
+
+
+def train(recipe: Path, overrides: list[str], *, control: bool, seed: int) -> dict[str, Any]:
+    """One ``t1 train`` in this process; the PPO steps' mean rewards and the wall time."""
+    from t1.run import Run
+    from t1_spec import load_recipe
+    from t1_trainer import step
+
+    spec = load_recipe(recipe, overrides)
+    original, shuffled = shuffled_ppo_step(seed)
+    t0 = time.perf_counter()
+    if control:
+        step.ppo_step = shuffled
+    try:
+        run = Run(spec, spec.model_dump(mode="json", by_alias=True))
+        run.run()
+    finally:
+        step.ppo_step = original
+    rows = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rewards = [r.get("reward_mean") for r in rows if r.get("phase", "ppo") == "ppo"]
+    curve = [float(x) for x in rewards if x is not None]
+    return {"run_dir": str(run.run_dir), "reward": curve, "wall_s": time.perf_counter() - t0}
+
+
+def figures(curve: list[float], window: int = 3) -> dict[str, Any]:
+    """Start, end and trend of a reward curve."""
+    if len(curve) < 3:
+        return {"steps": len(curve), "reward": curve}
+    return {
+        "steps": len(curve),
+        "start": sum(curve[:window]) / window,
+        "end": sum(curve[-window:]) / window,
+        **trend(curve),
+        "reward": curve,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-learn.yaml")
+    ap.add_argument("--skip-sft", action="store_true", help="reuse existing SFT weights")
+    ap.add_argument("--steps", type=int, default=None, help="override ppo.steps")
+    ap.add_argument("--no-control", action="store_true", help="skip the shuffled-reward control")
+    ap.add_argument("overrides", nargs="*", help="dotlist overrides for both phases")
+    args = ap.parse_args(argv)
+    overrides = list(args.overrides) + ([f"ppo.steps={args.steps}"] if args.steps else [])
+    out: dict[str, Any] = {"bench": "learning_recipe", "recipe": str(args.recipe)}
+    from t1.run.sft import sft_output
+    from t1_spec import load_recipe
+
+    weights = sft_output(load_recipe(args.recipe, overrides)) / "weights" / "actor.safetensors"
+    if not (args.skip_sft and weights.is_file()):
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "t1.cli", "sft", str(args.recipe), *overrides, "--overwrite", "--quiet"]
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        out["sft_wall_s"] = time.perf_counter() - t0
+    summary = json.loads((weights.parent.parent / "summary.json").read_text())
+    out["sft"] = {k: summary[k] for k in ("epochs", "loss_first", "loss_last", "token_accuracy_last")}
+    print(f"sft: loss {summary['loss_first']:.3f} -> {summary['loss_last']:.3f}", file=sys.stderr)
+    arms = [("learn", False)] + ([] if args.no_control else [("shuffled", True)])
+    for name, control in arms:
+        res = train(args.recipe, overrides, control=control, seed=0)
+        fig = figures(res["reward"])
+        fig["wall_s"], fig["run_dir"] = res["wall_s"], res["run_dir"]
+        out[name] = fig
+        if "start" in fig:
+            print(
+                f"{name:<8} reward {fig['start']:.4f} -> {fig['end']:.4f} over {fig['steps']} steps; slope "
+                f"{fig['slope']:+.5f}/step, t {fig['t']:.2f}, p {fig['p']:.2g}; {fig['wall_s']:.0f} s",
+                file=sys.stderr,
+            )
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
