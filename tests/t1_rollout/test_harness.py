@@ -95,8 +95,11 @@ async def test_prompts_are_strict_prefix_extensions_and_stitch_without_drift(tit
     assert len(ep.turns) == 4
     assert ep.parse_failures == 1
     for prev, nxt in zip(ep.turns, ep.turns[1:], strict=False):
-        full = prev.prompt_ids + prev.output_ids
-        assert nxt.prompt_ids[: len(full)] == full  # TITO strict case (T1 §4.1)
+        full = prev.prompt_ids.tolist() + prev.output_ids.tolist()  # the harness hands arrays
+        assert nxt.prompt_ids[: len(full)].tolist() == full  # TITO strict case (T1 §4.1)
+        # one append-only buffer: the next prompt's head is the very memory of the previous prompt, so the
+        # stitcher recognises the shared prefix without comparing it (linear-time stitching)
+        assert isinstance(nxt.prompt_ids, np.ndarray) and np.shares_memory(prev.prompt_ids, nxt.prompt_ids)
     # the harness asks the engine only for rows it has not seen yet
     starts = [s for _, s in engine.calls]
     assert starts[0] == 0 and all(b > a for a, b in zip(starts, starts[1:], strict=False))

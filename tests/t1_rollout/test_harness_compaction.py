@@ -123,11 +123,11 @@ async def test_the_agent_summarises_in_a_turn_of_its_own_and_continues_in_a_new_
     assert attempt.succeeded and attempt.cause is None and attempt.turn_index == 1 == ep.summary_turns[0]
     first, summary_turn, after = ep.turns[0], ep.turns[1], ep.turns[2]
     # the summary request extends the first chunk (strict prefix), and the summary is what was sampled
-    assert summary_turn.prompt_ids[: len(first.prompt_ids) + len(first.output_ids)] == [
-        *first.prompt_ids,
-        *first.output_ids,
+    assert summary_turn.prompt_ids[: len(first.prompt_ids) + len(first.output_ids)].tolist() == [
+        *first.prompt_ids.tolist(),
+        *first.output_ids.tolist(),
     ]
-    assert tito.tokenizer.decode(summary_turn.output_ids[:-1]) == SUMMARY
+    assert tito.tokenizer.decode(summary_turn.output_ids[:-1].tolist()) == SUMMARY
     # the trigger was the next prompt, the summary request's prompt minus the request
     assert threshold <= attempt.tokens_before < len(summary_turn.prompt_ids)
     # the history is replaced: the task and the summary, not the earlier observation

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from t1_rollout.actions import ActionParseError, parse_action, truncate_output
 from t1_rollout.compaction import (
     MIN_SAMPLE_TOKENS,
@@ -39,7 +41,7 @@ from t1_rollout.compaction import (
 from t1_rollout.engine.base import Engine, Generation, SamplingParams
 from t1_rollout.sandbox.base import ShellDied
 from t1_spec import RolloutSpec
-from t1_tito import TitoSession, Turn
+from t1_tito import PromptBuffer, TitoSession, Turn
 
 SYSTEM_PROMPT = """You are an AI agent working in a Linux terminal to complete a task.
 Each turn, answer with exactly one JSON object and nothing else:
@@ -196,7 +198,10 @@ async def run_episode(
     episode = episode if episode is not None else Episode()
     terminal_state = await shell.send("", duration_s=0.2, max_wait_s=1.0)
     episode.messages = initial_messages(instruction, terminal_state)
-    prompt_ids = tito.start(episode.messages)
+    # prompts are views of one append-only buffer: each turn hands the stitcher arrays whose shared prefix
+    # needs no comparison, so stitching costs linear time in tokens (T1 §4.1)
+    buffer = PromptBuffer(tito.start(episode.messages))
+    prompt_ids = buffer.view()
     rows_covered = 0
     pending_complete = False
     starts_chunk = False
@@ -238,7 +243,7 @@ async def run_episode(
         if shell_dead:
             episode.finish = "shell_died"
             break
-        next_ids = tito.next_prompt(prompt_ids, gen.output_ids, [new_message])
+        next_ids = buffer.extend(tito.next_prompt((), gen.output_ids, [new_message]))
         compact = config.compaction is not None and len(next_ids) >= config.compaction.threshold_tokens
         if compact and episode.agent_turns < config.max_turns:  # no summary when no turn would read it
             compacted = await _compact(
@@ -257,7 +262,8 @@ async def run_episode(
             if compacted is None:
                 episode.finish = "compaction_failed"
                 break
-            next_ids, rows_covered, starts_chunk = compacted, 0, True
+            buffer = PromptBuffer(compacted)  # the compacted history starts a new chunk
+            next_ids, rows_covered, starts_chunk = buffer.view(), 0, True
         prompt_ids = next_ids
     episode.agent_time_s = time.monotonic() - start
     return episode
@@ -266,7 +272,7 @@ async def run_episode(
 async def _sample(
     engine: Engine,
     tito: TitoSession,
-    prompt_ids: list[int],
+    prompt_ids: np.ndarray,
     sampling: SamplingParams,
     max_new_tokens: int,
     rows_covered: int,
@@ -289,14 +295,16 @@ async def _sample(
     )
     t0 = time.monotonic()
     try:
-        gen = await engine.generate(prompt_ids, turn_sampling, routed_experts_start_len=rows_covered)
+        gen = await engine.generate(
+            prompt_ids.tolist(), turn_sampling, routed_experts_start_len=rows_covered
+        )  # engines take SGLang's list of ids
     finally:
         episode.generate_time_s += time.monotonic() - t0
     episode.turns.append(
         Turn(
-            prompt_ids=list(prompt_ids),
-            output_ids=list(gen.output_ids),
-            output_logprobs=list(gen.output_logprobs),
+            prompt_ids=prompt_ids,  # a view of the episode's buffer, never written again
+            output_ids=np.asarray(gen.output_ids, dtype=np.int64),
+            output_logprobs=np.asarray(gen.output_logprobs, dtype=np.float64),
             routed_experts=gen.routed_experts,
             routed_experts_start_len=gen.routed_experts_start_len,
             policy_version=gen.weight_version,
@@ -322,7 +330,7 @@ async def _compact(
     config: HarnessConfig,
     episode: Episode,
     *,
-    prompt_ids: list[int],
+    prompt_ids: np.ndarray,
     output_ids: list[int],
     new_message: dict[str, str],
     tokens_before: int,
@@ -342,7 +350,9 @@ async def _compact(
     assert cfg is not None  # the caller checked
     index = len(episode.turns)
     request = summary_request(tokens_before, config.context_tokens, cfg.summary_max_tokens)
-    summary_prompt = tito.next_prompt(prompt_ids, output_ids, [new_message, request])
+    summary_prompt = np.concatenate(
+        [prompt_ids, np.asarray(tito.next_prompt((), output_ids, [new_message, request]), dtype=np.int64)]
+    )
     episode.messages.append(request)
 
     def failed(cause: CompactionCause, detail: str, sampled: int) -> None:

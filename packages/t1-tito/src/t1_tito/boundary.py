@@ -25,6 +25,7 @@ __all__ = [
     "retokenized_span",
     "routing_start_len",
     "strict_prefix",
+    "data_start",
 ]
 
 CaseKind = Literal["strict", "normalized", "retokenized", "split", "forced_split"]
@@ -65,30 +66,37 @@ def common_prefix_len(x: np.ndarray, y: np.ndarray) -> int:
     return first if differ[first] else n
 
 
-def strict_prefix(prompt: np.ndarray, output: np.ndarray, next_prompt: np.ndarray) -> bool:
+def strict_prefix(
+    prompt: np.ndarray, output: np.ndarray, next_prompt: np.ndarray, *, same_start: bool | None = None
+) -> bool:
     """Whether T_i = prompt || output is a bit-exact prefix of ``next_prompt`` (T1 §4.1, case 1).
 
     Compares ``next_prompt[:len(prompt)]`` with ``prompt`` and the following ids with ``output``, without
     building T_i: memory-speed, and for a boundary TITO built (`TitoSession`) the only test that runs. When
-    ``next_prompt[:len(prompt)]`` is a view of the very memory ``prompt`` is (prompts held in one append-only
-    buffer, `PromptBuffer`), that part is equal without a comparison, so only the sampled ids are compared.
+    both prompts start at the very same element (prompts held in one append-only buffer, `PromptBuffer`),
+    ``next_prompt[:len(prompt)]`` is ``prompt``'s own memory and equal without a comparison, so only the
+    sampled ids are compared.
+
+    Args:
+        prompt: p_i, 1-D integer ``[len(p_i)]``.
+        output: a_i, 1-D integer ``[len(a_i)]``.
+        next_prompt: p_(i+1), 1-D integer.
+        same_start: whether the two prompts start at the same element (`data_start` equal); None computes
+            it here. A caller that stitches many turns passes it, having taken each prompt's start once.
     """
     n_p, n = prompt.shape[0], prompt.shape[0] + output.shape[0]
     if next_prompt.shape[0] < n:
         return False
-    head = next_prompt[:n_p]
-    return (_same_memory(head, prompt) or bool((head == prompt).all())) and bool(
+    if same_start is None:
+        same_start = data_start(prompt) == data_start(next_prompt)
+    return (same_start or bool((next_prompt[:n_p] == prompt).all())) and bool(
         (next_prompt[n_p:n] == output).all()
     )
 
 
-def _same_memory(x: np.ndarray, y: np.ndarray) -> bool:
-    """Whether two arrays are views of the very same elements (same address, dtype and stride)."""
-    return (
-        x.dtype == y.dtype
-        and x.strides == y.strides
-        and x.__array_interface__["data"][0] == y.__array_interface__["data"][0]
-    )
+def data_start(x: np.ndarray) -> tuple[int, str, tuple[int, ...]]:
+    """Where a 1-D array's elements start, with its dtype and strides: equal for two views of one memory."""
+    return x.__array_interface__["data"][0], x.dtype.str, x.strides
 
 
 def normalized_drop(

@@ -14,12 +14,14 @@ from t1_r3 import RoutingMismatchError, check_routing
 from t1_tito.audit import DriftAudit, audit_drift
 from t1_tito.boundary import (
     BoundaryCase,
+    data_start,
     differing_core,
     normalized_drop,
     retokenized_span,
     strict_prefix,
 )
 from t1_tito.sample import (
+    MAX_TOKEN_ID,
     ROUTING_DTYPES,
     InvalidTurnError,
     Sample,
@@ -68,13 +70,16 @@ class _Chunk:
     missing_turn: int | None = None  # a turn without routing after routed ones; only a full record heals it
     aligned: bool = True  # every boundary so far strict: stream positions = each turn's own positions
     versions: list[int] = field(default_factory=list)
+    part_where: list[str] = field(default_factory=list)  # which turn's ids each part is, for range errors
 
-    def append(self, context: np.ndarray, output: np.ndarray, logprobs: np.ndarray) -> None:
+    def append(self, context: np.ndarray, output: np.ndarray, logprobs: np.ndarray, where: str) -> None:
         if context.shape[0]:
             self.token_parts.append(context)
+            self.part_where.append(f"{where}: prompt_ids")
             self.length += context.shape[0]
         if output.shape[0]:
             self.token_parts.append(output)
+            self.part_where.append(f"{where}: output_ids")
             self.loss_spans.append((self.length, logprobs))
             self.length += output.shape[0]
 
@@ -151,10 +156,11 @@ def _classify(
     max_s: int,
     max_u: int,
     tokenizer: Tokenizer | None,
+    same_start: bool | None = None,
 ) -> BoundaryCase:
     """Try the cases in order up to ``level`` (0 strict, 1 normalized, 2 retokenized); else a split."""
     p, a = prev
-    if strict_prefix(p, a, prompt):
+    if strict_prefix(p, a, prompt, same_start=same_start):
         return BoundaryCase(turn_index, "strict", context_start=p.shape[0] + a.shape[0])
     if level >= 1:
         drop = normalized_drop(p, a, prompt, max_s=max_s, max_u=max_u, tokenizer=tokenizer)
@@ -193,11 +199,12 @@ def _repair_level(
     return level, int(max_s), int(max_u)  # type: ignore[arg-type]
 
 
-def _turn_arrays(turn: Turn, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A turn's prompt (type checked only), output (range checked) and log-probs, as arrays."""
+def _turn_arrays(turn: Turn, where: str, *, check_output: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A turn's prompt (type checked only), output (range checked if asked) and log-probs, as arrays."""
     prompt = as_id_array(turn.prompt_ids, f"{where}: prompt_ids")
     output = as_id_array(turn.output_ids, f"{where}: output_ids")
-    check_id_range(output, f"{where}: output_ids")
+    if check_output:
+        check_id_range(output, f"{where}: output_ids")
     if prompt.shape[0] == 0:
         raise StreamMisalignmentError(f"{where}: empty prompt_ids")
     logprobs = check_logprobs(turn.output_logprobs, f"{where}: output_logprobs")
@@ -302,15 +309,19 @@ def stitch(
     cases: list[BoundaryCase] = []
     prev: tuple[np.ndarray, np.ndarray] | None = None
     repaired = False  # a repaired boundary earlier in the current chunk
+    prev_start = None
     for i, turn in enumerate(turns):
         where = f"turn {i}"
-        prompt, output, logprobs = _turn_arrays(turn, where)
+        # strict-only stitching range-checks each chunk's ids in one pass when it closes (`_chunk_ids`);
+        # the repairs read ids through the tokenizer, so there every turn's ids are checked first
+        prompt, output, logprobs = _turn_arrays(turn, where, check_output=level > 0)
+        start = data_start(prompt)  # taken once per prompt: consecutive buffer views share their start
         case = None
         if prev is not None:
             if turn.starts_chunk:
                 case = BoundaryCase(i, "forced_split")
             else:
-                case = _classify(i, prev, prompt, level, max_s, max_u, tokenizer)
+                case = _classify(i, prev, prompt, level, max_s, max_u, tokenizer, start == prev_start)
             cases.append(case)
         if case is None or case.kind in ("split", "forced_split"):
             if case is not None:
@@ -318,13 +329,15 @@ def stitch(
                     tally.splits += 1
                 else:
                     tally.forced_splits += 1
-            check_id_range(prompt, f"{where}: prompt_ids")
+            if level > 0:
+                check_id_range(prompt, f"{where}: prompt_ids")
             chunks.append(_Chunk(first_turn=i))
             repaired = False
             context_start = 0
         else:
             context_start = case.context_start
-            check_id_range(prompt[context_start:], f"{where}: prompt_ids")
+            if level > 0:
+                check_id_range(prompt[context_start:], f"{where}: prompt_ids")
             if case.kind == "strict":
                 tally.strict_boundaries += 1
             else:
@@ -341,10 +354,10 @@ def stitch(
         if repaired:
             tally.affected_loss_tokens += output.shape[0]
         stream_start = chunk.length
-        chunk.append(prompt[context_start:], output, logprobs)
+        chunk.append(prompt[context_start:], output, logprobs, where)
         chunk.add_routing(turn, i, context_start, stream_start)
         chunk.versions.append(turn.policy_version)
-        prev = (prompt, output)
+        prev, prev_start = (prompt, output), start
 
     samples: list[Sample] = []
     dropped = 0
@@ -366,6 +379,27 @@ def stitch(
     )
 
 
+def _chunk_ids(chunk: _Chunk) -> np.ndarray:
+    """The chunk's ids as int32 ``[length]``, every one checked in ``[0, MAX_TOKEN_ID]`` first.
+
+    One reduction over the whole chunk when its parts share a signed dtype (viewed unsigned, a negative id
+    is above the bound too); otherwise, or when an id is out of range, part by part, so the error names the
+    turn and stream (`check_id_range`).
+
+    Raises:
+        InvalidTurnError: an id < 0 or > ``MAX_TOKEN_ID``.
+    """
+    parts = chunk.token_parts
+    dtype = parts[0].dtype
+    if dtype.kind == "i" and dtype.itemsize >= 4 and all(p.dtype == dtype for p in parts):
+        ids = np.concatenate(parts)
+        if ids.view(f"u{dtype.itemsize}").max() <= MAX_TOKEN_ID:
+            return ids.astype(np.int32, copy=False)
+    for part, where in zip(parts, chunk.part_where, strict=True):
+        check_id_range(part, where)
+    return np.concatenate(parts, dtype=np.int32, casting="unsafe")  # ids range-checked
+
+
 def _close(
     chunk: _Chunk, index: int, reward: float, task_id: str, family: str, trial_id: str
 ) -> Sample | None:
@@ -377,7 +411,7 @@ def _close(
             f"turn {chunk.missing_turn}: no routed_experts while earlier turns of the chunk starting at "
             f"turn {chunk.first_turn} have them, and no later full-sequence record covers it (R3)"
         )
-    tokens = np.concatenate(chunk.token_parts, dtype=np.int32, casting="unsafe")  # ids range-checked
+    tokens = _chunk_ids(chunk)
     mask = np.zeros(chunk.length, dtype=np.int8)
     logprobs = np.zeros(chunk.length, dtype=np.float32)
     for start, lp in chunk.loss_spans:
