@@ -179,3 +179,25 @@ def test_nothing_is_added_without_a_validated_count_or_when_nothing_is_missing()
     assert missing_as_failed(report, 2) is report
     fallback = _report(binary=0.0, fallback=FallbackCause.MISSING, source="none")
     assert missing_as_failed(fallback, 4) is fallback
+
+
+# ---- a reward file alone, and sabotage of T1's own steps (rule 3 of t1_reward.judge) ------------------
+
+
+@pytest.mark.parametrize("cause", [FallbackCause.MISSING, FallbackCause.UNPARSABLE])
+def test_a_reward_file_alone_is_no_verdict_for_a_task_that_writes_a_per_assertion_report(cause):
+    solved_file_only = _report(binary=1.0, fallback=cause, source="none")
+    trusted = judge(solved_file_only, DenseRewardSpec())  # a task not known to write one: T1 §5.2's fallback
+    assert trusted.reward.value == 1.0 and trusted.reward.kind == "binary_fallback"
+    refused = judge(solved_file_only, DenseRewardSpec(), expects_per_assertion=True)
+    assert (refused.status, refused.reward.value, refused.reward.kind) == ("finished", 0.0, "no_verdict")
+    assert "reward file is ignored" in refused.cause
+
+
+def test_sabotage_of_t1s_own_steps_scores_zero_and_an_infrastructure_failure_is_dropped():
+    honest = _report(("test_outputs.py::test_a", F))
+    sabotaged = judge(honest, DenseRewardSpec(), sabotage="staging failed: No space left on device")
+    assert (sabotaged.status, sabotaged.reward.value) == ("finished", 0.0)
+    assert "No space left on device" in sabotaged.cause
+    lost = judge(honest, DenseRewardSpec(), infrastructure_error="sandbox lost")
+    assert lost.status == "failed" and lost.reward.value is None
