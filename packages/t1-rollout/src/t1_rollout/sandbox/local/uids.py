@@ -12,6 +12,7 @@ import fcntl
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -206,63 +207,39 @@ def sweep_stale_sandboxes(parent: Path, prefix: str) -> list[Path]:
     return removed
 
 
-def _uids_in_range() -> set[int]:
-    """Real uids of live processes that are sandbox uids (one pass over ``/proc``)."""
-    uids = set()
+def _proc_uids() -> Iterator[tuple[int, int, bytes | None]]:
+    """``(pid, real uid, state letter)`` of every process in ``/proc`` (one pass; vanished ones skipped)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/status", "rb") as fh:
+                state = None
                 for line in fh:
-                    if line.startswith(b"Uid:"):
-                        uid = int(line.split()[1])
-                        if 0 <= uid - UID_BASE < UID_SLOTS:
-                            uids.add(uid)
+                    if line.startswith(b"State:"):  # comes before Uid: in the file
+                        state = line.split()[1]
+                    elif line.startswith(b"Uid:"):
+                        yield int(entry), int(line.split()[1]), state
                         break
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-    return uids
+
+
+def _uids_in_range() -> set[int]:
+    """Real uids of processes (zombies included) that are sandbox uids (one pass over ``/proc``)."""
+    return {uid for _, uid, _ in _proc_uids() if 0 <= uid - UID_BASE < UID_SLOTS}
 
 
 def _uids_with_zombies() -> set[int]:
     """Real uids that own at least one zombie (one pass over ``/proc``)."""
-    uids = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status", "rb") as fh:
-                state = uid = None
-                for line in fh:
-                    if line.startswith(b"State:"):
-                        state = line.split()[1]
-                    elif line.startswith(b"Uid:"):
-                        uid = int(line.split()[1])
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if state == b"Z" and uid is not None:
-            uids.add(uid)
-    return uids
+    return {uid for _, uid, state in _proc_uids() if state == b"Z"}
 
 
 def pids_of_uid(uid: int, *, include_zombies: bool = False) -> list[int]:
     """Host pids whose real uid is ``uid`` (read from ``/proc/<pid>/status``); zombies only if asked."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid and (include_zombies or not _is_zombie(int(entry))):
-                            pids.append(int(entry))
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return pids
+    return [
+        pid for pid, owner, _ in _proc_uids() if owner == uid and (include_zombies or not _is_zombie(pid))
+    ]
 
 
 def kill_uid(uid: int, *, deadline_s: float = 5.0) -> list[int]:
