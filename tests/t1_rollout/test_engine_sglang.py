@@ -78,7 +78,7 @@ def fake():
 
 
 async def test_generate_sends_native_request_and_parses_answer(fake):
-    engine = SGLangEngine(fake.url, num_layers=L, top_k=K, num_experts=8)
+    engine = SGLangEngine(fake.url, num_layers=L, top_k=K, num_experts=8, weight_version=7)  # fake serves "7"
     assert isinstance(engine, Engine)
     gen = await engine.generate(
         [5, 6, 7, 8],
@@ -105,20 +105,20 @@ async def test_generate_sends_native_request_and_parses_answer(fake):
 
 async def test_missing_routing_is_a_routing_error(fake):
     fake.drop_routing = True
-    engine = SGLangEngine(fake.url, num_layers=L, top_k=K)
+    engine = SGLangEngine(fake.url, num_layers=L, top_k=K, weight_version=7)
     with pytest.raises(RoutingMismatchError, match="enable-return-routed-experts"):
         await engine.generate([1, 2], SamplingParams())
 
 
 async def test_misaligned_rows_are_a_routing_error(fake):
     fake.extra_rows = 1
-    engine = SGLangEngine(fake.url, num_layers=L, top_k=K)
+    engine = SGLangEngine(fake.url, num_layers=L, top_k=K, weight_version=7)
     with pytest.raises(RoutingMismatchError, match="rows"):
         await engine.generate([1, 2], SamplingParams())
 
 
 async def test_wrong_layer_count_is_a_routing_error(fake):
-    engine = SGLangEngine(fake.url, num_layers=4, top_k=K)  # server's model has L = 3
+    engine = SGLangEngine(fake.url, num_layers=4, top_k=K, weight_version=7)  # server's model has L = 3
     with pytest.raises(RoutingMismatchError):
         await engine.generate([1, 2, 3, 4], SamplingParams())
 
@@ -144,6 +144,13 @@ def test_pause_and_resume_call_sglang_endpoints(fake):
     assert fake.requests[0][1] == {"mode": "abort"}
 
 
-def test_update_weights_is_not_built(fake):
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        SGLangEngine(fake.url, num_layers=L, top_k=K).update_weights({}, weight_version=1)
+def test_update_weights_needs_pause_and_a_publisher(fake):
+    # update_weights is built now (tests/t1_rollout/test_sglang_engine.py); without a pause it is refused
+    from t1_rollout.engine import EngineStateError
+
+    engine = SGLangEngine(fake.url, num_layers=L, top_k=K)
+    with pytest.raises(EngineStateError, match="not paused"):
+        engine.update_weights({}, weight_version=1)
+    engine.pause()
+    with pytest.raises(EngineError, match="weight publisher"):
+        engine.update_weights({}, weight_version=1)

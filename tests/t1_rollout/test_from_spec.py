@@ -60,16 +60,14 @@ def test_harness_default_observation_cap_is_the_specs():
     ).observation_max_bytes == (RolloutSpec.model_fields["observation_max_bytes"].default)
 
 
-def test_the_engine_registry_trains_on_the_embedded_engine_only():
+def test_the_engine_registry_holds_the_embedded_and_the_sglang_engine():
     from t1_rollout.engine.embedded import EmbeddedEngine
+    from t1_rollout.engine.sglang import SGLangReplicas
 
-    assert ENGINES.field == "engine.kind" and ENGINES.kinds() == ("embedded",)
+    assert ENGINES.field == "engine.kind" and ENGINES.kinds() == ("embedded", "sglang")
     assert ENGINES.load("embedded") is EmbeddedEngine
-    # the SGLang client cannot take weight updates yet: not registered for training
-    assert (
-        ENGINES.problem("sglang")
-        == "engine.kind 'sglang': no backend for it is built in this version of T1 (built: embedded)"
-    )
+    # the SGLang engine publishes weights now, so it is registered for training
+    assert ENGINES.problem("sglang") is None and ENGINES.load("sglang") is SGLangReplicas
 
 
 def test_embedded_engine_from_spec_serves_the_given_model_at_version_zero(recipe, tiny_model_spec):

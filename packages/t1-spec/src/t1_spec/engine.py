@@ -43,9 +43,12 @@ class EmbeddedEngineSpec(Spec):
 class SGLangEngineSpec(Spec):
     """SGLang servers on the inference partition (SGLang v0.5.12.post1 in the paper, T1 §6).
 
-    Not runnable yet: ``t1_rollout`` has an HTTP client for ``/generate``, but launching servers and
-    publishing new weights to them (``update_weights``) are not built, and ``t1 train`` refuses
-    ``kind: sglang``; use ``kind: embedded``.
+    T1 either joins running servers (``urls``, one per replica; needs only HTTP) or launches one
+    ``python -m sglang.launch_server`` per replica with ``--enable-return-routed-experts`` and ``--tp`` on the
+    inference partition (needs the ``sglang`` package and CUDA devices here). Requests use the native
+    ``/generate`` with ``input_ids``, ``return_logprob`` and ``return_routed_experts``; new weights reach the
+    servers by ``weight_sync`` with generation paused, and the prefix cache is flushed after every update so
+    no routing row of an older version is served again (T1 §4.2, §7).
     """
 
     kind: Literal["sglang"] = "sglang"
@@ -61,10 +64,38 @@ class SGLangEngineSpec(Spec):
     """
 
     tp: int = Field(default=1, gt=0)
-    """Tensor-parallel size of one replica (devices per replica)."""
+    """Tensor-parallel size of one replica (devices per replica), SGLang's ``--tp``."""
 
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Decoding parameters of training rollouts."""
+
+    weight_sync: Literal["distributed", "tensor", "disk"] = "distributed"
+    """How new weights reach the servers: ``distributed`` broadcasts them from the trainer over a
+    ``torch.distributed`` group that the replicas join (``/init_weights_update_group``, then
+    ``/update_weights_from_distributed`` per bucket; NCCL); ``tensor`` hands co-located servers the tensors
+    (``/update_weights_from_tensor``); ``disk`` writes HF safetensors to ``weights_dir`` and the servers load
+    them (``/update_weights_from_disk``). Default ``distributed`` (chosen; the paper does not name the
+    transport)."""
+
+    bucket_mib: float = Field(default=512.0, gt=0)
+    """Bucket size of ``distributed`` and ``tensor`` updates (MiB): tensors are sent in groups of at most
+    this many bytes (a single larger tensor forms its own bucket). 512 MiB, chosen."""
+
+    weights_dir: str | None = None
+    """Directory, readable by every server, where T1 writes the weights it launches the servers on and the
+    versions that ``disk`` updates publish (HF safetensors, one sub-directory per version); None = a fresh
+    temporary directory on this machine."""
+
+    host: str = "127.0.0.1"
+    """Address the launched servers listen on (``--host``); unused with ``urls``."""
+
+    base_port: int = Field(default=30000, gt=0, lt=65536)
+    """Port of the first launched server (``--port``); replica i listens on ``base_port + i``. 30000 is
+    SGLang's default port."""
+
+    server_args: list[str] = Field(default_factory=list)
+    """Further ``sglang.launch_server`` arguments passed through verbatim to every launched server, e.g.
+    ``["--mem-fraction-static", "0.8"]``; unused with ``urls``."""
 
     @model_validator(mode="after")
     def _check(self) -> SGLangEngineSpec:
@@ -83,4 +114,4 @@ class SGLangEngineSpec(Spec):
 
 
 EngineSpec = Annotated[EmbeddedEngineSpec | SGLangEngineSpec, Field(discriminator="kind")]
-"""The engine section, selected by ``kind: embedded | sglang``; only ``embedded`` trains today."""
+"""The engine section, selected by ``kind: embedded | sglang``."""

@@ -5,8 +5,7 @@ through a forward (the prompt and every sampled token except the last; T1 §4.2,
 and the weight version that produced them (T1 Appendix 12: no request spans two versions).
 
 `ENGINES` maps the recipe's ``engine.kind`` to the engine a training run builds (``from_spec``) and checks
-(``preflight``). Only engines that take weight updates train: the SGLang client cannot publish weights yet,
-so it is not registered, and ``engine.kind: sglang`` is refused by the registry.
+(``preflight``): the embedded engine and the SGLang replicas (`t1_rollout.engine.sglang.SGLangReplicas`).
 """
 
 from __future__ import annotations
@@ -34,8 +33,14 @@ __all__ = [
     "SamplingParams",
 ]
 
-ENGINES = Registry("engine.kind", {"embedded": "t1_rollout.engine.embedded:EmbeddedEngine"})
-"""``engine.kind`` -> the engine class (``from_spec(spec, *, model, seed)``, ``preflight(recipe)``)."""
+ENGINES = Registry(
+    "engine.kind",
+    {
+        "embedded": "t1_rollout.engine.embedded:EmbeddedEngine",
+        "sglang": "t1_rollout.engine.sglang:SGLangReplicas",
+    },
+)
+"""``engine.kind`` -> the engine class (``from_spec(spec, *, model, seed, recipe)``, ``preflight``)."""
 
 FinishReason = Literal["stop", "length", "abort"]
 

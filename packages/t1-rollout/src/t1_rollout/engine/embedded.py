@@ -106,7 +106,9 @@ class EmbeddedEngine:
         )
 
     @classmethod
-    def from_spec(cls, spec: EmbeddedEngineSpec, *, model: torch.nn.Module, seed: int) -> EmbeddedEngine:
+    def from_spec(
+        cls, spec: EmbeddedEngineSpec, *, model: torch.nn.Module, seed: int, recipe: Recipe | None = None
+    ) -> EmbeddedEngine:
         """The engine of the recipe's ``engine`` section, serving ``model`` at weight version 0.
 
         Args:
@@ -114,7 +116,9 @@ class EmbeddedEngine:
             model: the policy, e.g. `t1_policy.build_model` of the recipe's ``model`` section; the engine
                 owns it.
             seed: the recipe seed; seeds the draws of requests that give no seed.
+            recipe: the whole recipe (the seam passes it to every engine; the embedded one needs no more).
         """
+        del recipe
         return cls(model, weight_version=0, device=spec.device, seed=seed)
 
     @classmethod

@@ -76,7 +76,7 @@ def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tup
         from t1_trainer.checkpoint import load_actor
 
         load_actor(model, actor_weights)
-    return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed)
+    return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed, recipe=r)
 
 
 def sandbox_factory(recipe: Recipe) -> Callable[[], Any]:
