@@ -13,13 +13,16 @@ class TrainerSpec(Spec):
     """Which trainer backend updates actor and critic, where, and how often it saves."""
 
     backend: Literal["torch", "megatron"] = "torch"
-    """``torch``: plain PyTorch on CPU or one GPU; ``megatron``: Megatron-Core, the paper's backend
-    (Megatron-Core v0.16.0rc0, T1 §6). The ``megatron`` backend is not built yet (the production recipe
-    declares it; ``t1 train`` refuses it): use ``torch``."""
+    """``torch``: plain PyTorch on CPU or one GPU; ``megatron``: megatron-core models with its router replay,
+    the paper's backend (Megatron-Core v0.16.0rc0, T1 §6; here megatron-core 0.19.2, the optional
+    ``t1-trainer[megatron]`` extra, refused in one line where it is absent). The ``megatron`` backend builds
+    one process on the CPU (full-attention layers only: its Gated DeltaNet needs CUDA and
+    flash-linear-attention) and one process per training device on CUDA (dp, ep); tp, pp and cp above 1 are
+    not built and are refused by name."""
 
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
-    """torch device string for the ``torch`` backend: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; ``"cuda"`` for
-    ``megatron``."""
+    """torch device string: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` for ``torch``; ``"cuda"`` (each process
+    on its ``LOCAL_RANK`` device) or ``"cpu"`` (one process, no offload) for ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)
     """Save a checkpoint every this many PPO steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).

@@ -3,7 +3,7 @@
 `t1_trainer.step` drives any object that satisfies `TrainerBackend`; the run picks the class from
 `TRAINER_BACKENDS` with the recipe's ``trainer.backend`` and builds it with its ``from_spec(recipe, ...)``
 classmethod, after its ``preflight(recipe)`` classmethod found nothing this backend cannot run (the shape
-`TrainerBackendClass` gives). Adding a backend (Megatron-core) is one module and one entry here.
+`TrainerBackendClass` gives). Adding a backend is one module and one entry here.
 """
 
 from __future__ import annotations
@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 __all__ = ["TRAINER_BACKENDS", "TrainerBackend", "TrainerBackendClass"]
 
-TRAINER_BACKENDS = Registry("trainer.backend", {"torch": "t1_trainer.torch_backend:TorchBackend"})
-"""``trainer.backend`` -> its class; ``megatron`` has no entry yet, so the registry refuses it by name."""
+TRAINER_BACKENDS = Registry(
+    "trainer.backend",
+    {
+        "torch": "t1_trainer.torch_backend:TorchBackend",
+        "megatron": "t1_trainer.megatron.backend:MegatronBackend",
+    },
+)
+"""``trainer.backend`` -> its class: ``torch`` (plain PyTorch, one device) and ``megatron`` (megatron-core
+models with its router replay; its preflight refuses it in one line where the ``t1-trainer[megatron]`` extra
+is absent)."""
 
 
 @runtime_checkable

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from safetensors.torch import save_model
+from safetensors.torch import save_file, save_model
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["save_weights"]
 
@@ -13,12 +17,14 @@ __all__ = ["save_weights"]
 def save_weights(backend: object, run_dir: str | Path) -> dict[str, Path]:
     """Writes ``<run_dir>/weights/actor.safetensors`` and ``critic.safetensors``.
 
-    The actor file holds the policy under the engine's state_dict names (tied tensors stored once, as
-    `safetensors.torch.save_model` does); the critic file holds ``body.*`` (the decoder) and
-    ``value_head.weight``.
+    The actor file holds ``backend.export_weights()``: the policy under the Hugging Face state_dict names the
+    engine and `t1_trainer.checkpoint.load_actor` use, whatever the backend's own layout (the Megatron
+    backend maps its names back), with tensors that share storage (tied embeddings) stored once under the
+    first name in sorted order. The critic file holds the backend's critic module as it is (``body.*`` and
+    ``value_head.weight`` for the torch backend; Megatron names for the Megatron backend).
 
     Args:
-        backend: a `TorchBackend` (anything with ``actor`` and ``critic`` modules).
+        backend: a `TrainerBackend` with a ``critic`` module.
         run_dir: the run directory; ``weights/`` is created.
 
     Returns:
@@ -27,13 +33,27 @@ def save_weights(backend: object, run_dir: str | Path) -> dict[str, Path]:
     out = Path(run_dir) / "weights"
     out.mkdir(parents=True, exist_ok=True)
     paths = {"actor": out / "actor.safetensors", "critic": out / "critic.safetensors"}
-    save_model(backend.actor, str(paths["actor"]))  # type: ignore[attr-defined]
+    save_file(_stored_once(backend.export_weights()), str(paths["actor"]), metadata={"format": "pt"})  # type: ignore[attr-defined]
     save_model(backend.critic, str(paths["critic"]))  # type: ignore[attr-defined]
     # safetensors writes 0600; give the files the mode any other file of the run gets (umask applies)
     umask = _umask()
     for path in paths.values():
         path.chmod(0o666 & ~umask)
     return paths
+
+
+def _stored_once(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` less each one sharing storage with an earlier name (sorted order), made contiguous."""
+    seen: set[tuple[int, tuple[int, ...]]] = set()
+    out: dict[str, torch.Tensor] = {}
+    for name in sorted(tensors):
+        t = tensors[name]
+        key = (t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size(), tuple(t.shape))
+        if key in seen:
+            continue
+        seen.add(key)
+        out[name] = t.contiguous()
+    return out
 
 
 def _umask() -> int:

@@ -1,0 +1,558 @@
+"""Megatron-core trainer backend: the actor with megatron's router replay, a full-size critic (T1 §4.5, §6).
+
+The actor and critic are megatron-core ``GPTModel`` s (`t1_trainer.megatron.model`) that start from the HF
+policy's weights through the name map (`t1_trainer.megatron.names`); the critic's LM head is a scalar value
+head. R3 is megatron's ``RouterReplay`` (``moe_enable_routing_replay``), fed per sample from its record
+(`t1_trainer.megatron.replay`): ``REPLAY_FORWARD`` in the forward, ``REPLAY_BACKWARD`` around the backward (so
+activation recomputation, when configured, routes as the forward did); a sample without a usable record is
+aborted, never trained with live routing. The losses are `t1_trainer.algorithms`' (clipped surrogate, clipped
+value loss), with no KL, no load-balancing loss and no advantage normalization (T1 §4.5, §5.2); the step order
+and metric names are the torch backend's (`t1_trainer.torch_backend.TorchBackend`).
+
+Optimizer. On CUDA both networks are wrapped in megatron's ``DistributedDataParallel`` and stepped by its
+``DistributedOptimizer`` (Adam, grad-norm clip), and forced offload (``plan.offload: forced``, T1 §4.5)
+moves the idle network's parameters, gradients and optimizer state to host memory while the other runs. On
+the CPU megatron's grad buffers cannot be built (they allocate on ``torch.cuda.current_device()`` and sync
+CUDA streams), so both networks take torch's AdamW with the torch backend's parameter groups, and offload is a
+no-op: there is no device memory to free.
+
+Built: one process (world size 1) on the CPU, one process per training device on CUDA with dp and ep from the
+plan (``torchrun``). Not built, refused by `MegatronBackend.preflight`: tp > 1 (vocab-parallel log-probs),
+pp > 1 (the pipeline schedule), cp > 1 (context-parallel replay), a CPU world above one process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from t1_policy import device_problem
+from t1_r3 import RoutingMismatchError
+from t1_spec import ModelSpec, PlanSpec, PPOSpec, Recipe
+from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
+from t1_trainer.errors import TrainerConfigError
+from t1_trainer.logprobs import lm_head_logprobs
+from t1_trainer.megatron import replay as rr
+from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
+from t1_trainer.samples import TrainSample, check_sample, sample_name
+from t1_trainer.torch_backend import (
+    _adamw,
+    _as_routing,
+    _ids,
+    _mask,
+    _MetricAcc,
+    _step,
+    _unbuilt_ppo,
+    _vocab_limit,
+)
+
+__all__ = ["MISSING_LINE", "MegatronBackend"]
+
+MISSING_LINE = (
+    "trainer.backend 'megatron': megatron-core is not installed: install the t1-trainer[megatron] extra, "
+    "or use trainer.backend: torch"
+)
+"""The one preflight line when ``megatron.core`` cannot be imported."""
+
+
+def _megatron_installed() -> bool:
+    try:
+        return importlib.util.find_spec("megatron.core") is not None
+    except (ImportError, ValueError):  # a parent missing, or sys.modules["megatron.core"] is None
+        return False
+
+
+class MegatronBackend:
+    """PPO backend on megatron-core models, one sample per micro-batch (``trainer.backend: megatron``).
+
+    Args:
+        model_spec: the recipe's model section (architecture of actor and critic).
+        ppo_spec: the recipe's PPO section.
+        plan: the recipe's plan (parallel degrees, offload).
+        seed: weight seed of the HF policy built when ``actor`` is None.
+        device: ``"cpu"`` or ``"cuda"``.
+        actor: the HF policy whose weights both networks start from (the engine's copy); used only to read
+            its weights and config, then dropped.
+        temperature: the engine's sampling temperature, at which rollout log-probs were scored.
+        logprob_gap_every: as `TorchBackend`: the live-routing gap every this many actor updates; 0 = never.
+
+    Raises:
+        TrainerConfigError: a setting `preflight` refuses.
+        ImportError: megatron-core is not installed.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_spec: ModelSpec,
+        ppo_spec: PPOSpec,
+        plan: PlanSpec,
+        seed: int,
+        device: str = "cpu",
+        actor: nn.Module | None = None,
+        temperature: float = 1.0,
+        logprob_gap_every: int = 0,
+    ) -> None:
+        problems = _unbuilt_ppo(ppo_spec) + _plan_problems(plan, device)
+        if problems:
+            raise TrainerConfigError(
+                "the megatron trainer cannot run this recipe:\n  - " + "\n  - ".join(problems)
+            )
+        if logprob_gap_every < 0:
+            raise TrainerConfigError(f"logprob_gap_every={logprob_gap_every} must be >= 0 (0 = never)")
+        from t1_trainer.megatron.model import build_gpt, cpu_device_shim
+        from t1_trainer.megatron.parallel import ensure_parallel_state, seed_rng
+
+        self.ppo, self.plan, self.model_spec = ppo_spec, plan, model_spec
+        self.cpu = not device.startswith("cuda")
+        self.device = torch.device("cpu" if self.cpu else f"cuda:{torch.cuda.current_device()}")
+        self._shim = cpu_device_shim
+        ensure_parallel_state(plan, cpu=self.cpu)
+        seed_rng(seed, cpu=self.cpu)
+        if actor is None:
+            from t1_policy import build_model
+
+            actor = build_model(model_spec, seed=seed)
+        self.hf_config = actor.config
+        hf_state = {k: v.detach().cpu() for k, v in actor.state_dict().items()}
+        del actor  # the backend trains megatron copies; the HF module is not kept
+        dtype = getattr(torch, model_spec.dtype)
+        common = {"seed": seed, "params_dtype": dtype, "cpu": self.cpu, "plan": plan}
+        self.actor = build_gpt(model_spec, routing_replay=True, **common)
+        self.critic = build_gpt(model_spec, routing_replay=False, value_head=True, **common)
+        mg_state = hf_to_megatron(hf_state, self.hf_config, layer_spec="local")
+        _load(self.actor, mg_state, "actor")
+        _load(self.critic, {k: v for k, v in mg_state.items() if k != "output_layer.weight"}, "critic")
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.instances = rr.router_replay_instances(self.actor)
+        self.layer_order = rr.moe_layer_order(self.instances)
+        self.temperature = float(temperature)
+        self.logprob_gap_every = int(logprob_gap_every)
+        self.actor_updates = 0
+        self.version = 0
+        self.vocab_limit = _vocab_limit(model_spec.vocab_size)
+        self._ddp: dict[str, Any] = {}
+        self.actor_opt = self._optimizer("actor", ppo_spec.actor_lr)
+        self.critic_opt = self._optimizer("critic", ppo_spec.critic_lr)
+        self._resident = "both"
+
+    # ---- construction ----
+
+    @classmethod
+    def from_spec(
+        cls, recipe: Recipe, *, actor: nn.Module | None = None, gap_without_replay: bool = True
+    ) -> MegatronBackend:
+        """Builds the backend of a recipe (``trainer.backend: megatron``), as `TorchBackend.from_spec` does.
+
+        Args:
+            recipe: the validated recipe.
+            actor: the HF policy whose weights actor and critic start from; None builds it from
+                ``recipe.model`` with ``recipe.seed`` (the engine's initial weights).
+            gap_without_replay: measure the live-routing gap every ``trainer.logprob_gap_every`` steps.
+
+        Raises:
+            TrainerConfigError: see the class.
+        """
+        return cls(
+            model_spec=recipe.model,
+            ppo_spec=recipe.ppo,
+            plan=recipe.plan,
+            seed=recipe.seed,
+            device=recipe.trainer.device,
+            actor=actor,
+            temperature=recipe.engine.sampling.temperature,
+            logprob_gap_every=recipe.trainer.logprob_gap_every if gap_without_replay else 0,
+        )
+
+    @classmethod
+    def preflight(cls, recipe: Recipe) -> list[str]:
+        """What this backend cannot run of ``recipe`` here, one line each led by the field path; cheap.
+
+        Checks, without importing megatron-core: that it is installed (`MISSING_LINE`); a CUDA
+        ``trainer.device`` torch does not see; the plan's degrees this backend does not build (tp, pp,
+        cp > 1; more than one CPU process) and a world size other than ``plan.training_devices``; Gated
+        DeltaNet layers where CUDA or flash-linear-attention is missing; the PPO settings the torch backend
+        also refuses.
+        """
+        if not _megatron_installed():
+            return [MISSING_LINE]
+        from t1_trainer.megatron.model import gdn_problem
+
+        device = recipe.trainer.device
+        unseen = device_problem("trainer.device", device)
+        lines = [unseen] if unseen else []
+        lines += _plan_problems(recipe.plan, device)
+        gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda") and torch.cuda.is_available())
+        return lines + ([gdn] if gdn else []) + _unbuilt_ppo(recipe.ppo)
+
+    def _optimizer(self, name: str, lr: float) -> Any:
+        model = getattr(self, name)
+        if self.cpu:
+            return _adamw(model, lr, self.ppo)
+        self._ddp[name], opt = _megatron_optimizer(model, lr, self.ppo)
+        return opt
+
+    # ---- forward passes ----
+
+    def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        """``ids [T]`` -> ``[T, X]`` (hidden states of the actor, values of the critic)."""
+        n = int(ids.shape[0])
+        causal = torch.triu(torch.ones(n, n, dtype=torch.bool, device=ids.device), diagonal=1)
+        with self._shim(self.cpu):
+            out = model(
+                input_ids=ids[None, :],
+                position_ids=torch.arange(n, device=ids.device)[None, :],
+                attention_mask=causal[None, None],  # explicit: megatron's default mask is built on "cuda"
+            )
+        return out[0]
+
+    def _head_weight(self) -> torch.Tensor:
+        if self.model_spec.tie_word_embeddings:
+            return self.actor.embedding.word_embeddings.weight
+        return self.actor.output_layer.weight
+
+    def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
+        """Log-probs ``[n_loss]`` float32 of the sampled tokens under the actor, routed as the caller set."""
+        ids = _ids(sample, self.device)
+        pos = torch.nonzero(_mask(sample, self.device)).flatten()
+        hidden = self._forward(self.actor, ids)
+        return lm_head_logprobs(
+            hidden[pos - 1],
+            self._head_weight(),
+            ids[pos],
+            temperature=self.temperature,
+            vocab_limit=self.vocab_limit,
+        )
+
+    def _critic_values(self, sample: TrainSample) -> torch.Tensor:
+        ids = _ids(sample, self.device)
+        v = self._forward(self.critic, ids[:-1])[:, 0].float()
+        return torch.cat([v.new_zeros(1), v])
+
+    @contextmanager
+    def _replayed(self, sample: TrainSample) -> Iterator[None]:
+        """Feeds ``sample``'s record to the actor's routers for the body (forward, backward), then clears."""
+        if not self.ppo.routing_replay:
+            yield
+            return
+        rr.feed_router_replay(self.instances, [_as_routing(sample.routing)], **self._feed_args(sample))
+        rr.set_replay_action(self.instances, "REPLAY_FORWARD")
+        try:
+            yield
+        finally:
+            rr.clear_router_replay(self.instances)
+
+    def _feed_args(self, sample: TrainSample) -> dict[str, Any]:
+        s = self.model_spec
+        return {
+            "moe_layer_order": self.layer_order,
+            "seq_lens": [len(sample.token_ids)],
+            "num_moe_layers": s.num_layers,
+            "top_k": s.top_k,
+            "num_experts": s.num_experts,
+            "layout": "sbhd",
+        }
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        with rr.replay_backward(self.instances):
+            loss.backward()
+
+    def _live_routing(self, sample: TrainSample) -> tuple[torch.Tensor, np.ndarray]:
+        """One no-grad forward with live TopK: log-probs ``[n_loss]`` and the routed experts ``[T, L, k]``."""
+        rr.set_replay_action(self.instances, "RECORD")
+        try:
+            with torch.no_grad():
+                logp = self.actor_logprobs(sample)
+            cols = [inst.get_recorded_indices().detach().cpu().numpy() for inst in self.instances]
+        finally:
+            rr.clear_router_replay(self.instances)
+        rows = np.stack([cols[self.layer_order.index(c)] for c in range(len(cols))], axis=1)
+        return logp, rows
+
+    # ---- offload (T1 §4.5) ----
+
+    def _resident_only(self, which: str) -> None:
+        """Keeps only ``which`` (``"actor"``, ``"critic"``) on the device under forced offload; CPU: no-op."""
+        if self.cpu or self.plan.offload != "forced" or self._resident == which:
+            return
+        other = "critic" if which == "actor" else "actor"
+        _move(self._ddp[other], getattr(self, f"{other}_opt"), to_host=True)
+        if self._resident != "both":
+            _move(self._ddp[which], getattr(self, f"{which}_opt"), to_host=False)
+        self._resident = which
+
+    # ---- the TrainerBackend protocol ----
+
+    def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
+        """Index -> reason for each sample whose record megatron's replay cannot take (empty, replay off)."""
+        if not self.ppo.routing_replay:
+            return {}
+        errors: dict[int, str] = {}
+        for i, s in enumerate(samples):
+            name = sample_name(s)
+            if s.routing is None:
+                errors[i] = f"sample {name}: routing record missing; R3 cannot replay it (T1 §4.3: aborted)"
+                continue
+            try:
+                rr.replay_targets([_as_routing(s.routing)], **self._feed_args(s))
+            except RoutingMismatchError as e:
+                errors[i] = f"sample {name}: {e} (aborted)"
+        return errors
+
+    def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
+        """Pre-update critic values, float32 ``[T]`` per sample, live routing, ``values[0] = 0``."""
+        self._resident_only("critic")
+        self.critic.eval()
+        out = []
+        with torch.no_grad(), self._shim(self.cpu):
+            for s in samples:
+                check_sample(s)
+                out.append(self._critic_values(s).cpu().numpy().astype(np.float32))
+        return out
+
+    def update_critic(
+        self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
+    ) -> dict[str, float]:
+        """Critic regression, value clip around ``old_values``; `TorchBackend.update_critic` metrics."""
+        t0 = time.perf_counter()
+        self._resident_only("critic")
+        self.critic.train()
+        masks = [_mask(s, self.device) for s in samples]
+        n_tok = float(sum(int(m.sum()) for m in masks))
+        first: dict[str, float] = {}
+        last_loss, norms = 0.0, []
+        with self._shim(self.cpu):
+            for epoch in range(self.ppo.ppo_epochs):
+                _zero(self.critic_opt)
+                total, clipped = 0.0, 0.0
+                for s, m, ret, old in zip(samples, masks, returns, old_values, strict=True):
+                    loss, met = value_loss(
+                        self._critic_values(s),
+                        torch.as_tensor(old, device=self.device),
+                        torch.as_tensor(ret, device=self.device),
+                        m,
+                        value_clip=self.ppo.value_clip,
+                        num_tokens=n_tok,
+                    )
+                    loss.backward()
+                    total += loss.item()
+                    clipped += met["value_clip_fraction"] * float(m.sum())
+                norms.append(self._opt_step(self.critic, self.critic_opt, "critic"))
+                if epoch == 0:
+                    first = {
+                        "critic/value_loss": total,
+                        "critic/value_clip_fraction": clipped / max(n_tok, 1),
+                    }
+                last_loss = total
+            te = time.perf_counter()
+            self.critic.eval()
+            with torch.no_grad():
+                post = [self._critic_values(s).cpu().numpy() for s in samples]
+        ev_token, ev_traj = explained_variances(samples, post, returns)
+        return {
+            **first,
+            "critic/value_loss_last": last_loss,
+            "critic/grad_norm": float(np.mean(norms)) if norms else 0.0,
+            "critic/ev_token_post": ev_token,
+            "critic/ev_trajectory_post": ev_traj,
+            "critic/ev_post_time_s": time.perf_counter() - te,
+            "critic/time_s": time.perf_counter() - t0,
+        }
+
+    def update_actor(
+        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+    ) -> dict[str, Any]:
+        """Clipped-surrogate update with megatron's router replay; `TorchBackend.update_actor`'s metrics.
+
+        Old log-probs are the actor's own first-pass ones (same weights, same replayed routing), so pass 1
+        has ratio 1; ``actor/logprob_gap_replay`` is measured on that forward against the rollout log-probs.
+        """
+        t0 = time.perf_counter()
+        self._resident_only("actor")
+        errors = self.routing_errors(samples)
+        keep = [i for i in range(len(samples)) if i not in errors]
+        masks = {i: _mask(samples[i], self.device) for i in keep}
+        n_tok = float(sum(int(masks[i].sum()) for i in keep))
+        old: dict[int, torch.Tensor] = {}
+        gap_sum = gap_nr = 0.0
+        flips = pairs = 0
+        gap_time = 0.0
+        measure = bool(self.ppo.routing_replay and self.logprob_gap_every)
+        measure = measure and self.actor_updates % max(self.logprob_gap_every, 1) == 0
+        self.actor_updates += 1
+        norms: list[float] = []
+        out: dict[str, Any] = {}
+        self.actor.train()
+        with self._shim(self.cpu):
+            for epoch in range(self.ppo.ppo_epochs):
+                _zero(self.actor_opt)
+                acc = _MetricAcc()
+                for i in keep:
+                    s, m = samples[i], masks[i]
+                    pos = torch.nonzero(m).flatten()
+                    adv = torch.as_tensor(advantages[i], device=self.device, dtype=torch.float32)[pos]
+                    rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos].float()
+                    with self._replayed(s):
+                        logp = self.actor_logprobs(s)
+                        if epoch == 0:
+                            old[i] = logp.detach()
+                            gap_sum += float((old[i] - rollout).abs().sum())
+                        loss, met = ppo_policy_loss(
+                            logp,
+                            old[i],
+                            adv,
+                            torch.ones_like(adv),
+                            clip_eps=self.ppo.clip_eps,
+                            num_tokens=n_tok,
+                        )
+                        self._backward(loss)
+                    acc.add(loss.item(), met, int(pos.numel()))
+                    if epoch == 0 and measure:
+                        tg = time.perf_counter()
+                        live, rows = self._live_routing(s)
+                        gap_nr += float((live - rollout).abs().sum())
+                        rec = np.sort(_as_routing(s.routing).astype(np.int64), axis=2)
+                        at = (pos - 1).cpu().numpy()
+                        differ = (np.sort(rows[at], axis=2) != rec[at]).any(axis=2)
+                        flips, pairs = flips + int(differ.any(axis=1).sum()), pairs + int(differ.sum())
+                        gap_time += time.perf_counter() - tg
+                norms.append(self._opt_step(self.actor, self.actor_opt, "actor"))
+                self.version += 1
+                if epoch == 0:
+                    out["actor/policy_loss_first"] = acc.loss
+                out.update(acc.result())
+        nan = float("nan")
+        gap_key = "actor/logprob_gap_replay" if self.ppo.routing_replay else "actor/logprob_gap_no_replay"
+        out.update(
+            {
+                "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
+                gap_key: gap_sum / n_tok if n_tok else nan,
+                "samples_aborted_routing": len(errors),
+                "routing_errors": [errors[i] for i in sorted(errors)],
+                "actor/loss_tokens": int(n_tok),
+                "actor/time_s": time.perf_counter() - t0,
+            }
+        )
+        if measure:
+            layers = self.model_spec.num_layers
+            out["actor/logprob_gap_no_replay"] = gap_nr / n_tok if n_tok else nan
+            out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
+            out["actor/routing_flip_fraction_layers"] = pairs / (n_tok * layers) if n_tok else nan
+            out["actor/gap_time_s"] = gap_time
+        return out
+
+    def _opt_step(self, model: nn.Module, opt: Any, name: str) -> float:
+        if self.cpu:
+            return _step(model, opt, self.ppo.max_grad_norm, name)
+        self._ddp[name].finish_grad_sync()  # reduce-scatter the dp gradients into the optimizer's shards
+        ok, norm, _ = opt.step()  # megatron: clips to OptimizerConfig.clip_grad, skips a non-finite step
+        if not ok:
+            from t1_trainer.errors import NonFiniteUpdateError
+
+            raise NonFiniteUpdateError(
+                f"{name}: megatron's optimizer skipped the step (non-finite gradients)"
+            )
+        return float(norm or 0.0)
+
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """Actor weights under the HF ``Qwen3_5MoeForCausalLM`` state_dict names (`megatron_to_hf`)."""
+        state = {k: v.detach() for k, v in self.actor.state_dict().items() if not k.endswith("_extra_state")}
+        return megatron_to_hf(state, self.hf_config, layer_spec="local")
+
+
+def _plan_problems(plan: PlanSpec, device: str) -> list[str]:
+    """The plan degrees this backend does not build, and a world size other than the plan's, one line each."""
+    from t1_trainer.megatron.parallel import launched_world_size
+
+    lines = []
+    for name, what in (
+        ("tp", "vocab-parallel log-probs and the sequence-parallel replay split"),
+        ("pp", "megatron's pipeline schedule"),
+        ("cp", "context-parallel router replay"),
+    ):
+        if getattr(plan, name) > 1:
+            lines.append(
+                f"plan.{name} {getattr(plan, name)}: the megatron trainer does not build {what}; set 1"
+            )
+    n = plan.training_devices
+    if not device.startswith("cuda") and n > 1:
+        lines.append(f"plan: {n} training devices on trainer.device {device}; the CPU path runs one process")
+    elif n != launched_world_size():
+        lines.append(
+            f"plan: {n} training devices, but this process belongs to a launch of {launched_world_size()}; "
+            f"start the trainer under torchrun --nproc-per-node {n}"
+        )
+    return lines
+
+
+def _load(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:
+    """Copies mapped HF weights into ``model``; every tensor but the critic's value head must be covered."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("_extra_state") and k != "output_layer.weight"]
+    if missing or unexpected:
+        raise TrainerConfigError(
+            f"{name}: the HF -> Megatron name map and the built model disagree: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]} (model.py and names.py must build the same layer spec)"
+        )
+
+
+def _zero(opt: Any) -> None:
+    if isinstance(opt, torch.optim.Optimizer):
+        opt.zero_grad(set_to_none=True)
+    else:  # megatron: the DDP grad buffers are zeroed with the optimizer's grads
+        opt.zero_grad()
+        for chunk in getattr(opt, "model_chunks", []) or []:
+            chunk.zero_grad_buffer()
+
+
+def _megatron_optimizer(model: nn.Module, lr: float, ppo: PPOSpec) -> tuple[Any, Any]:
+    """Megatron's ``DistributedDataParallel`` and ``DistributedOptimizer`` (Adam) for one network; CUDA only.
+
+    Not exercised on a machine without CUDA (megatron's grad buffers allocate on the current CUDA device).
+    Decay on every parameter but norms and biases (megatron's default grouping); the grad norm is clipped to
+    ``ppo.max_grad_norm`` inside ``step``.
+
+    Returns:
+        ``(ddp, optimizer)``; gradients reach the optimizer through the DDP's hooks on ``model``'s parameters.
+    """
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+    cfg = model.config
+    ddp = DistributedDataParallel(
+        cfg, DistributedDataParallelConfig(use_distributed_optimizer=True, grad_reduce_in_fp32=True), model
+    )
+    opt_cfg = OptimizerConfig(
+        optimizer="adam",
+        lr=lr,
+        weight_decay=ppo.weight_decay,
+        adam_beta1=ppo.adam_betas[0],
+        adam_beta2=ppo.adam_betas[1],
+        clip_grad=ppo.max_grad_norm,
+        bf16=cfg.bf16,
+        params_dtype=cfg.params_dtype,
+        use_distributed_optimizer=True,
+    )
+    return ddp, get_megatron_optimizer(opt_cfg, [ddp])
+
+
+def _move(ddp: Any, opt: Any, *, to_host: bool) -> None:
+    """Forced offload of one network on CUDA: parameters and grads (DDP buffers) and optimizer state."""
+    for buffer in ddp.buffers + ddp.expert_parallel_buffers:
+        if to_host:
+            buffer.offload_to_cpu(move_params=True, move_grads=True)
+        else:
+            buffer.reload_from_cpu(move_params=True, move_grads=True)
+    if to_host:
+        opt.offload_to_cpu()
+    else:
+        opt.restore_from_cpu()
+    torch.cuda.empty_cache()

@@ -1,0 +1,291 @@
+"""The actor and critic as megatron-core 0.19.2 ``GPTModel`` s built from a `t1_spec.ModelSpec` (T1 §4.5, §6).
+
+Every layer is a ``TransformerLayer`` whose MLP is an ``MoELayer`` (top-k softmax router, ``SequentialMLP``
+experts, a gated shared expert); full-attention layers are megatron's ``SelfAttention`` with the Qwen3.5
+output gate (``attention_output_gate``), q/k RMSNorm and partial rotary embedding (``rotary_percent`` 0.25,
+base 10,000, the HF config's defaults); Gated DeltaNet layers are megatron-core's own
+``megatron.core.ssm.gated_delta_net.GatedDeltaNet``. The layer modules are the plain-torch ones of
+``get_gpt_layer_local_spec`` (Transformer Engine is not installed here, and megatron-core's hybrid block
+builder asserts TE), with unfused norms, as `t1_trainer.megatron.names` maps them (``layer_spec="local"``).
+
+Norms. HF Qwen3.5 computes every RMSNorm but the Gated DeltaNet output norm as ``x * (1 + w)``; megatron's
+local ``WrappedTorchNorm`` refuses zero-centred gamma, so `ZeroCenteredRMSNorm` takes its place there. The
+Gated DeltaNet output norm stays ``WrappedTorchNorm`` (``x * w``).
+
+What needs what. Megatron's ``GatedDeltaNet`` raises ``ImportError`` in its constructor when
+flash-linear-attention (``fla``) is absent, and places ``conv1d``, ``dt_bias`` and ``A_log`` on
+``torch.cuda.current_device()``: Gated DeltaNet layers need CUDA and ``fla`` (`gdn_problem` says which is
+missing). A model of full-attention layers only (``full_attention_interval: 1``) builds and trains on the CPU
+with ``use_cpu_initialization``, the ``allgather`` token dispatcher (the ``alltoall`` one creates a
+``torch.cuda.Stream`` in its constructor), megatron's no-op RNG tracker (the CUDA RNG tracker's ``fork`` needs
+CUDA; dropout is 0) and an explicit causal mask (the default mask is made with ``device="cuda"``); one call
+still hard-codes CUDA, ``RotaryEmbedding.get_emb`` (``inv_freq.to(torch.cuda.current_device())``), which
+`cpu_device_shim` redirects to the CPU for the duration of a forward and backward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from t1_spec import ModelSpec
+
+__all__ = [
+    "ValueHead",
+    "ZeroCenteredRMSNorm",
+    "build_gpt",
+    "cpu_device_shim",
+    "gdn_problem",
+    "transformer_config",
+]
+
+
+class ZeroCenteredRMSNorm(nn.Module):
+    """RMSNorm ``x / rms(x) * (1 + w)`` computed in float32, weights starting at 0 (HF ``Qwen3_5MoeRMSNorm``).
+
+    Takes the keyword arguments megatron's ``build_module`` passes a norm (``config``, ``hidden_size``,
+    ``eps``); ``[..., hidden_size]`` in, same shape and dtype out.
+    """
+
+    def __init__(self, config: Any, hidden_size: int, eps: float = 1e-6, **_: Any) -> None:
+        super().__init__()
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.zeros(hidden_size, dtype=config.params_dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalises ``x [..., H]`` over its last axis."""
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).to(x.dtype)
+
+
+class ValueHead(nn.Module):
+    """The critic's scalar head in place of ``GPTModel.output_layer`` on the last pipeline stage (T1 §4.5).
+
+    Called as megatron calls its output layer (``hidden [s, b, H]``, ``weight=``, ``runtime_gather_output=``);
+    returns ``(values [s, b, 1], None)``. Drawn ``normal(0, 1/(H+1))`` from ``seed``, as `t1_policy.Critic`.
+    """
+
+    def __init__(self, hidden_size: int, *, seed: int, dtype: torch.dtype) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        self.weight = nn.Parameter((torch.randn(1, hidden_size, generator=gen) / (hidden_size + 1)).to(dtype))
+
+    def forward(self, hidden: torch.Tensor, weight: Any = None, runtime_gather_output: Any = None) -> Any:
+        """``hidden [s, b, H]`` -> ``(values [s, b, 1], None)``."""
+        return F.linear(hidden, self.weight), None
+
+
+class HiddenOut(nn.Module):
+    """Keeps the actor's LM-head weight under ``output_layer.weight`` but returns the hidden states.
+
+    Log-probs are then taken in chunks (`t1_trainer.logprobs.lm_head_logprobs`), never as ``[T, V]`` logits.
+    """
+
+    def __init__(self, weight: nn.Parameter) -> None:
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, hidden: torch.Tensor, weight: Any = None, runtime_gather_output: Any = None) -> Any:
+        """``hidden [s, b, H]`` -> ``(hidden, None)``."""
+        return hidden, None
+
+
+def gdn_problem(model_spec: ModelSpec, *, cuda: bool) -> str | None:
+    """Why the Gated DeltaNet layers of ``model_spec`` cannot be built here, or None (none, or buildable)."""
+    if model_spec.num_linear_attention_layers == 0:
+        return None
+    missing = [] if cuda else ["CUDA"]
+    if importlib.util.find_spec("fla") is None:
+        missing.append("flash-linear-attention (fla)")
+    if not missing:
+        return None
+    return (
+        f"model.full_attention_interval {model_spec.full_attention_interval}: the "
+        f"{model_spec.num_linear_attention_layers} Gated DeltaNet layers are megatron-core's GatedDeltaNet, "
+        f"which needs {' and '.join(missing)}, absent here; set full_attention_interval: 1 (full attention "
+        "only) or use trainer.backend: torch"
+    )
+
+
+def transformer_config(
+    model_spec: ModelSpec, *, params_dtype: torch.dtype, cpu: bool, routing_replay: bool, plan: Any = None
+) -> Any:
+    """The megatron-core ``TransformerConfig`` of ``model_spec``: MoE in every layer, no aux loss (T1 §4.3).
+
+    Args:
+        model_spec: the recipe's model section.
+        params_dtype: float32 or bfloat16.
+        cpu: build for the CPU (``use_cpu_initialization``, no fusions, ``allgather`` dispatcher).
+        routing_replay: ``moe_enable_routing_replay`` (the actor: True; the critic never replays).
+        plan: the recipe's plan (tp, pp, cp, ep, etp); None = all 1.
+    """
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    s = model_spec
+    deg = {k: getattr(plan, k, 1) for k in ("tp", "pp", "cp", "ep", "etp")}
+    gdn = s.num_linear_attention_layers > 0
+    extra: dict[str, Any] = {}
+    if gdn:
+        extra = {
+            "experimental_attention_variant": "gated_delta_net",
+            "linear_attention_freq": s.full_attention_interval,
+            "linear_conv_kernel_dim": s.linear_conv_kernel_dim,
+            "linear_key_head_dim": s.linear_key_head_dim,
+            "linear_value_head_dim": s.linear_value_head_dim,
+            "linear_num_key_heads": s.linear_num_key_heads,
+            "linear_num_value_heads": s.linear_num_value_heads,
+        }
+    return TransformerConfig(
+        num_layers=s.num_layers,
+        hidden_size=s.hidden_size,
+        num_attention_heads=s.num_attention_heads,
+        num_query_groups=s.num_key_value_heads,
+        kv_channels=s.head_dim,
+        ffn_hidden_size=s.moe_intermediate_size,
+        num_moe_experts=s.num_experts,
+        moe_router_topk=s.top_k,
+        moe_ffn_hidden_size=s.moe_intermediate_size,
+        moe_shared_expert_intermediate_size=s.shared_expert_intermediate_size or None,
+        moe_shared_expert_gate=s.shared_expert_intermediate_size > 0,
+        moe_router_score_function="softmax",
+        moe_router_pre_softmax=False,  # top-k then softmax over the k = HF's softmax, top-k, renormalize
+        moe_router_dtype="fp32",
+        moe_aux_loss_coeff=0.0,  # T1 §4.3: no load-balancing loss
+        moe_router_load_balancing_type="none",
+        moe_enable_routing_replay=routing_replay,
+        moe_router_fusion=False,  # the fused router bypasses replay upstream
+        moe_token_dispatcher_type="allgather" if cpu else "alltoall",
+        moe_grouped_gemm=False,
+        normalization="RMSNorm",
+        layernorm_epsilon=1e-6,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=False,
+        qk_layernorm=True,
+        attention_output_gate=True,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        tensor_model_parallel_size=deg["tp"],
+        pipeline_model_parallel_size=deg["pp"],
+        context_parallel_size=deg["cp"],
+        expert_model_parallel_size=deg["ep"],
+        expert_tensor_parallel_size=deg["etp"],
+        sequence_parallel=deg["tp"] > 1,
+        use_cpu_initialization=cpu,
+        perform_initialization=True,
+        params_dtype=params_dtype,
+        bf16=params_dtype == torch.bfloat16,
+        gradient_accumulation_fusion=False,
+        bias_activation_fusion=False,
+        masked_softmax_fusion=False,
+        bias_dropout_fusion=False,
+        apply_rope_fusion=False,
+        persist_layer_norm=False,
+        **extra,
+    )
+
+
+def _layer_specs(model_spec: ModelSpec) -> Any:
+    """Per-layer ``ModuleSpec`` s (local modules, unfused zero-centred norms) and the final norm."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules
+
+    base = get_gpt_layer_local_spec(
+        num_experts=model_spec.num_experts, moe_grouped_gemm=False, qk_layernorm=True, normalization="RMSNorm"
+    )
+    base.submodules.input_layernorm = ZeroCenteredRMSNorm
+    base.submodules.pre_mlp_layernorm = ZeroCenteredRMSNorm
+    base.submodules.self_attention.submodules.q_layernorm = ZeroCenteredRMSNorm
+    base.submodules.self_attention.submodules.k_layernorm = ZeroCenteredRMSNorm
+    specs = []
+    for kind in model_spec.layer_types:
+        spec = copy.deepcopy(base)
+        if kind == "linear_attention":
+            spec.submodules.self_attention = _gdn_spec()
+        specs.append(spec)
+    return TransformerBlockSubmodules(layer_specs=specs, layer_norm=ZeroCenteredRMSNorm)
+
+
+def _gdn_spec() -> Any:
+    from megatron.core.ssm.gated_delta_net import GatedDeltaNet, GatedDeltaNetSubmodules
+    from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.transformer.spec_utils import ModuleSpec
+    from megatron.core.transformer.torch_norm import WrappedTorchNorm
+
+    return ModuleSpec(
+        module=GatedDeltaNet,
+        submodules=GatedDeltaNetSubmodules(
+            in_proj=ColumnParallelLinear, out_norm=WrappedTorchNorm, out_proj=RowParallelLinear
+        ),
+    )
+
+
+def build_gpt(
+    model_spec: ModelSpec,
+    *,
+    seed: int,
+    params_dtype: torch.dtype,
+    cpu: bool,
+    routing_replay: bool,
+    value_head: bool = False,
+    plan: Any = None,
+) -> Any:
+    """One megatron ``GPTModel`` of ``model_spec``: the actor, or with ``value_head`` the critic (T1 §4.5).
+
+    The actor's ``output_layer`` becomes `HiddenOut` (its weight kept under the same name); the critic's is a
+    `ValueHead` drawn from ``seed + 1``. Weights are drawn under ``torch.manual_seed(seed)`` (the global RNG
+    is restored); the caller copies the HF policy's weights in (`t1_trainer.megatron.names.hf_to_megatron`).
+
+    Raises:
+        ImportError: megatron-core (or, for Gated DeltaNet layers, flash-linear-attention) is not installed.
+    """
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    config = transformer_config(
+        model_spec, params_dtype=params_dtype, cpu=cpu, routing_replay=routing_replay, plan=plan
+    )
+    with torch.random.fork_rng(devices=[]), cpu_device_shim(cpu):
+        torch.manual_seed(seed)
+        model = GPTModel(
+            config=config,
+            transformer_layer_spec=_layer_specs(model_spec),
+            vocab_size=model_spec.vocab_size,
+            max_sequence_length=model_spec.max_position_embeddings,
+            position_embedding_type="rope",
+            rotary_percent=0.25,
+            rotary_base=10000,
+            share_embeddings_and_output_weights=model_spec.tie_word_embeddings,
+        )
+    if getattr(model, "output_layer", None) is not None:
+        if value_head:
+            model.output_layer = ValueHead(model_spec.hidden_size, seed=seed + 1, dtype=params_dtype)
+        else:
+            model.output_layer = HiddenOut(model.output_layer.weight)
+    return model
+
+
+@contextlib.contextmanager
+def cpu_device_shim(cpu: bool) -> Iterator[None]:
+    """On the CPU, answers megatron's ``torch.cuda.current_device()`` with the CPU device; else does nothing.
+
+    megatron-core 0.19.2 moves the rotary ``inv_freq`` to ``torch.cuda.current_device()`` on the first forward
+    (``RotaryEmbedding.get_emb``), which raises without a CUDA driver. Only for the body's duration.
+    """
+    if not cpu:
+        yield
+        return
+    original = torch.cuda.current_device
+    torch.cuda.current_device = lambda: torch.device("cpu")  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cuda.current_device = original  # type: ignore[assignment]
