@@ -147,13 +147,20 @@ def test_timeouts_on_the_page_are_read_with_the_stated_default(tmp_path: Path, k
 
 
 def test_keys_the_page_calls_unused_change_nothing(tmp_path: Path) -> None:
-    """``[environment]``, ``version`` and ``author_name`` do not change the loaded task (``config`` aside)."""
+    """``author_name`` changes nothing; ``version`` only ``schema_version``; ``[environment]`` only
+    ``Task.environment`` (kept for the backend), and a value Harbor does not have is refused by name."""
+    import dataclasses
+
     bundle = _write_example(tmp_path)
     plain = load_task(bundle)
     text = _titled_blocks()["task.toml"].replace('version = "1.0"', 'version = "9.9"')
     text = text.replace("[metadata]\n", '[metadata]\nauthor_name = "someone"\n')
-    text += '\n[environment]\ncpus = 64\nmemory_mb = 1\nstorage_mb = 1\nnetwork_mode = "bridge"\n'
-    assert load_task(_with_toml(bundle, text)) == plain  # Task equality leaves config out
+    text += '\n[environment]\ncpus = 64\nmemory_mb = 1\nstorage_mb = 1\nnetwork_mode = "no-network"\n'
+    changed = load_task(_with_toml(bundle, text))
+    assert dataclasses.replace(changed, environment=plain.environment, schema_version="1.0") == plain
+    assert (changed.environment.cpus, changed.environment.memory_mb, changed.schema_version) == (64, 1, "9.9")
+    with pytest.raises(TaskError, match=r"environment\.network_mode must be one of"):
+        load_task(_with_toml(bundle, text.replace('"no-network"', '"bridge"')))
 
 
 # --------------------------------------------------------------------------- Dockerfile subset

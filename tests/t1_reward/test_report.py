@@ -207,10 +207,12 @@ def test_reward_json_wins_over_reward_txt(tmp_path):
 
 @pytest.mark.parametrize(
     "content",
-    ['{"reward": "1"}', '{"reward": true}', '{"reward": 1, "note": "ok"}', '{"reward": {"x": 1}}', '[1]',
-     '{"score": 1}', '{"reward": Infinity}', ""],
+    ['{"reward": "high"}', '{"reward": null}', '{"reward": 1, "note": "ok"}', '{"reward": {"x": 1}}', '[1]',
+     '{}', '{"reward": Infinity}', '{"reward": NaN, "x": 1}', ""],
 )  # fmt: skip
 def test_reward_json_with_non_numeric_values_is_unparsable(tmp_path, content):
+    # Harbor's VerifierResult (dict[str, float | int]) refuses text, null and nested values too; "1", true
+    # and a file without a "reward" key are numbers to Harbor (test_reward_json_is_read_as_harbor_reads_it).
     (tmp_path / "reward.json").write_text(content)
     (tmp_path / "reward.txt").write_text("1")  # JSON wins even when bad (Harbor's rule), so this is ignored
     report = read_report(tmp_path)

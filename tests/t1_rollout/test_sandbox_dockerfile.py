@@ -30,9 +30,9 @@ def test_a_refusal_lists_the_supported_subset_and_says_no_other_sandbox_is_built
     message = str(info.value)
     assert where in message
     assert "FROM debian:bookworm[-slim], WORKDIR, COPY" in message and "ENV and RUN" in message
-    assert "docker, daytona and harbor sandboxes" in message and "not built yet" in message
-    # No advice to use a backend that does not exist.
-    assert "use the docker sandbox" not in message
+    # The real cause (no image store, no network, the host's read-only userland) and the backend that runs it.
+    assert "no image store and no network" in message and "read-only" in message
+    assert "set `sandbox.kind: docker` in the recipe" in message
 
 
 def test_the_supported_subset_parses(tmp_path):

@@ -128,7 +128,8 @@ def test_directory_pool_loads_bundles_sorted(tmp_path):
 
 
 def test_missing_category_names_file_and_field(tmp_path):
-    root = _bundle(tmp_path / "t", toml='[metadata]\ndifficulty = "easy"\n')
+    # metadata.category is optional (Harbor requires none); a category of the wrong type is still refused.
+    root = _bundle(tmp_path / "t", toml='[metadata]\ncategory = 3\ndifficulty = "easy"\n')
     with pytest.raises(TaskError, match=r"task\.toml: field metadata\.category"):
         load_task(root)
 
@@ -144,8 +145,10 @@ def test_invalid_toml_and_missing_files_are_task_errors(tmp_path):
         load_task(_bundle(tmp_path / "t1", toml="[metadata\n"))
     root = _bundle(tmp_path / "t2")
     (root / "solution" / "solve.sh").unlink()
+    # only the oracle run (`t1 tasks validate`) needs solution/solve.sh; training loads the bundle (Harbor)
+    assert load_task(root).has_solution is False
     with pytest.raises(TaskError, match=r"solution/solve\.sh"):
-        load_task(root)
+        load_task(root, require_solution=True)
 
 
 def test_tests_without_test_functions_are_refused(tmp_path):
@@ -177,7 +180,7 @@ def test_t1_tasks_imports_neither_torch_nor_t1_rollout():
 def _broken_pool(root: Path) -> Path:
     """Five bundles: two good, three broken in different ways (bad TOML field, missing files)."""
     _bundle(root / "a-good")
-    _bundle(root / "b-no-difficulty", toml='[metadata]\ncategory = "x"\n')
+    _bundle(root / "b-no-difficulty", toml='[metadata]\ncategory = "x"\ndifficulty = 3\n')
     (_bundle(root / "c-no-test-sh") / "tests" / "test.sh").unlink()
     _bundle(root / "d-good")
     e = _bundle(root / "e-no-solve-no-instruction")
@@ -193,8 +196,12 @@ def test_non_strict_load_returns_the_good_tasks_and_every_broken_bundle_with_its
     by_id = {b.id: b for b in pool.broken}
     assert "task.toml: field metadata.difficulty" in by_id["b-no-difficulty"].message
     assert "tests/test.sh: missing" in by_id["c-no-test-sh"].message
-    # every missing file of a bundle in one message
-    assert "missing instruction.md, solution/solve.sh" in by_id["e-no-solve-no-instruction"].message
+    # solution/solve.sh is needed only by `t1 tasks validate` (require_solution), so only instruction.md is
+    # missing here; with it required, every missing file of a bundle is in one message
+    assert "instruction.md: missing" in by_id["e-no-solve-no-instruction"].message
+    for_oracle = load_pool(str(tmp_path), strict=False, require_solution=True)
+    gone = {b.id: b.message for b in for_oracle.broken}["e-no-solve-no-instruction"]
+    assert "missing instruction.md, solution/solve.sh" in gone
     assert all(isinstance(b.error, TaskError) and b.path.is_dir() for b in pool.broken)
     # broken bundles are reported, never trained on
     assert len(pool) == 2 and pool.statistics().n_tasks == 2

@@ -39,28 +39,37 @@ class AssertionOutcome:
         status: The assertion's outcome.
         message: Failure, skip or error message if the report carries one.
         entries: How many report entries carried this name (1 normally; more when `fold_outcomes` folded
-            repeated entries of a malformed report into this one).
+            repeated entries into this one: reruns, or a malformed report).
+        cases: How many assertions this entry stands for: 1, except for an entry of pytest-json-ctrf < 0.4
+            (the 0.3.5 that Terminal-Bench 2 pins), which collapses the cases of a parametrized test into
+            one entry with ``retries`` = cases - 1 (`t1_reward.parse_ctrf`). Such an entry keeps one status
+            for all its cases (the first failing or skipped case's, else passed), so its cases count as
+            passed only when it passed.
     """
 
     name: str
     status: AssertionStatus
     message: str | None = None
     entries: int = 1
+    cases: int = 1
 
-
-# Which status a repeated name folds to when not every entry passed: the worst one reported.
-_FOLD_ORDER = (AssertionStatus.FAILED, AssertionStatus.OTHER, AssertionStatus.SKIPPED, AssertionStatus.PASSED)
+    @property
+    def collapsed(self) -> bool:
+        """The entry stands for several parametrized cases (pytest-json-ctrf < 0.4 collapsed them)."""
+        return self.cases > 1
 
 
 def fold_outcomes(outcomes: tuple[AssertionOutcome, ...]) -> tuple[AssertionOutcome, ...]:
-    """Fold entries that repeat a test name into one assertion per name (T1 §5.2: P counts assertions).
+    """Fold entries that repeat a test name into one assertion per name, at its final status (T1 §5.2).
 
-    A report that lists a name more than once is malformed (a buggy plugin, a re-run appended to the same
-    report, two JUnit files covering the same tests, or a tampered verifier): counting every entry would let
-    one passing test add 1/S many times over. The folded assertion is `PASSED` only
-    if every entry of it passed; otherwise it takes the worst status reported (`FAILED` > `OTHER` >
-    `SKIPPED`) and that entry's message. `AssertionOutcome.entries` keeps how many entries were folded.
-    Idempotent; distinct names (parametrized cases included) are left alone.
+    A test that pytest-rerunfailures ran again is reported once per attempt in JUnit XML (an empty
+    ``<testcase>`` for each rerun attempt, then the final one; pytest-rerunfailures 16.6.1), and a rerun
+    appended to the same report repeats the name too: pytest, CTRF (``retries``, ``flaky``) and the rerun
+    plugins all count such a test once, at the status of its final attempt, so the folded assertion takes
+    the status, message and case count of the name's last entry in report order. Counting every entry
+    instead would let one passing test add 1/S many times over, so a name counts once whatever its number
+    of entries. `AssertionOutcome.entries` keeps how many entries were folded. Idempotent; distinct names
+    (parametrized cases included) are left alone.
 
     Args:
         outcomes: Assertions in report order, possibly with repeated names.
@@ -76,9 +85,9 @@ def fold_outcomes(outcomes: tuple[AssertionOutcome, ...]) -> tuple[AssertionOutc
         if len(group) == 1:
             folded.append(group[0])
             continue
-        status = next(s for s in _FOLD_ORDER if any(o.status is s for o in group))
-        message = next((o.message for o in group if o.status is status and o.message), None)
-        folded.append(AssertionOutcome(name, status, message, entries=sum(o.entries for o in group)))
+        final = group[-1]
+        entries = sum(o.entries for o in group)
+        folded.append(AssertionOutcome(name, final.status, final.message, entries=entries, cases=final.cases))
     return tuple(folded)
 
 
@@ -115,15 +124,20 @@ class Report:
 
     @property
     def passed(self) -> int:
-        """P: the number of distinct assertions (test names) whose every entry has status `PASSED`."""
-        return sum(1 for o in fold_outcomes(self.outcomes) if o.status is AssertionStatus.PASSED)
+        """P: assertions passed: the cases of every distinct test name whose final entry passed."""
+        return sum(o.cases for o in fold_outcomes(self.outcomes) if o.status is AssertionStatus.PASSED)
 
     @property
     def total(self) -> int:
-        """T: distinct assertions (test names) reported, skipped and other included (counted, unpassed)."""
-        return len(fold_outcomes(self.outcomes))
+        """T: assertions reported (the cases of every distinct test name; skipped and other included)."""
+        return sum(o.cases for o in fold_outcomes(self.outcomes))
 
     @property
     def duplicates(self) -> int:
-        """Report entries folded away because they repeated a test name (0 for a well-formed report)."""
+        """Report entries folded away because they repeated a test name (reruns; 0 for a single run)."""
         return sum(o.entries for o in self.outcomes) - len(fold_outcomes(self.outcomes))
+
+    @property
+    def collapsed(self) -> int:
+        """Entries that stand for several parametrized cases (pytest-json-ctrf < 0.4); 0 otherwise."""
+        return sum(1 for o in fold_outcomes(self.outcomes) if o.collapsed)

@@ -3,7 +3,7 @@
 Each parser takes the file's text and either returns the parsed value or raises `VerifierReportError` naming
 what is wrong. `read_report` (in `t1_reward.report`) does the I/O and turns errors into tagged fallbacks.
 Formats: CTRF per `ctrf-io/ctrf` schema (``results.tests[].name/status``) as pytest-json-ctrf writes it; JUnit
-XML as pytest ``--junitxml`` writes it; reward files as Harbor's verifier reads them (flat numeric
+XML as pytest ``--junitxml`` writes it; reward files as Harbor's verifier reads them (numeric
 ``reward.json``, single float ``reward.txt``).
 """
 
@@ -59,15 +59,23 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     Any other status (``ok``, ``error``, ``passed `` with a space) is not CTRF: the whole report is refused,
     so that a verifier's format slip falls back to the binary outcome with its cause instead of being
     scored as a failed assertion, the agent's 0 (T1 §5.2, Fallback).
-    Verifiers should pin pytest-json-ctrf >= 0.6: earlier versions (Harbor's template pins 0.3.5) report a
-    parametrized test as one entry with retries, which collapses its assertions into one.
+    pytest-json-ctrf before 0.4 (Harbor's template and Terminal-Bench 2 pin 0.3.5) collapses the cases of a
+    parametrized test into one entry: its name is the node id cut at ``[``, ``retries`` counts the other
+    cases (and is left out when it is 1), and its status is the first failing or skipped case's, else
+    passed. Such a report is recognised by its snake-case ``file_path`` key (0.4 and later write
+    ``filePath``); each of its entries stands for ``retries + 1`` cases (2 when ``retries`` is absent), kept
+    as `AssertionOutcome.cases`, so T counts every case and P counts a collapsed entry's cases only when it
+    passed (a lower bound: the report does not say which cases of a failed entry passed). In later versions
+    each case is its own entry and ``retries`` counts reruns of one test (pytest-rerunfailures), whose
+    ``status`` is already the final attempt's: it is read as it is, a rerun that passed counts as passed.
     A leading UTF-8 byte-order mark is ignored.
 
     Args:
         text: The content of ``ctrf.json``.
 
     Returns:
-        One outcome per entry of ``results.tests``, in file order. A name that several entries share with
+        One outcome per entry of ``results.tests``, in file order (``cases`` > 1 for a collapsed entry of
+        pytest-json-ctrf < 0.4). A name that several entries share with
         different ``filePath`` values is qualified as ``filePath::name`` (distinct tests of a reporter whose
         names are bare titles); entries that repeat a name otherwise are returned as they are (the file's
         content), and `read_report` folds them with `fold_outcomes`.
@@ -75,7 +83,8 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     Raises:
         VerifierReportError: invalid JSON; ``results.tests`` missing or not a list; a test without a string
             ``name`` or ``status``; a status that is not one of CTRF's five (the message quotes it and the
-            test's index and name); zero tests (a report that lists nothing carries no per-assertion
+            test's index and name); a collapsed entry whose ``retries`` is not a non-negative integer;
+            zero tests (a report that lists nothing carries no per-assertion
             information); or ``results.summary.tests`` disagreeing with the number of entries (a partial
             report).
     """
@@ -102,7 +111,8 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
                 f"ctrf.json: results.tests[{i}] ({_quote(name)}) has status {_quote(raw)}, not a CTRF status "
                 f"({', '.join(_CTRF_STATUS)}, in any letter case)"
             )
-        outcomes.append(AssertionOutcome(name=name, status=status, message=message))
+        cases = _collapsed_cases(test, name, i)
+        outcomes.append(AssertionOutcome(name=name, status=status, message=message, cases=cases))
         file_path = test.get("filePath")
         files.append(file_path if isinstance(file_path, str) and file_path else None)
     # One name in several files is several tests (a non-pytest reporter whose names are bare titles): qualify
@@ -111,7 +121,9 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     for o, f in zip(outcomes, files, strict=True):
         paths_of.setdefault(o.name, set()).add(f)
     outcomes = [
-        AssertionOutcome(f"{f}::{o.name}", o.status, o.message) if f and len(paths_of[o.name]) > 1 else o
+        AssertionOutcome(f"{f}::{o.name}", o.status, o.message, cases=o.cases)
+        if f and len(paths_of[o.name]) > 1
+        else o
         for o, f in zip(outcomes, files, strict=True)
     ]
     if not outcomes:
@@ -129,11 +141,34 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     return tuple(outcomes)
 
 
+def _collapsed_cases(test: dict[str, Any], name: str, index: int) -> int:
+    """How many parametrized cases one CTRF entry stands for (1 unless pytest-json-ctrf < 0.4 wrote it).
+
+    Raises:
+        VerifierReportError: a collapsed entry whose ``retries`` is not a non-negative integer.
+    """
+    # 0.1 to 0.3.x write snake-case ``file_path`` and cut the node id at "["; later versions never do
+    if "file_path" not in test or "filePath" in test or "[" in name:
+        return 1
+    retries = test.get("retries", 1)  # 0.3.x leaves retries out when it is 1 (two cases)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise VerifierReportError(
+            f"ctrf.json: results.tests[{index}] ({_quote(name)}) has retries {_quote(repr(retries))}, not a"
+            " non-negative integer (pytest-json-ctrf < 0.4 counts a parametrized test's other cases there)"
+        )
+    return retries + 1
+
+
 def parse_junit(text: str) -> tuple[AssertionOutcome, ...]:
     """Parse a JUnit XML report into per-assertion outcomes.
 
     A ``<testcase>`` with a ``<failure>`` or ``<error>`` child is `FAILED`, with ``<skipped>`` is `SKIPPED`,
-    otherwise `PASSED`. Names are ``classname::name`` (just ``name`` when there is no classname).
+    otherwise `PASSED`. Names are ``classname::name`` (just ``name`` when there is no classname). Reruns
+    are read at their final status: the Maven Surefire rerun children (``<flakyFailure>``,
+    ``<flakyError>``: failed attempts of a test that then passed; ``<rerunFailure>``, ``<rerunError>``:
+    earlier attempts of a test whose final ``<failure>`` is also there) are attempt history and do not set
+    the status, and a test that pytest-rerunfailures reported once per attempt (repeated ``<testcase>``
+    elements) is folded to its last one by `fold_outcomes`.
 
     Args:
         text: The XML document (root ``<testsuites>`` or ``<testsuite>``; see `xml_root_tag` to tell a JUnit
@@ -205,14 +240,34 @@ def xml_root_tag(text: str) -> str | None:
     return None
 
 
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+def _harbor_number(value: Any) -> float | None:
+    """``value`` as Harbor's reward model coerces it (pydantic ``float | int``, lax), or None if it cannot be.
+
+    Numbers (NaN and infinities included, as Python's ``json`` reads them), booleans (1 and 0) and numeric
+    strings such as ``"0.5"`` are numbers to Harbor; null, lists, objects and other strings are not.
+    """
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        match = _REWARD_TXT.fullmatch(value)
+        return float(match.group(1)) if match is not None else None
+    return None
 
 
 def parse_reward_json(text: str) -> float:
-    """Parse Harbor's ``reward.json`` and return its ``"reward"`` value.
+    """Parse Harbor's ``reward.json`` as Harbor reads it and return the trial's reward.
 
-    Harbor requires a flat ``dict[str, float | int]``; consumers read the ``"reward"`` key.
+    Harbor loads the file with ``json.loads`` into a ``dict[str, float | int]`` (its ``VerifierResult``):
+    any number of keys, each value a number or something pydantic coerces to one (a boolean, a numeric
+    string); a value it cannot coerce (null, a list, an object, other text) makes Harbor refuse the file.
+    The reward is the ``"reward"`` key when there is one, else the first key's value (Harbor's consumers:
+    the uploader's primary reward, the leaderboard). Extra keys (``n_passed``, ``loss``, even a NaN one)
+    are allowed and ignored. T1 adds one rule of its own: the reward itself is a finite number in [0, 1].
+
+    Source: Harbor ``verifier/verifier.py`` (``_parse_reward_json``), ``models/verifier/result.py``,
+    ``upload/uploader.py`` (``_extract_primary_reward``), v0.13.1.
 
     Args:
         text: The content of ``reward.json`` (a leading UTF-8 byte-order mark is ignored).
@@ -222,21 +277,32 @@ def parse_reward_json(text: str) -> float:
         partial credit).
 
     Raises:
-        VerifierReportError: invalid JSON, not an object, any non-numeric (or boolean, or non-finite) value,
-            no ``"reward"`` key, or a ``"reward"`` outside [0, 1] (the message quotes it): an outcome such as
-            -1 or 2.5 is a verifier slip, never a reward.
+        VerifierReportError: invalid JSON, not an object, an empty object (no reward), a value Harbor
+            cannot read as a number (the keys are named), or a reward that is not finite or lies outside
+            [0, 1] (the message quotes it): an outcome such as -1 or 2.5 is a verifier slip, never a reward.
     """
-    data = _load_json(text, "reward.json")
+    text = text.removeprefix("\ufeff")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise VerifierReportError(
+            f"reward.json: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from None
     if not isinstance(data, dict):
         raise VerifierReportError('reward.json: must be a flat JSON object such as {"reward": 1.0}')
-    bad = [k for k, v in data.items() if not _finite_number(v)]
+    bad = [k for k, v in data.items() if _harbor_number(v) is None]
     if bad:
         raise VerifierReportError(
-            f"reward.json: non-numeric values for keys {bad} (Harbor requires numbers only)"
+            f"reward.json: values for keys {bad[:10]} are not numbers (Harbor refuses such a file too)"
         )
-    if "reward" not in data:
-        raise VerifierReportError(f"reward.json: no 'reward' key (keys: {sorted(data)})")
-    return _binary_in_range(float(data["reward"]), f"reward.json: 'reward' = {data['reward']!r}")
+    if not data:
+        raise VerifierReportError('reward.json: an empty object holds no reward (write {"reward": x})')
+    key = "reward" if "reward" in data else next(iter(data))
+    value = _harbor_number(data[key])
+    assert value is not None  # every value was checked above
+    if not math.isfinite(value):
+        raise VerifierReportError(f"reward.json: {key!r} = {data[key]!r} is not finite")
+    return _binary_in_range(value, f"reward.json: {key!r} = {data[key]!r}")
 
 
 def _binary_in_range(value: float, what: str) -> float:

@@ -39,16 +39,39 @@ def _file_kind(mode: int) -> str:
     return "of an unknown kind"
 
 
-def _read_text(path: Path) -> str:
+def _decode(data: bytes, name: str, notes: list[str] | None) -> str:
+    """``data`` as UTF-8 text (a leading byte-order mark dropped), undecodable bytes replaced by U+FFFD.
+
+    Test output quoted in a failure message (a program printing Latin-1, a binary diff) is the usual source
+    of bytes that are not UTF-8; they sit in free text, while the structure a parser reads (JSON, XML
+    markup, statuses) is ASCII. Replacing them keeps the statuses readable; a status or number that held
+    such a byte no longer matches anything and is refused by the parser, as before. The count replaced is
+    noted in ``notes``.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        text = data.decode("utf-8-sig", errors="replace")
+        if notes is not None:
+            bad = text.count("\ufffd") - data.decode("utf-8-sig", errors="ignore").count("\ufffd")
+            notes.append(
+                f"{name}: {bad} undecodable byte sequences (not UTF-8, first at byte {e.start}) replaced by"
+                " U+FFFD; statuses read as written"
+            )
+        return text
+
+
+def _read_text(path: Path, notes: list[str] | None = None) -> str:
     """Read a verifier file as UTF-8 text, without ever blocking.
 
     Only regular files are read: the file is opened non-blocking (opening a FIFO for reading would otherwise
     wait for a writer forever) and checked with ``fstat`` on the open descriptor (no race with a swap).
-    A leading UTF-8 byte-order mark is dropped.
+    A leading UTF-8 byte-order mark is dropped; bytes that are not UTF-8 are replaced by U+FFFD, with a
+    note in ``notes`` (`_decode`).
 
     Raises:
         VerifierReportError: not a regular file (FIFO, device, socket, directory), larger than
-            `MAX_REPORT_BYTES`, not UTF-8, or unreadable.
+            `MAX_REPORT_BYTES`, or unreadable.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
@@ -68,9 +91,7 @@ def _read_text(path: Path) -> str:
             data = f.read(MAX_REPORT_BYTES + 1)  # the file may grow after fstat
         if len(data) > MAX_REPORT_BYTES:
             raise VerifierReportError(f"{path.name}: exceeds the {MAX_REPORT_BYTES}-byte limit")
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise VerifierReportError(f"{path.name}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        return _decode(data, path.name, notes)
     except OSError as e:
         raise VerifierReportError(f"{path.name}: cannot be read ({e.strerror or e})") from None
     finally:
@@ -79,7 +100,7 @@ def _read_text(path: Path) -> str:
 
 def _parse_file[T](path: Path, parser: Callable[[str], T], notes: list[str]) -> T | None:
     try:
-        return parser(_read_text(path))
+        return parser(_read_text(path, notes))
     except VerifierReportError as e:
         notes.append(str(e))
         return None
@@ -92,7 +113,7 @@ def _read_junit(path: Path, notes: list[str]) -> tuple[AssertionOutcome, ...] | 
     at all (its root element is neither ``<testsuites>`` nor ``<testsuite>``).
     """
     try:
-        text = _read_text(path)
+        text = _read_text(path, notes)
     except VerifierReportError as e:
         notes.append(str(e))
         return None
@@ -119,8 +140,16 @@ def _fold(
         )
         more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
         notes.append(
-            f"{what}: {len(outcomes) - len(folded)} duplicate entries folded (a test name must be reported"
-            f" once; each name counts once and passes only if every entry passed): {names}{more}"
+            f"{what}: {len(outcomes) - len(folded)} duplicate entries folded (reruns or repeats of a test"
+            f" name: each name counts once, at its last entry's status): {names}{more}"
+        )
+    collapsed = [o for o in folded if o.collapsed]
+    if collapsed:
+        cases = sum(o.cases for o in collapsed)
+        notes.append(
+            f"{what}: {len(collapsed)} entries collapse {cases} parametrized cases (pytest-json-ctrf < 0.4):"
+            " each case counts as an assertion, passed only when its entry passed"
+            " (pin pytest-json-ctrf >= 0.6 for per-case outcomes)"
         )
     return folded
 
@@ -177,14 +206,16 @@ def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = 
     The binary outcome b comes from ``reward.json`` (``{"reward": x}``, flat numeric object) or, when that
     file is absent, ``reward.txt`` (T1 §5.2; Harbor ``verifier.py``).
 
-    P counts assertions, not report entries (T1 §5.2, Eq. 20): entries that repeat a test name are folded
-    into one assertion (`fold_outcomes`), which passes only if every entry of it passed; the count folded
-    away is `Report.duplicates` and the names are in ``detail``. Parametrized cases have distinct names and
-    count separately.
+    P counts assertions, not report entries (T1 §5.2, Eq. 20): entries that repeat a test name (reruns) are
+    folded into one assertion at its final entry's status (`fold_outcomes`); the count folded away is
+    `Report.duplicates` and the names are in ``detail``. Parametrized cases have distinct names and count
+    separately; an entry in which pytest-json-ctrf < 0.4 collapsed a parametrized test's cases counts all
+    of them (`AssertionOutcome.cases`, `Report.collapsed`; `parse_ctrf`), with a note in ``detail``.
 
     Only regular files are read, non-blocking: a report file that is a FIFO, device, socket or directory is
     not read (it would block or make no sense) and counts as present but unusable. Files are UTF-8, a
-    leading byte-order mark is dropped, and at most `MAX_REPORT_BYTES` are read.
+    leading byte-order mark is dropped, bytes that are not UTF-8 are replaced by U+FFFD (noted in
+    ``detail``; statuses are read as written), and at most `MAX_REPORT_BYTES` are read.
 
     The fallback cause (T1 §5.2, "Fallback") is, in this order of precedence: `VERIFIER_TIMEOUT` if
     ``timed_out``; `VERIFIER_CRASH` if ``crashed``; `UNPARSABLE` if a per-assertion file (``ctrf.json`` or a

@@ -140,9 +140,9 @@ def compute_reward(report: Report, spec: RewardSpec) -> RewardResult:
     infrastructure failure, 0 for a failure the agent caused, 0 for a tampered report) is decided in one
     place, `t1_reward.judge`, which calls this function.
 
-    P and T count distinct test names (`Report.passed`, `Report.total`): a name reported several times
-    counts once and passes only if every entry of it passed; ``duplicates`` in the result says how many
-    entries were folded.
+    P and T count assertions (`Report.passed`, `Report.total`): a name reported several times (reruns)
+    counts once, at its last entry's status, and an entry of pytest-json-ctrf < 0.4 that collapsed a
+    parametrized test counts its cases; ``duplicates`` in the result says how many entries were folded.
 
     Args:
         report: From `read_report`.

@@ -10,7 +10,14 @@ than the grade. `judge` applies these rules, in this order, and nothing else in 
    than the task has, unknown test names, pytest's own counts disagreeing; ``t1_rollout.verify``: the
    report changed after the verifier exited, the tests changed): the trial is ``finished`` with reward 0,
    tagged tampered with its evidence, and trained on, so forgery never pays.
-3. **Agent-caused verifier failure: 0, trained on.** A verifier timeout, a ``test.sh`` ended by a signal,
+3. **A verifier that the environment kept from running: dropped.** The run left no usable per-assertion
+   report and T1's own facts blame the environment (``t1_rollout.attribution``: the task's reference
+   solution got no report on this machine either, by the validation record; or, without a record, the
+   sandbox has no network and the task's ``test.sh`` fetches from a host): the trial is ``failed`` with
+   that cause (``verifier could not reach astral.sh ...``), never the agent's 0, even when ``test.sh``
+   wrote ``reward.txt = 0``. Nothing the run printed is read, so a planted ``curl`` that prints a DNS
+   error changes nothing.
+4. **Agent-caused verifier failure: 0, trained on.** A verifier timeout, a ``test.sh`` ended by a signal,
    a ``test.sh`` that exited without any usable report, or one that left no usable per-assertion report
    although the task's verifier writes one (its validation record says so, or its tests are pytest files
    with a static count), in a sandbox that stayed healthy: the task's own oracle produced a report at
@@ -19,12 +26,14 @@ than the grade. `judge` applies these rules, in this order, and nothing else in 
    sandbox still answered (the agent filled the disk the output is staged on). The trial is ``finished``
    with reward 0 and its fallback cause kept; a ``reward.json`` or ``reward.txt`` that the run left is
    ignored (it may be the agent's own), so sabotage never pays either.
-4. **Otherwise** `compute_reward`: dense P/S by default (T1 §5.2, Eq. 20), with the binary fallback when a
+5. **Otherwise** `compute_reward`: dense P/S by default (T1 §5.2, Eq. 20), with the binary fallback when a
    ``test.sh`` that exited normally left no usable per-assertion report but a reward file, for a task not
    known to write a per-assertion report (T1 §5.2's fallback: a solved task never scores 0).
 
 P is bounded by the task's known assertion count: a report that names more assertions than that is
-refused by rule 2, so a scored report has P <= T <= the known count.
+refused by rule 2, so a scored report has P <= T <= the known count. A task known to write a per-assertion
+report never scores its reward file alone: a run without the report is a verifier failure, with its cause,
+dropped by rule 3 or scored 0 by rule 4, never the binary fallback.
 """
 
 from __future__ import annotations
@@ -47,10 +56,10 @@ class Verdict:
     Attributes:
         status: ``finished`` (the reward is trained on) or ``failed`` (dropped: an infrastructure failure).
         reward: the reward with its provenance: ``kind`` is ``"tampered"`` (rule 2), ``"no_verdict"``
-            (rule 3) or what `compute_reward` applied; ``value`` is None only when ``status`` is ``failed``.
+            (rule 4) or what `compute_reward` applied; ``value`` is None only when ``status`` is ``failed``.
         evidence: why the report was refused (empty unless tampered).
         cause: one line for the record: the infrastructure failure (``failed``), or why a finished trial
-            scored 0 by rule 2 or 3; None for a normally scored trial.
+            scored 0 by rule 2 or 4; None for a normally scored trial.
     """
 
     status: Literal["finished", "failed"]
@@ -72,6 +81,7 @@ def judge(
     evidence: tuple[TamperEvidence, ...] = (),
     expects_per_assertion: bool = False,
     sabotage: str | None = None,
+    environment_cause: str | None = None,
 ) -> Verdict:
     """Score one verifier run under the policy of the module docstring (the one place it is decided).
 
@@ -83,11 +93,14 @@ def judge(
             (the sandbox stayed healthy).
         evidence: tamper evidence from ``t1_reward.check_report`` and the sandbox-side checks.
         expects_per_assertion: the task's verifier writes a per-assertion report (its validation record
-            says so, or its tests are pytest files with a static count): a missing or unparsable one then
-            falls under rule 3, and a reward file alone is not trusted (the program under test can write one
-            and make the report unwritable).
+            says so, or its ``test.sh`` asks pytest for one): a missing or unparsable one then falls under
+            rule 3 or 4, and a reward file alone is not trusted (the program under test can write one and
+            make the report unwritable).
         sabotage: why T1 could not collect the verifier's output although the sandbox stayed healthy after
-            ``test.sh`` (e.g. the disk the agent filled): rule 3, never a dropped trial.
+            ``test.sh`` (e.g. the disk the agent filled): rule 4, never a dropped trial.
+        environment_cause: why T1's own facts blame the environment for a verifier that produced no
+            verdict (``t1_rollout.attribution.environment_cause``), or None: rule 3 when the report holds no
+            usable per-assertion outcomes.
 
     Returns:
         The `Verdict`.
@@ -107,6 +120,10 @@ def judge(
         checks = ", ".join(dict.fromkeys(e.check for e in evidence))
         cause = f"verifier: report refused as tampered ({checks}): {evidence[0].detail}"
         return Verdict("finished", zero("tampered"), evidence=tuple(evidence), cause=cause)
+    if environment_cause is not None and report.fallback is not None:
+        none = RewardResult(None, 0, result.total, report.binary, report.fallback, "none", result.duplicates)
+        ignored = f"; its {report.source} is ignored" if report.binary is not None else ""
+        return Verdict("failed", none, cause=f"verifier: {environment_cause}{ignored}")
     agent_failure = report.fallback in (FallbackCause.VERIFIER_TIMEOUT, FallbackCause.VERIFIER_CRASH)
     # a task known to write a per-assertion report wrote none: a reward file alone is not its verdict
     missing_report = expects_per_assertion and report.fallback in (
@@ -118,7 +135,10 @@ def judge(
         if sabotage is not None:
             why = sabotage
         elif missing_report:
-            why = f"{why} per-assertion report (the task's verifier writes one; its reward file is ignored)"
+            why = (
+                f"verifier failure: {why} per-assertion report (the task's verifier writes one; its reward"
+                " file is ignored)"
+            )
         detail = f" ({report.detail})" if report.detail else ""
         cause = f"verifier: {why}{detail}; scored 0: the sandbox stayed healthy, so this is the agent's doing"
         return Verdict("finished", zero("no_verdict"), cause=cause)

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from t1_reward import FallbackCause, Report, read_report
+from t1_rollout.attribution import declares_per_assertion, network_cause
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
-from t1_rollout.verify import VerifierRun, run_verifier
+from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_tasks import Pool, Task, format_seconds
 from t1_tasks.validation import PER_ASSERTION_SOURCES, CheckRecord, TaskRecord, ValidationRecord
 
@@ -71,6 +72,8 @@ class CheckResult:
             did not run).
         verifier_s: wall seconds of the verifier run (upload, ``tests/test.sh``, download); None when it did
             not run.
+        network: the sandbox's network policy during the check (``VerifierRun.network``); None when the
+            backend did not say or no sandbox was made.
     """
 
     kind: str
@@ -83,6 +86,7 @@ class CheckResult:
     report_source: str | None = None
     solve_s: float | None = None
     verifier_s: float | None = None
+    network: bool | None = None
 
     @property
     def per_assertion_report(self) -> bool:
@@ -218,6 +222,8 @@ def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None
     if report.fallback is None:
         return None
     exited = f"tests/test.sh exited {run.exit_code}" if run.exit_code is not None else "tests/test.sh ended"
+    if (reached := network_cause(task, run.network)) is not None:
+        exited = f"{reached}: {exited}"
     if report.fallback is FallbackCause.MISSING:
         what = "wrote no per-assertion report (ctrf.json or JUnit *.xml in /logs/verifier)"
     else:
@@ -233,8 +239,10 @@ async def _check(
     run: VerifierRun | None = None
     error: str | None = None
     solve_s: float | None = None
+    network: bool | None = None
     try:
         sandbox = sandbox_factory()
+        network = sandbox_network(sandbox)
         ledger.opened += 1
         try:
             await sandbox.start(task.environment_dir, timeout_s=BUILD_TIMEOUT_S)
@@ -265,8 +273,11 @@ async def _check(
             report_source=report.source,
             solve_s=solve_s,
             verifier_s=run.duration_s,
+            network=run.network,
         )
-    return CheckResult(kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s)
+    return CheckResult(
+        kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s, network=network
+    )
 
 
 async def validate_task(
@@ -361,7 +372,20 @@ def _check_record(check: CheckResult) -> CheckRecord:
         duration_s=check.duration_s,
         error=check.error,
         failed_assertions=check.failed_assertions,
+        network=check.network,
     )
+
+
+def _emits(result: TaskValidation, task: Task) -> tuple[bool, int | None]:
+    """Whether the task's verifier writes a per-assertion report, and how many assertions it reports.
+
+    It writes one when its oracle's run wrote one, or when its ``tests/test.sh`` asks pytest for one even
+    though none came out here (no network, a broken toolchain): training then treats a run without one as a
+    verifier failure, never as the binary fallback. The count is the oracle's observed one, else the static.
+    """
+    observed = result.oracle.per_assertion_report
+    count = result.oracle.total if observed and result.oracle.total > 0 else task.n_assertions
+    return observed or declares_per_assertion(task), count
 
 
 def validation_record(result: PoolValidation, pool: Pool, *, t1_version: str) -> ValidationRecord:
@@ -385,6 +409,8 @@ def validation_record(result: PoolValidation, pool: Pool, *, t1_version: str) ->
             static_assertions=pool.get(r.task_id).n_assertions,
             oracle=_check_record(r.oracle),
             nop=_check_record(r.nop),
+            per_assertion_report=_emits(r, pool.get(r.task_id))[0],
+            assertions=_emits(r, pool.get(r.task_id))[1],
         )
         for r in result.tasks
     ]

@@ -16,8 +16,9 @@ there as future work, built here). The sequence, identical on every backend beca
 6. the report is copied back and hashed on the host: any change since step 4 is tamper evidence
    (``report_changed``); the tests are downloaded and hashed against step 2 (``tests_changed``).
 
-How the result is scored (infrastructure failure dropped, tampering and agent-caused failures 0) is decided
-in one place, ``t1_reward.judge``.
+Who is to blame for the result (the environment, the agent, a forger) is worked out in
+``t1_rollout.attribution`` (``judge_run``), and how it is scored is decided in one place,
+``t1_reward.judge``.
 """
 
 from __future__ import annotations
@@ -31,16 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from t1_reward import Report, TamperEvidence, Verdict, check_report, judge, missing_as_failed, read_report
+from t1_reward import TamperEvidence
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
-from t1_spec import RewardSpec
-from t1_tasks.assertions import defined_tests, known_assertion_count
-from t1_tasks.validation import TaskRecord
 
 __all__ = [
     "VerifierRun",
-    "judge_run",
     "run_verifier",
+    "sandbox_network",
     "tree_digest",
     "TESTS_DIR",
     "VERIFIER_LOG_DIR",
@@ -79,10 +77,6 @@ class _TaskLike(Protocol):
     tests_dir: Path
 
 
-class _JudgedTask(_TaskLike, Protocol):
-    n_assertions: int | None
-
-
 @dataclass(frozen=True)
 class VerifierRun:
     """What one verifier run left behind.
@@ -109,6 +103,10 @@ class VerifierRun:
         evidence: tamper evidence found in the sandbox: ``report_changed`` (a report file differs between
             the moment ``test.sh`` exited and the copy taken once every process was killed),
             ``tests_changed`` (the tests downloaded after the run differ from the bundle's files).
+        network: the sandbox's network policy as T1 set it (``True``: the sandbox may reach the network,
+            ``False``: it has none), read from the sandbox's ``network`` attribute; None when the backend
+            does not say. A fact the agent cannot change, used to attribute a verifier that reached no host
+            (``t1_rollout.attribution``).
     """
 
     out_dir: Path
@@ -121,6 +119,7 @@ class VerifierRun:
     signal: int | None = None
     evidence: tuple[TamperEvidence, ...] = ()
     sabotage: str | None = None
+    network: bool | None = None
 
     @property
     def crashed(self) -> bool:
@@ -228,8 +227,7 @@ async def run_verifier(
         result = await sandbox.exec_verifier(
             f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
             f"&& bash {TESTS_DIR}/test.sh",
-            timeout_s=timeout_s,
-            cwd=TESTS_DIR,
+            timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
         )
         exit_code, timed_out = result.exit_code, result.timed_out
         if exit_code is not None and exit_code > 128 and not timed_out:
@@ -279,7 +277,14 @@ async def run_verifier(
         signal=signal,
         evidence=tuple(evidence),
         sabotage=sabotage,
+        network=sandbox_network(sandbox),
     )
+
+
+def sandbox_network(sandbox: Sandbox) -> bool | None:
+    """The sandbox's network policy (its ``network`` attribute when it is a bool), or None when unknown."""
+    network = getattr(sandbox, "network", None)
+    return network if isinstance(network, bool) else None
 
 
 async def _blame(sandbox: Sandbox, error: str) -> tuple[str | None, str | None]:
@@ -293,87 +298,6 @@ async def _blame(sandbox: Sandbox, error: str) -> tuple[str | None, str | None]:
     except SandboxError:
         return error, None
     return (None, error) if probe.ok else (error, None)
-
-
-def _report_evidence(
-    report: Report, task: _JudgedTask, validated: TaskRecord | None, out_dir: Path
-) -> tuple[TamperEvidence, ...]:
-    """`t1_reward.check_report` against the task's known count, its test names and the captured output."""
-    tests_dir = Path(task.tests_dir)
-    files = {
-        str(p.relative_to(tests_dir)): p.read_text(encoding="utf-8", errors="replace")
-        for p in sorted(tests_dir.rglob("*.py"))
-        if p.is_file()
-    }
-    try:
-        names = defined_tests(files)
-    except SyntaxError:  # the verifier's own files do not parse: nothing to hold the names to
-        names = None
-    log = out_dir / CAPTURED_LOG
-    stdout = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
-    known = known_assertion_count(task.n_assertions, validated)
-    return check_report(report, known_assertions=known, known_tests=names, stdout=stdout)
-
-
-async def judge_run(
-    run: VerifierRun, task: _JudgedTask, reward_spec: RewardSpec, *, validated: TaskRecord | None = None
-) -> tuple[Report, Verdict]:
-    """Read a verifier run's report, check it against the task, and score it by ``t1_reward.judge``.
-
-    The files are read in a worker thread (a report may be megabytes; the event loop serves other trials).
-    The report is held to the task's known assertion count (``validated``'s observed count, else the static
-    ``task.n_assertions``), to the test names its ``tests/*.py`` define and to pytest's closing line in the
-    captured output (``t1_reward.check_report``); the run's own evidence (report changed, tests changed) is
-    added. With a validation record, assertions the report left out are added as failed
-    (``t1_reward.missing_as_failed``), and the returned report is that one.
-
-    Args:
-        run: from `run_verifier`.
-        task: the task (``id``, ``tests_dir``, ``n_assertions``).
-        reward_spec: the recipe's reward section.
-        validated: the task's row of a validation record accepted for the pool, or None.
-
-    Returns:
-        ``(report, verdict)``.
-    """
-    report = await asyncio.to_thread(read_report, run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
-    evidence = run.evidence
-    if run.error is None:
-        evidence += await asyncio.to_thread(_report_evidence, report, task, validated, run.out_dir)
-        # assertions the report left out count as failed (deleting failing entries must not pay)
-        padded = missing_as_failed(report, validated.observed_assertions if validated is not None else None)
-        if padded is not report:
-            report = padded
-            if not any(e.check == "binary_contradicts_report" for e in evidence):
-                evidence += check_report(report)  # a reward file saying "solved" now contradicts it
-    return report, judge(
-        report,
-        reward_spec,
-        infrastructure_error=run.error,
-        evidence=evidence,
-        expects_per_assertion=expects_per_assertion(task, validated),
-        sabotage=run.sabotage,
-    )
-
-
-#: What in ``test.sh`` asks pytest for a per-assertion report (pytest-json-ctrf, JUnit XML).
-_PER_ASSERTION_FLAGS = ("--ctrf", "--junitxml", "--junit-xml")
-
-
-def expects_per_assertion(task: _JudgedTask, validated: TaskRecord | None) -> bool:
-    """Whether the task's verifier writes a per-assertion report, so that a run without one has no verdict.
-
-    The validation record decides when it has the task (its oracle's report source); otherwise the task's
-    ``tests/test.sh`` asking pytest for one (``--ctrf``, ``--junitxml``) does.
-    """
-    if validated is not None and validated.oracle is not None:
-        return validated.oracle.per_assertion_report
-    script = Path(task.tests_dir) / "test.sh"
-    try:
-        text = script.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return any(flag in text for flag in _PER_ASSERTION_FLAGS)
 
 
 def _evidence(check: str, what: str, changes: list[str], when: str) -> TamperEvidence:

@@ -1,9 +1,11 @@
 """Terminal task bundles in Harbor layout, pools, bundled mini pool.
 
-A bundle is a directory holding ``task.toml``, ``instruction.md``, ``environment/Dockerfile``,
-``tests/test.sh`` (plus pytest files) and ``solution/solve.sh`` (Harbor's task format). ``load_pool`` is
-strict by default (the first broken bundle raises ``TaskError``); ``load_pool(..., strict=False)`` returns
-the good tasks and lists the broken bundles in ``Pool.broken``.
+A bundle is a directory holding ``task.toml``, ``instruction.md``, ``environment/Dockerfile`` (optional
+with a prebuilt ``docker_image``), ``tests/test.sh`` (plus pytest files) and, for ``t1 tasks validate`` only,
+``solution/solve.sh`` (Harbor's task format). ``load_pool`` is strict by default (one ``PoolError`` lists
+every broken bundle); ``load_pool(..., strict=False)`` returns the good tasks and lists the broken bundles in
+``Pool.broken``. A bundle in the older Terminal-Bench layout (``task.yaml``) is refused with the
+``harbor tasks migrate`` command that converts it.
 
 ``t1_tasks.stats`` computes a pool's statistics (assertion-count percentiles, the suggested reward scale S,
 mixes, runtimes, histograms; ``t1 tasks stats``) and ``t1_tasks.validation`` defines the validation record
@@ -12,17 +14,11 @@ that ``t1 tasks validate --record`` writes and ``stats --validated`` reads.
 ``Task.n_assertions`` is counted statically from ``tests/*.py`` (``t1_tasks.assertions``: test functions
 and ``Test*`` methods times literal ``parametrize`` cases); it is None when only running pytest could tell.
 
-Which ``task.toml`` fields are used:
-
-- ``[metadata] category`` and ``difficulty`` (required): shown by ``t1 tasks list`` and ``stats``, counted
-  in ``Pool.statistics``. ``tags`` (optional list of strings): kept as ``Task.tags``, not shown or counted.
-- ``[agent] timeout_sec`` (default 600 s, ``Task.agent_timeout_s``): used only by ``t1 tasks validate``,
-  as the deadline of ``solution/solve.sh``.
-- ``[verifier] timeout_sec`` (default 600 s, ``Task.verifier_timeout_s``): used only by ``t1 tasks
-  validate``, as the verifier's deadline.
-- ``[environment] cpus``, ``memory_mb``, ``storage_mb``, ``network_mode``: not used (kept in
-  ``Task.config`` for Harbor compatibility).
-- everything else (``version``, ``[metadata] author_name``, ...): not used (kept in ``Task.config``).
+Every ``task.toml`` key is read by ``t1_tasks.harbor.parse_task_config`` (Harbor 0.7+'s task model, legacy
+keys mapped as Harbor maps them): used, kept for the sandbox backend in ``Task.environment``, or refused by
+name; a key Harbor does not have is refused too. ``[metadata]`` is free-form: ``category`` and ``difficulty``
+(``unknown`` when absent) are shown by ``t1 tasks list`` and ``stats``; ``[agent]`` and ``[verifier]``
+``timeout_sec`` (default 600 s) are used only by ``t1 tasks validate``.
 
 Training does not use a task's timeouts or resources: every trial runs under the recipe's deadlines
 (``rollout.agent_deadline_s`` for the agent episode, ``rollout.verifier_deadline_s`` for the verifier,
@@ -31,8 +27,18 @@ section (for ``kind: local``: ``cpu_time_s``, ``memory_mb``, ``max_processes``, 
 same for every task. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
 """
 
+from t1_tasks.harbor import HarborEnvironment
 from t1_tasks.overlap import OverlapPair, find_overlaps
-from t1_tasks.pool import BUILTIN_POOLS, BrokenBundle, Pool, PoolStatistics, StepTasks, load_pool, task_stream
+from t1_tasks.pool import (
+    BUILTIN_POOLS,
+    BrokenBundle,
+    Pool,
+    PoolError,
+    PoolStatistics,
+    StepTasks,
+    load_pool,
+    task_stream,
+)
 from t1_tasks.stats import PoolReport, percentile, pool_report, suggested_scale
 from t1_tasks.task import Task, TaskError, bundle_digest, count_assertions, format_seconds, load_task
 from t1_tasks.validation import (
@@ -48,8 +54,10 @@ __all__ = [
     "BUILTIN_POOLS",
     "BrokenBundle",
     "bundle_digest",
+    "HarborEnvironment",
     "OverlapPair",
     "Pool",
+    "PoolError",
     "PoolReport",
     "PoolStatistics",
     "RECORD_VERSION",

@@ -1,9 +1,10 @@
 """Task pools: a list of bundles, a seeded per-epoch permutation, each step's draws, and statistics.
 
 A pool directory's subdirectories are its bundles in stored order (sorted by name). ``load_pool`` is strict
-by default (training's use): the first broken bundle raises a ``TaskError`` naming the file and the field.
+by default (training's use): when any bundle is broken it raises one `PoolError` that lists every broken
+bundle with its cause (file and field), so that a pool is fixed in one pass, not one bundle per start.
 ``load_pool(..., strict=False)`` (``t1 tasks list``, ``stats``, ``validate``) loads every good bundle and
-collects the broken ones in ``Pool.broken``, so that a user sees every problem of a pool at once.
+collects the broken ones in ``Pool.broken``.
 
 `StepTasks` hands each training step its launched tasks from `task_stream`, the pool's per-epoch seeded
 order epoch after epoch, never the same task twice in one step.
@@ -24,11 +25,21 @@ from t1_spec import PoolSpec
 from t1_tasks.stats import percentile
 from t1_tasks.task import Task, TaskError, load_task
 
-__all__ = ["BUILTIN_POOLS", "BrokenBundle", "Pool", "PoolStatistics", "StepTasks", "load_pool", "task_stream"]
+__all__ = [
+    "BUILTIN_POOLS",
+    "BrokenBundle",
+    "Pool",
+    "PoolError",
+    "PoolStatistics",
+    "StepTasks",
+    "load_pool",
+    "task_stream",
+]
 
 BUILTIN_POOLS = ("mini",)
 # A subdirectory holding any of these is a bundle (broken when task.toml is missing), not a stray folder.
-_BUNDLE_MARKERS = ("task.toml", "instruction.md", "environment", "tests", "solution")
+# ``task.yaml``: the older Terminal-Bench layout, reported with its migration command rather than skipped.
+_BUNDLE_MARKERS = ("task.toml", "instruction.md", "environment", "tests", "solution", "task.yaml")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,24 @@ class BrokenBundle:
     def message(self) -> str:
         """The error message (file and field)."""
         return str(self.error)
+
+
+class PoolError(TaskError):
+    """Bundles of a pool are broken: one error listing each broken bundle with its cause.
+
+    Attributes:
+        source: the pool as the caller named it.
+        broken: every broken bundle, in stored order.
+    """
+
+    def __init__(self, source: str, broken: tuple[BrokenBundle, ...], total: int) -> None:
+        lines = [f"- {b.id}: {' '.join(b.message.split())}" for b in broken]
+        super().__init__(
+            f"pool {source}: {len(broken)} of {total} task bundles are broken (fix or remove each):\n"
+            + "\n".join(lines)
+        )
+        self.source = source
+        self.broken = broken
 
 
 @dataclass(frozen=True)
@@ -231,7 +260,7 @@ def builtin_pool_dir(name: str) -> Path:
 
 def _bundle_dirs(directory: Path) -> list[Path]:
     """The bundle directories of a pool directory, sorted by name (stored order)."""
-    if (directory / "task.toml").is_file() or (directory / "instruction.md").is_file():
+    if any((directory / m).is_file() for m in ("task.toml", "instruction.md", "task.yaml")):
         return [directory]  # one bundle given directly
     try:
         entries = list(directory.iterdir())
@@ -241,7 +270,9 @@ def _bundle_dirs(directory: Path) -> list[Path]:
     return sorted(p for p in candidates if any((p / m).exists() for m in _BUNDLE_MARKERS))
 
 
-def load_pool(source: str | Path, limit: int | None = None, *, strict: bool = True) -> Pool:
+def load_pool(
+    source: str | Path, limit: int | None = None, *, strict: bool = True, require_solution: bool = False
+) -> Pool:
     """Load a pool.
 
     Args:
@@ -250,15 +281,18 @@ def load_pool(source: str | Path, limit: int | None = None, *, strict: bool = Tr
             bundle when it holds ``task.toml``, ``instruction.md``, ``environment/``, ``tests/`` or
             ``solution/``, so a bundle missing its ``task.toml`` is reported, not skipped.
         limit: keep only the first ``limit`` bundles in stored order (broken ones count).
-        strict: raise on the first broken bundle (the default, training's use); with ``False`` load every
-            good bundle and collect the broken ones, each with its ``TaskError``, in ``Pool.broken``.
+        strict: raise one `PoolError` listing every broken bundle (the default, training's use); with
+            ``False`` load every good bundle and collect the broken ones, each with its ``TaskError``, in
+            ``Pool.broken``.
+        require_solution: a bundle without ``solution/solve.sh`` is broken (``t1 tasks validate``, which runs
+            the oracle); training and evaluation load bundles without one, as Harbor does.
 
     Returns:
         The ``Pool``; with ``strict=False`` it may hold no tasks when every bundle is broken.
 
     Raises:
-        TaskError: unknown builtin, an unreadable directory, a directory with no bundles, or (strict only) a
-            malformed bundle (names file and field).
+        TaskError: unknown builtin, an unreadable directory or a directory with no bundles.
+        PoolError: (strict only) one or more malformed bundles, each named with its file and field.
         FileNotFoundError: ``source`` is not a directory.
         ValueError: ``limit`` < 1.
     """
@@ -275,13 +309,13 @@ def load_pool(source: str | Path, limit: int | None = None, *, strict: bool = Tr
         raise TaskError(f"pool {text}: no task bundles (subdirectories with task.toml) in {directory}")
     if limit is not None:
         bundles = bundles[:limit]
-    if strict:
-        return Pool(source=text, tasks=tuple(load_task(b) for b in bundles))
     tasks: list[Task] = []
     broken: list[BrokenBundle] = []
     for bundle in bundles:
         try:
-            tasks.append(load_task(bundle))
+            tasks.append(load_task(bundle, require_solution=require_solution))
         except TaskError as exc:
             broken.append(BrokenBundle(id=bundle.name, path=bundle.resolve(), error=exc))
+    if strict and broken:
+        raise PoolError(text, tuple(broken), len(bundles))
     return Pool(source=text, tasks=tuple(tasks), broken=tuple(broken))

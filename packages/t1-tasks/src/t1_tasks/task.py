@@ -13,25 +13,37 @@ from pathlib import Path
 from typing import Any
 
 from t1_tasks.assertions import count_test_items
-
-__all__ = ["Task", "TaskError", "bundle_digest", "load_task", "count_assertions", "format_seconds"]
-
-# Harbor's code default for the verifier is 600 s; the agent has no limit in code, the docs say 600 s.
-DEFAULT_AGENT_TIMEOUT_S = 600.0
-DEFAULT_VERIFIER_TIMEOUT_S = 600.0
-
-# The files every Harbor bundle must have, relative to the bundle directory.
-REQUIRED_FILES = (
-    "task.toml",
-    "instruction.md",
-    "environment/Dockerfile",
-    "tests/test.sh",
-    "solution/solve.sh",
+from t1_tasks.harbor import (
+    DEFAULT_AGENT_TIMEOUT_S,
+    DEFAULT_VERIFIER_TIMEOUT_S,
+    HarborEnvironment,
+    TaskError,
+    parse_task_config,
 )
 
+__all__ = [
+    "DEFAULT_AGENT_TIMEOUT_S",
+    "DEFAULT_VERIFIER_TIMEOUT_S",
+    "Task",
+    "TaskError",
+    "bundle_digest",
+    "count_assertions",
+    "format_seconds",
+    "load_task",
+]
 
-class TaskError(ValueError):
-    """A task bundle is malformed; the message names the file and the field (or missing path)."""
+# The files every Harbor bundle must have, relative to the bundle directory; ``environment/Dockerfile`` may
+# be left out when ``[environment].docker_image`` names a prebuilt image (Harbor 0.7+).
+REQUIRED_FILES = ("task.toml", "instruction.md", "environment/Dockerfile", "tests/test.sh")
+#: Needed only to run the oracle (``t1 tasks validate``); training and evaluation never read it.
+SOLUTION_FILE = "solution/solve.sh"
+#: Files of the older Terminal-Bench layout (``tb run``); a folder with ``task.yaml`` and no ``task.toml``
+#: is that layout, converted by Harbor's ``harbor tasks migrate``.
+TB1_MARKERS = ("task.yaml", "run-tests.sh", "solution.sh", "docker-compose.yaml")
+#: The category and difficulty of a task whose ``[metadata]`` gives none (Harbor's difficulty enum has it).
+UNKNOWN = "unknown"
+#: What names the conversion, in every refusal of the older layout (Harbor ``cli/tasks.py`` ``migrate``).
+MIGRATE_COMMAND = "harbor tasks migrate -i {src} -o {dst}"
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,9 @@ class Task:
         id: the bundle's directory name.
         path: the bundle directory.
         instruction: the contents of ``instruction.md`` (the agent's prompt).
-        category: ``[metadata].category`` (e.g. ``version-control``).
-        difficulty: ``[metadata].difficulty`` (``easy | medium | hard | unknown``).
+        category: ``[metadata].category`` (e.g. ``version-control``); ``unknown`` when absent (Harbor does
+            not require it; ``harbor tasks init`` writes none).
+        difficulty: ``[metadata].difficulty`` (``easy | medium | hard | unknown``); ``unknown`` when absent.
         agent_timeout_s: ``[agent].timeout_sec`` in seconds (default 600, Harbor docs). Only ``t1 tasks
             validate`` applies it (to ``solution/solve.sh``); training applies the recipe's
             ``rollout.agent_deadline_s`` to every task.
@@ -51,14 +64,20 @@ class Task:
             validate`` applies it; training applies the recipe's ``rollout.verifier_deadline_s``.
         environment_dir: ``environment/`` (holds the Dockerfile and fixtures).
         tests_dir: ``tests/`` (``test.sh`` plus pytest files); held out from the agent.
-        solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent.
+        solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent. It may be absent
+            (Harbor allows it): only ``t1 tasks validate`` needs it (`has_solution`).
         n_assertions: number of pytest test items in ``tests/*.py``, counted statically (one assertion each;
             T1 §5.2's P and T): test functions and ``Test*`` class methods, times the cases of literal
             ``@pytest.mark.parametrize`` decorators (``count_assertions``). None when it cannot be known
             without running pytest (parametrize over a non-literal, fixture ``params``, ...): the verifier's
             report then gives the count.
-        config: the whole parsed ``task.toml``; ``[environment]`` (cpus, memory_mb, ...) is kept here and
-            used by nothing: sandbox limits come from the recipe's ``sandbox`` section.
+        environment: ``[environment]`` as Harbor defines it, legacy keys mapped (``memory = "2G"`` is
+            ``memory_mb = 2048``): the prebuilt ``docker_image``, resources, network policy, build timeout and
+            working directory, for the sandbox backend that runs the task (``t1_tasks.harbor``).
+        name: ``[task].name`` (``org/name``), None when absent.
+        schema_version: ``schema_version`` or its legacy spelling ``version``, None when absent.
+        config: the whole parsed ``task.toml`` as written (every key of it is read by
+            ``t1_tasks.harbor.parse_task_config``, none ignored).
     """
 
     id: str
@@ -72,12 +91,25 @@ class Task:
     tests_dir: Path
     solution_dir: Path
     n_assertions: int | None
+    environment: HarborEnvironment = field(default_factory=HarborEnvironment)
+    name: str | None = None
+    schema_version: str | None = None
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def tags(self) -> list[str]:
         """``[metadata].tags`` (empty when absent)."""
         return list(self.config.get("metadata", {}).get("tags", []))
+
+    @property
+    def dockerfile(self) -> Path:
+        """``environment/Dockerfile`` (it may be absent when ``environment.docker_image`` is set)."""
+        return self.environment_dir / "Dockerfile"
+
+    @property
+    def has_solution(self) -> bool:
+        """Whether the bundle has ``solution/solve.sh``, the oracle ``t1 tasks validate`` runs."""
+        return (self.path / SOLUTION_FILE).is_file()
 
 
 def _read_text(path: Path) -> str:
@@ -134,59 +166,66 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.3g}"
 
 
-def _number(table: dict[str, Any], key: str, default: float, where: str) -> float:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise TaskError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
-    return float(value)
+def _older_layout(root: Path) -> TaskError | None:
+    """The refusal of a bundle in the older Terminal-Bench layout (``task.yaml``), or None when it is not."""
+    if (root / "task.toml").is_file() or not (root / "task.yaml").is_file():
+        return None
+    seen = [m for m in TB1_MARKERS if (root / m).exists()]
+    command = MIGRATE_COMMAND.format(src=root, dst="<harbor tasks dir>")
+    return TaskError(
+        f"{root}: a task in the older Terminal-Bench layout ({', '.join(seen)}), not Harbor's (task.toml, "
+        f"instruction.md, environment/, tests/test.sh); convert it with `{command}` (Harbor's CLI; "
+        "`-i` also takes a folder of such tasks) and load the converted folder"
+    )
 
 
-def load_task(path: str | Path) -> Task:
+def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
     """Load and check one task bundle.
 
     Args:
         path: the bundle directory (holds ``task.toml``).
+        require_solution: also require ``solution/solve.sh`` (``t1 tasks validate`` runs it as the oracle);
+            training and evaluation load bundles without it, as Harbor does.
 
     Returns:
         The ``Task``.
 
     Fields are named by their dotted TOML path (``metadata.category``), without brackets, so that messages
-    survive rich markup on the command line.
+    survive rich markup on the command line. Every key of ``task.toml`` is read by
+    ``t1_tasks.harbor.parse_task_config``: honoured, kept for the sandbox backend, or refused by name.
 
     Raises:
-        TaskError: missing files (all of them named in one message), unparsable TOML, or a field of the
-            wrong type; the message names the file and the field.
+        TaskError: missing files (all of them named in one message), a bundle in the older Terminal-Bench
+            layout (one message naming ``harbor tasks migrate``), unparsable TOML, a key of the wrong type, a
+            key T1 cannot honour or one Harbor's model does not have; the message names the file and the key.
     """
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a task bundle directory")
+    older = _older_layout(root)
+    if older is not None:
+        raise older
     toml_path = root / "task.toml"
-    missing = [rel for rel in REQUIRED_FILES if not (root / rel).is_file()]
+    config: dict[str, Any] = {}
+    if toml_path.is_file():
+        try:
+            config = tomllib.loads(_read_text(toml_path))
+        except tomllib.TOMLDecodeError as exc:
+            raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
+    image = (
+        config.get("environment", {}).get("docker_image")
+        if isinstance(config.get("environment"), dict)
+        else None
+    )
+    required = [r for r in REQUIRED_FILES if not (image and r == "environment/Dockerfile")]
+    required += [SOLUTION_FILE] if require_solution else []
+    missing = [rel for rel in required if not (root / rel).is_file()]
+    needs = ", ".join(required)
     if len(missing) == 1:
-        raise TaskError(f"{root / missing[0]}: missing (a Harbor task bundle needs {missing[0]})")
+        raise TaskError(f"{root / missing[0]}: missing (a Harbor task bundle needs {needs})")
     if missing:  # all of them in one message, so a bundle is not fixed one file at a time
-        raise TaskError(
-            f"{root}: missing {', '.join(missing)} (a Harbor task bundle needs {', '.join(REQUIRED_FILES)})"
-        )
-    try:
-        config = tomllib.loads(_read_text(toml_path))
-    except tomllib.TOMLDecodeError as exc:
-        raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
-    for section in ("metadata", "agent", "verifier", "environment"):
-        if not isinstance(config.get(section, {}), dict):
-            raise TaskError(f"{toml_path}: field {section} must be a table")
-    meta = config.get("metadata", {})
-    for key in ("category", "difficulty"):
-        if not isinstance(meta.get(key), str) or not meta[key]:
-            raise TaskError(f"{toml_path}: field metadata.{key} is missing or not a string")
-    if not isinstance(meta.get("tags", []), list):
-        raise TaskError(f"{toml_path}: field metadata.tags must be a list of strings")
-    agent_timeout = _number(
-        config.get("agent", {}), "timeout_sec", DEFAULT_AGENT_TIMEOUT_S, f"{toml_path}: field agent"
-    )
-    verifier_timeout = _number(
-        config.get("verifier", {}), "timeout_sec", DEFAULT_VERIFIER_TIMEOUT_S, f"{toml_path}: field verifier"
-    )
+        raise TaskError(f"{root}: missing {', '.join(missing)} (a Harbor task bundle needs {needs})")
+    harbor = parse_task_config(config, str(toml_path))
     instruction = _read_text(root / "instruction.md").strip()
     if not instruction:
         raise TaskError(f"{root / 'instruction.md'}: empty instruction")
@@ -200,14 +239,17 @@ def load_task(path: str | Path) -> Task:
         id=root.name,
         path=root,
         instruction=instruction,
-        category=meta["category"],
-        difficulty=meta["difficulty"],
-        agent_timeout_s=agent_timeout,
-        verifier_timeout_s=verifier_timeout,
+        category=harbor.metadata.get("category") or UNKNOWN,
+        difficulty=harbor.metadata.get("difficulty") or UNKNOWN,
+        agent_timeout_s=harbor.agent_timeout_s,
+        verifier_timeout_s=harbor.verifier_timeout_s,
         environment_dir=root / "environment",
         tests_dir=root / "tests",
         solution_dir=root / "solution",
         n_assertions=n_assertions,
+        environment=harbor.environment,
+        name=harbor.name,
+        schema_version=harbor.schema_version,
         config=config,
     )
 

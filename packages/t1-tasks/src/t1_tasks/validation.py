@@ -1,14 +1,16 @@
 """The validation record: what ``t1 tasks validate --record FILE`` observed, as one versioned JSON file.
 
-Per task it keeps the verdict, the reference solution's (oracle's) and the do-nothing agent's observed
-assertion counts (passed, total), whether each run's verifier wrote a per-assertion report (CTRF or JUnit)
-or fell back to ``reward.txt`` / ``reward.json``, the oracle's solve time, the verifier's runtime and the
-cause of any failure; for the pool, its source, when it was validated and by which T1 version.
+Per task it keeps the verdict, whether the task's verifier writes a per-assertion report and how many
+assertions it reports (``per_assertion_report``, ``assertions``), the reference solution's (oracle's) and
+the do-nothing agent's observed assertion counts (passed, total), whether each run's verifier wrote a
+per-assertion report (CTRF or JUnit) or fell back to ``reward.txt`` / ``reward.json``, the sandbox's network
+policy, the oracle's solve time, the verifier's runtime and the cause of any failure; for the pool, its
+source, when it was validated and by which T1 version.
 
 Tools read it later: ``t1 tasks stats --validated FILE`` (observed counts, runtimes, the per-assertion
 report fraction; T1 §3.1 found 93% in a pre-flight), the audit (the do-nothing result is its weak-verifier
-evidence, T1 §3.2), and training may read which tasks emit per-assertion reports (T1 §5.2: the dense reward
-needs one).
+evidence, T1 §3.2), and training reads which tasks emit per-assertion reports (T1 §5.2: the dense reward
+needs one) and whether the oracle's verifier could run on this machine (``t1_rollout.attribution``).
 
 The file is the JSON of :class:`ValidationRecord`, whose ``version`` field is :data:`RECORD_VERSION`;
 :func:`read_record` refuses any other version by name before reading the rest.
@@ -79,6 +81,11 @@ class CheckRecord(_Model):
     failed_assertions: tuple[str, ...] = ()
     """Names of the reported assertions that did not pass."""
 
+    network: bool | None = None
+    """The sandbox's network policy during this check (``True`` network, ``False`` none); None when the
+    backend did not say or the record predates the field. Training uses the record's verdict on the
+    environment only under the same policy."""
+
     @property
     def per_assertion_report(self) -> bool:
         """The verifier wrote a usable per-assertion report (CTRF or JUnit)."""
@@ -112,6 +119,26 @@ class TaskRecord(_Model):
 
     nop: CheckRecord | None = None
     """The do-nothing check (the verifier straight after the build); None for a broken bundle."""
+
+    per_assertion_report: bool | None = None
+    """Whether the task's verifier writes a per-assertion report (CTRF or JUnit): its oracle's run wrote one,
+    or its ``tests/test.sh`` asks pytest for one (``--ctrf``, ``--junitxml``) even though none came out here.
+    Training then treats a run without one as a verifier failure, never as the binary fallback (T1 §5.2).
+    None for a broken bundle or a record that predates the field."""
+
+    assertions: int | None = None
+    """How many assertions the task's verifier reports: the oracle's observed count when it wrote a
+    per-assertion report, else the static count (``static_assertions``); None when neither is known."""
+
+    @property
+    def oracle_reported(self) -> bool | None:
+        """Whether the oracle's verifier wrote a usable per-assertion report on the validating machine.
+
+        None when its verifier did not run (build or solution failure) or the task is broken.
+        """
+        if self.oracle is None or self.oracle.report_source is None:
+            return None
+        return self.oracle.per_assertion_report
 
     @property
     def observed_assertions(self) -> int | None:

@@ -1,7 +1,7 @@
 """The ``t1`` command line: one verb per user task.
 
 Sub-commands live in their own modules (``cli_recipe``, ``cli_plan``, ``cli_tasks``, ``cli_train``,
-``cli_eval``, ``cli_plot``) and are mounted here.
+``cli_eval``, ``cli_plot``, ``cli_reward``) and are mounted here.
 
 Exit codes (every verb):
     0: success (a plan fits, a recipe validates, a run finished).
@@ -19,6 +19,7 @@ from t1 import (  # noqa: F401 - registers
     cli_plan,
     cli_plot,
     cli_recipe,
+    cli_reward,
     cli_sft,
     cli_tasks,
     cli_tasks_checks,
@@ -38,6 +39,7 @@ cli_train.register(app)
 cli_eval.register(app)
 cli_sft.register(app)
 cli_plot.register(app)
+cli_reward.register(app)
 
 
 if __name__ == "__main__":  # pragma: no cover

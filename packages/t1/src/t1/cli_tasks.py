@@ -70,9 +70,12 @@ def _console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
-def _load(pool: str, limit: int | None) -> Pool:
-    """The pool with every broken bundle collected in ``Pool.broken`` (not raised at the first one)."""
-    return load_pool(pool, limit=limit, strict=False)
+def _load(pool: str, limit: int | None, *, oracle: bool = False) -> Pool:
+    """The pool with every broken bundle collected in ``Pool.broken`` (not raised at the first one).
+
+    ``oracle`` (``validate``) also counts a bundle without ``solution/solve.sh`` as broken.
+    """
+    return load_pool(pool, limit=limit, strict=False, require_solution=oracle)
 
 
 def _print_broken(out: Console, p: Pool, what: str) -> None:
@@ -297,7 +300,7 @@ def validate(
         keep = _keep_dir(keep)
         if record is not None and record.is_dir():
             raise ValueError(f"--record {record}: is a directory; give the path of the JSON file to write")
-        p = _load(pool, limit)
+        p = _load(pool, limit, oracle=True)
         if p.tasks and (problems := _sandbox_host_problems()):
             raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
         out = _console()

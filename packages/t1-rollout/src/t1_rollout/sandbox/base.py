@@ -11,6 +11,11 @@ import abc
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the seam imports neither package at run time
+    from t1_spec import Recipe
+    from t1_tasks import Task
 
 __all__ = [
     "ExecResult",
@@ -190,7 +195,9 @@ class Sandbox(abc.ABC):
 
         The toolchain (python3 with pytest and pytest-json-ctrf where the image has none) is visible to
         this launch only, never to the agent's shell or execs. ``timeout_s`` is the wall-clock deadline and
-        also the per-process CPU budget. The default puts `verifier_env` on PATH and calls `exec`.
+        also the per-process CPU budget. ``cwd=None`` runs in the environment's working directory (the
+        Dockerfile's last ``WORKDIR``), where Harbor runs ``tests/test.sh``. The default puts `verifier_env`
+        on PATH and calls `exec`.
         """
         return await self.exec(
             command, timeout_s=timeout_s, cwd=cwd, env=self.verifier_env(), cpu_time_s=timeout_s
@@ -202,6 +209,26 @@ class Sandbox(abc.ABC):
         Empty for backends whose image carries its own toolchain.
         """
         return {}
+
+    @classmethod
+    def check_environment(cls, task: Task, recipe: Recipe | None = None) -> list[str]:
+        """Why this backend cannot build or run ``task``'s environment, one line each (empty: it can).
+
+        Called for every task of a pool before any model is built (``t1 train``, ``t1 recipe validate``), so
+        a pool the chosen backend cannot run is refused at once, each task named. Cheap and static: it reads
+        ``task.environment_dir`` (the Dockerfile) and ``task.environment`` (``[environment]`` of task.toml:
+        ``docker_image``, resources, network policy), starts nothing and reaches no daemon or network.
+
+        Args:
+            task: the task, as loaded by ``t1_tasks.load_task``.
+            recipe: the run's recipe (its ``sandbox`` section is this backend's kind), or None for the
+                backend's defaults.
+
+        Returns:
+            One line per problem, each naming the file (and line) or the task.toml key and what would run it.
+            The default finds nothing (a backend that builds any Dockerfile).
+        """
+        return []
 
     async def __aenter__(self) -> Sandbox:
         return self

@@ -23,11 +23,12 @@ __all__ = ["Instruction", "parse_dockerfile", "SUPPORTED_BASES", "SUPPORTED_INST
 
 SUPPORTED_BASES = ("debian:bookworm-slim", "debian:bookworm", "docker.io/library/debian:bookworm-slim")
 SUPPORTED_INSTRUCTIONS = ("FROM", "WORKDIR", "COPY", "ENV", "RUN")
-# Appended to every refusal: what the local sandbox can build, and that no other backend exists yet.
+# Appended to every refusal: why the local sandbox cannot build it, and the backend that can.
 SUPPORTED_HINT = (
-    "the local sandbox supports only FROM debian:bookworm[-slim], WORKDIR, COPY (no flags), ENV and RUN; "
-    "the docker, daytona and harbor sandboxes, which would build full images, are not built yet, so rewrite "
-    "the Dockerfile into this subset"
+    "the local sandbox has no image store and no network: it runs on this host's own Debian bookworm "
+    "userland, read-only, so it builds only FROM debian:bookworm[-slim], WORKDIR, COPY (no flags), ENV "
+    "and RUN steps that install and download nothing; set `sandbox.kind: docker` in the recipe to build "
+    "this Dockerfile as written"
 )
 
 
@@ -113,7 +114,7 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
             base = rest.split()[0] if rest else ""
             if base not in SUPPORTED_BASES:
                 raise UnsupportedDockerfileInstruction(
-                    f"{where}: base image {base!r} is not supported (the local sandbox maps only "
+                    f"{where}: base image {base!r} cannot be run by the local sandbox (it maps only "
                     f"{', '.join(SUPPORTED_BASES[:2])} onto the host's Debian bookworm userland); "
                     f"{SUPPORTED_HINT}"
                 )

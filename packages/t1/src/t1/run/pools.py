@@ -2,9 +2,11 @@
 
 Loading is the same for the preflight and the run: the pool source, its ``limit``, its ``audit`` (only the
 tasks the audit admits, T1 §3.2), its ``validation`` record (the observed assertion counts reports are held
-to), and a size check (one step draws ``rollout.launched`` distinct tasks, T1:
-one sample per task per step). A problem here is invalid input (a path in the recipe), so ``t1 train`` and
-``t1 recipe validate`` exit 2 on it.
+to), a size check (one step draws ``rollout.launched`` distinct tasks, T1: one sample per task per step),
+and each task's environment held against the chosen sandbox backend (its ``check_environment``, through the
+``SANDBOXES`` registry), all before any model is built. Every broken bundle and every task the backend
+cannot run is reported at once, one line each (`PoolProblems`). A problem here is invalid input (a path in
+the recipe), so ``t1 train`` and ``t1 recipe validate`` exit 2 on it.
 """
 
 from __future__ import annotations
@@ -18,17 +20,35 @@ from t1_tasks import Pool
 from t1_tasks.validation import ValidationRecord
 
 
+class PoolProblems(ValueError):
+    """Why the recipe's pools cannot be used, one line per broken bundle or task the backend cannot run.
+
+    Each line starts with the recipe field (``pool.source``).
+
+    Attributes:
+        lines: the problems, in pool order.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = list(lines)
+
+
 def load_one(name: str, spec: PoolSpec) -> Pool:
     """The pool of ``spec`` (recipe section ``name``), cut to ``limit``, restricted to what its audit admits.
 
     Raises:
+        PoolProblems: bundles of the pool are broken: one line per bundle with its cause.
         ValueError: the source does not load, or the audit file is unreadable or misses a task; the message
             starts with the recipe field (``pool.source``, ``pool.audit.file``).
     """
-    from t1_tasks import TaskError, load_pool
+    from t1_tasks import PoolError, TaskError, load_pool
 
     try:
         pool = load_pool(spec.source, limit=spec.limit)
+    except PoolError as exc:
+        head = f"{name}.source {spec.source!r}"
+        raise PoolProblems([f"{head}: bundle {b.id}: {b.message}" for b in exc.broken]) from exc
     except (TaskError, OSError) as exc:
         raise ValueError(f"{name}.source {spec.source!r}: {exc}") from exc
     if spec.audit is None:
@@ -58,21 +78,68 @@ def load_validation(name: str, spec: PoolSpec, pool: Pool) -> ValidationRecord |
         raise ValueError(f"{name}.validation {spec.validation!r}: {exc}") from exc
 
 
+def environment_problems(name: str, pool: Pool, recipe: Recipe) -> list[str]:
+    """What of ``pool``'s tasks the recipe's sandbox backend cannot build or run, one line per problem.
+
+    Asks the backend registered for ``sandbox.kind`` (``SANDBOXES``) through its ``check_environment``
+    classmethod, which is static (it reads the Dockerfile and ``[environment]`` of each task, starts
+    nothing). A kind with no registered backend gives no lines here: the preflight's registry check says it.
+
+    Args:
+        name: the recipe section of the pool (``pool``, ``critic_warmup.pool``).
+        pool: the loaded pool.
+        recipe: the run's recipe.
+
+    Returns:
+        Lines ``<name>.source '<source>': task <id>: sandbox.kind '<kind>' cannot run it: <why>``.
+    """
+    from t1_rollout.sandbox.registry import SANDBOXES
+
+    kind = recipe.sandbox.kind
+    if SANDBOXES.problem(kind) is not None:
+        return []
+    check = SANDBOXES.load(kind).check_environment
+    head = f"{name}.source {pool.source!r}"
+    return [
+        f"{head}: task {task.id}: sandbox.kind {kind!r} cannot run it: {line}"
+        for task in pool
+        for line in check(task, recipe)
+    ]
+
+
 def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
     """The training pool and the critic warm-up pool, each large enough for one step of distinct tasks.
+
+    Both pools are loaded and every task's environment is checked against the sandbox backend before
+    anything fails, so that one error lists every broken bundle and every task the backend cannot run.
 
     Returns:
         ``(pool, warmup_pool, warmup_spec)``; the warm-up pool is the training pool unless
         ``critic_warmup.pool`` names another.
 
     Raises:
-        ValueError: a pool does not load (`load_one`), or ``rollout.launched`` exceeds its tasks (naming
-            ``limit`` or ``audit`` when that is what cut it).
+        PoolProblems: broken bundles (`load_one`) or tasks the sandbox backend cannot run
+            (`environment_problems`), one line each, for both pools together.
+        ValueError: a pool does not load at all (`load_one`), or ``rollout.launched`` exceeds its tasks
+            (naming ``limit`` or ``audit`` when that is what cut it).
     """
     r = recipe
-    pool = load_one("pool", r.pool)
     warm = r.critic_warmup.pool or r.pool
-    warmup_pool = pool if warm == r.pool else load_one("critic_warmup.pool", warm)
+    lines: list[str] = []
+    loaded: dict[str, Pool] = {}
+    for name, spec in (("pool", r.pool), ("critic_warmup.pool", warm)):
+        if name != "pool" and warm == r.pool:
+            continue
+        try:
+            loaded[name] = load_one(name, spec)
+        except PoolProblems as exc:
+            lines += exc.lines
+    for name, p in loaded.items():
+        lines += environment_problems(name, p, r)
+    if lines:
+        raise PoolProblems(lines)
+    pool = loaded["pool"]
+    warmup_pool = loaded.get("critic_warmup.pool", pool)
     for name, p, spec in (("pool", pool, r.pool), ("critic_warmup.pool", warmup_pool, warm)):
         if r.rollout.launched > len(p):
             cut = [f"{name}.limit {spec.limit}"] if spec.limit is not None else []
@@ -88,12 +155,17 @@ def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
 
 
 def pool_problems(recipe: Recipe) -> list[str]:
-    """Why the recipe's pools cannot be used, one line (empty: they load and are large enough)."""
+    """Why the recipe's pools cannot be used, one line each (empty: they load, run and are large enough).
+
+    Every broken bundle and every task the sandbox backend cannot run is its own line (`PoolProblems`).
+    """
     try:
         pool, warmup_pool, warm = load_pools(recipe)
         load_validation("pool", recipe.pool, pool)
         if warm is not recipe.pool:
             load_validation("critic_warmup.pool", warm, warmup_pool)
+    except PoolProblems as exc:
+        return [" ".join(line.split()) for line in exc.lines]
     except ValueError as exc:
         return [" ".join(str(exc).split())]
     return []

@@ -27,6 +27,7 @@ from t1_rollout.sandbox.base import (
 )
 from t1_rollout.sandbox.dockerfile import Instruction
 from t1_rollout.sandbox.local.bwrap import inner_path, is_under
+from t1_rollout.sandbox.local.environment import DOCKER_HINT, run_step_hint
 from t1_rollout.sandbox.local.hostfs import copy_inside, make_dirs_inside
 from t1_rollout.sandbox.local.uids import UidSlot
 
@@ -97,7 +98,11 @@ class DockerfileBuild:
                     )
                 if result.exit_code != 0:
                     tail = (result.stdout + result.stderr)[-2000:]
-                    raise SandboxError(f"{where}: RUN exited {result.exit_code}: {ins.args[0]!r}\n{tail}")
+                    why = run_step_hint(ins.args[0])
+                    cause = f"; this step {why}; {DOCKER_HINT}" if why else ""
+                    raise SandboxError(
+                        f"{where}: RUN exited {result.exit_code}: {ins.args[0]!r}{cause}\n{tail}"
+                    )
         if not root_set:
             self._add_mount(self._task_root)
         self._workdir = self._workdir if root_set else self._task_root

@@ -17,7 +17,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Self, TypedDict, Unpack
+from typing import TYPE_CHECKING, Self, TypedDict, Unpack
 
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
 from t1_rollout.sandbox.dockerfile import parse_dockerfile
@@ -33,6 +33,7 @@ from t1_rollout.sandbox.local.bwrap import (
     local_sandbox_problems,
 )
 from t1_rollout.sandbox.local.cgroups import SandboxCgroup, cgroup_problems
+from t1_rollout.sandbox.local.environment import environment_problems
 from t1_rollout.sandbox.local.process import Launcher, kill_launch, killpg
 from t1_rollout.sandbox.local.reclaim import DIR_PREFIX, LIVE, Reclaimer, sweep_stale
 from t1_rollout.sandbox.local.rootfs import release_root
@@ -42,6 +43,9 @@ from t1_rollout.sandbox.local.toolchain import bundle_masks, toolchain
 from t1_rollout.sandbox.local.uids import UidSlot, acquire_uid_slot, kill_uid
 from t1_rollout.sandbox.transfer import download_command, unpack_download, upload_plan
 from t1_spec import LocalSandboxSpec, Recipe
+
+if TYPE_CHECKING:
+    from t1_tasks import Task
 
 __all__ = ["LocalSandbox", "LocalSandboxOptions"]
 
@@ -181,6 +185,15 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         if not problems:  # the cgroup check needs root; not being root is already said
             problems += cgroup_problems()
         return [f"sandbox.kind 'local': {line}" for line in problems]
+
+    @classmethod
+    def check_environment(cls, task: Task, recipe: Recipe | None = None) -> list[str]:
+        """What of ``task``'s environment the local sandbox cannot run (``environment.py``), one line each.
+
+        Static and cheap: it parses the Dockerfile and reads ``task.environment``; every line names the
+        real cause (no network, a read-only host userland, no image store) and ``sandbox.kind: docker``.
+        """
+        return environment_problems(task, recipe)
 
     # ------------------------------------------------------------------ properties
     @property

@@ -1,8 +1,12 @@
 """The verifier toolchain and what no sandbox launch may see: T1's installed task bundles.
 
-The toolchain is the project's Python with pytest, mounted read-only into the verifier's launch only
-(``LocalSandbox.exec_verifier``), never into the agent's shell or execs. It is built on the host (as the host
-user, root in CI) outside any sandbox, once per process, and cached on disk. `bundle_masks` lists the
+The toolchain is the project's Python with pytest, plus ``uv`` and ``uvx`` (the ``uv`` PyPI package's
+binaries), mounted read-only into the verifier's launch only (``LocalSandbox.exec_verifier``), never into the
+agent's shell or execs. Its ``bin`` holds ``python3``, ``python``, ``pytest``, ``uv`` and ``uvx``, so a
+Harbor ``test.sh`` that calls ``pytest`` or ``uvx`` directly finds them (Harbor's task template does). It is
+built on the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk;
+the interpreter's standard library keeps its bytecode (``__pycache__``, compiled once at build time, read-only
+after), so the verifier's Python does not recompile it on every start. `bundle_masks` lists the
 directories of T1 packages that ship task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and
 reference solutions) found under a path that every launch binds (``/usr``, ``/etc``) or under the
 toolchain's ``site-packages``; each launch covers them with an empty read-only tmpfs.
@@ -10,12 +14,14 @@ toolchain's ``site-packages``; each launch covers them with an empty read-only t
 
 from __future__ import annotations
 
+import compileall
 import glob
 import hashlib
 import importlib.util
 import os
 import shutil
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,12 +32,13 @@ __all__ = ["TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
 
 @dataclass(frozen=True)
 class VerifierToolchain:
-    """The project's Python with pytest and pytest-json-ctrf, mounted read-only for the verifier.
+    """The project's Python with pytest and pytest-json-ctrf, and uv, mounted read-only for the verifier.
 
     Attributes:
-        binds: ``(host_path, sandbox_path)`` read-only binds.
-        symlinks: ``(target, sandbox_path)`` symlinks created in the sandbox.
-        env: variables that put it first on PATH (``python3 -m pytest`` then resolves to it).
+        binds: ``(host_path, sandbox_path)`` read-only binds (the interpreter, ``site-packages``, ``bin``).
+        symlinks: ``(target, sandbox_path)`` symlinks created in the sandbox (none: ``bin`` holds its own).
+        env: variables that put it first on PATH (``python3 -m pytest``, ``pytest``, ``uvx`` resolve to it)
+            and make ``uv`` use its interpreter (``UV_PYTHON``) and never download one.
     """
 
     binds: tuple[tuple[str, str], ...]
@@ -58,8 +65,11 @@ def _world_reachable(path: Path) -> bool:
 def _mirror(src: Path, cache_root: Path, skip: tuple[str, ...] = ("site-packages", "__pycache__")) -> Path:
     """A world-readable hard-link mirror of ``src`` (the base interpreter may live under a 0700 home).
 
-    Hard links share the inodes (no copy, milliseconds); falls back to copying across file systems. The
-    mirror is built in a temporary directory and renamed into place, so concurrent builders are safe.
+    Hard links share the inodes (no copy, milliseconds); falls back to copying across file systems. Entries
+    named in ``skip`` are left out. When ``__pycache__`` is kept, every ``.py`` file of the mirror is
+    compiled once here (stale or missing bytecode only; ``py_compile`` replaces a file, so the host's own
+    bytecode is never written through a link): the sandbox sees the mirror read-only and could not write
+    it. The mirror is built in a temporary directory and renamed into place, so concurrent builders are safe.
     """
     key = hashlib.sha256(f"{src}:{src.stat().st_mtime_ns}:{sys.version}:{skip}".encode()).hexdigest()[:16]
     dest = cache_root / key
@@ -75,16 +85,77 @@ def _mirror(src: Path, cache_root: Path, skip: tuple[str, ...] = ("site-packages
         except OSError:
             shutil.copy2(s, d)
 
-    shutil.copytree(
-        src,
-        tmp,
-        symlinks=True,
-        copy_function=link,
-        ignore=shutil.ignore_patterns("site-packages", "__pycache__"),
-    )
+    shutil.copytree(src, tmp, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(*skip))
+    if "__pycache__" not in skip:
+        # ddir: tracebacks name the real path, where the mirror is mounted; in-process (no worker pool
+        # inside a caller's event loop); what the host already compiled is linked, not redone
+        with warnings.catch_warnings():  # the standard library's own test data warns; nothing to act on
+            warnings.simplefilter("ignore")
+            compileall.compile_dir(tmp, ddir=str(src), quiet=2, workers=1, legacy=False)
     for root, dirs, _ in os.walk(tmp):
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)
+    os.chmod(tmp, 0o755)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+# pytest's own console entry point (``_pytest.config._console_main`` since pytest 9, ``console_main`` before).
+_PYTEST_SCRIPT = """#!{python}
+import sys
+try:
+    from _pytest.config import _console_main as main
+except ImportError:
+    from pytest import console_main as main
+sys.exit(main())
+"""
+_UVX_SCRIPT = """#!/bin/sh
+exec {bin}/uv tool run "$@"
+"""
+
+
+def _bin_dir(cache_root: Path, exe: Path) -> Path:
+    """The toolchain's ``bin`` (mounted at ``/opt/t1-verifier/bin``): python3, python, pytest, uv, uvx.
+
+    ``python3`` and ``python`` link to the interpreter at its sandbox path; ``pytest`` is a script run by
+    it; ``uv`` and ``uvx`` are the ``uv`` PyPI package's binaries (``uv.find_uv_bin``), hard-linked or
+    copied; when the package ships no ``uvx`` beside ``uv``, ``uvx`` is a script that runs ``uv tool run``.
+    Built in a temporary directory and renamed into place; cached by the interpreter and the uv binary.
+
+    Raises:
+        SandboxError: the ``uv`` package or its binary is missing.
+    """
+    try:
+        import uv
+
+        uv_bin = Path(uv.find_uv_bin())
+    except (ImportError, FileNotFoundError) as exc:
+        raise SandboxError(f"verifier toolchain: the uv package's binary is missing ({exc})") from exc
+    uvx_bin = uv_bin.with_name("uvx")
+    stamp = f"{exe}:{uv_bin}:{uv_bin.stat().st_mtime_ns}:{uvx_bin.is_file()}:{sys.version}:bin-v1"
+    dest = cache_root / f"bin-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
+    if dest.is_dir():
+        return dest
+    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    tmp = cache_root / f".bin.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(mode=0o755)
+    for name in ("python3", "python"):
+        os.symlink(str(exe), tmp / name)
+    (tmp / "pytest").write_text(_PYTEST_SCRIPT.format(python=f"{TOOLCHAIN_MOUNT}/bin/python3"))
+    for name, src in (("uv", uv_bin), ("uvx", uvx_bin)):
+        if name == "uvx" and not src.is_file():
+            (tmp / name).write_text(_UVX_SCRIPT.format(bin=f"{TOOLCHAIN_MOUNT}/bin"))
+            continue
+        try:
+            os.link(src, tmp / name)
+        except OSError:
+            shutil.copy2(src, tmp / name)
+    for name in ("pytest", "uvx", "uv"):
+        os.chmod(tmp / name, 0o755)
     os.chmod(tmp, 0o755)
     try:
         os.rename(tmp, dest)
@@ -97,10 +168,15 @@ def toolchain() -> VerifierToolchain:
     """The verifier toolchain for this interpreter (built once per process, cached on disk).
 
     The base interpreter (``sys.base_prefix``) is mounted at its own path (its binary's RPATH points there)
-    from a world-readable mirror; the environment's ``site-packages`` (pytest, pytest-json-ctrf) at
-    ``/opt/t1-verifier/site-packages`` and put on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
-    repository: editable installs' ``.pth`` files are not processed from ``PYTHONPATH`` and their targets do
-    not exist inside the sandbox, so task bundles (tests, solutions) stay invisible.
+    from a world-readable mirror that keeps the standard library's bytecode; the environment's
+    ``site-packages`` (pytest, pytest-json-ctrf) at ``/opt/t1-verifier/site-packages`` and put on
+    ``PYTHONPATH``; ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at ``/opt/t1-verifier/bin``, first
+    on ``PATH``. Only ``site-packages`` is mounted, never the repository: editable installs' ``.pth`` files
+    are not processed from ``PYTHONPATH`` and their targets do not exist inside the sandbox, so task bundles
+    (tests, solutions) stay invisible.
+
+    Raises:
+        SandboxError: the interpreter binary or the ``uv`` package's binary is missing.
     """
     global _TOOLCHAIN
     if _TOOLCHAIN is not None:
@@ -113,19 +189,22 @@ def toolchain() -> VerifierToolchain:
     binds: list[tuple[str, str]] = []
     if str(base) != "/usr" and not str(base).startswith("/usr/"):  # /usr is bound anyway
         # mounted at its own path; mirrored when the sandbox uid cannot reach it (e.g. under a 0700 /root)
-        binds.append((str(base if _world_reachable(base) else _mirror(base, cache)), str(base)))
+        src = base if _world_reachable(base) else _mirror(base, cache, skip=("site-packages",))
+        binds.append((str(src), str(base)))
     site_src = site if _world_reachable(site) else _mirror(site, cache, skip=("__pycache__",))
     binds.append((str(site_src), f"{TOOLCHAIN_MOUNT}/site-packages"))
     exe = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if not exe.exists():
         raise SandboxError(f"verifier toolchain: interpreter {exe} not found")
-    symlinks = ((str(exe), f"{TOOLCHAIN_MOUNT}/bin/python3"), (str(exe), f"{TOOLCHAIN_MOUNT}/bin/python"))
+    binds.append((str(_bin_dir(cache, exe)), f"{TOOLCHAIN_MOUNT}/bin"))
     env = {
         "PATH": f"{TOOLCHAIN_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin",
         "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/site-packages",
         "PYTHONNOUSERSITE": "1",
+        "UV_PYTHON": f"{TOOLCHAIN_MOUNT}/bin/python3",  # uv and uvx run the toolchain's interpreter
+        "UV_PYTHON_DOWNLOADS": "never",  # no network: fail naming the missing Python, not a timeout
     }
-    _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=symlinks, env=env, site=str(site))
+    _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=(), env=env, site=str(site))
     return _TOOLCHAIN
 
 
