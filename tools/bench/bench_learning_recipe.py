@@ -3,7 +3,7 @@
 Run (from the repository root; the full run takes over an hour on two cores):
 
     uv run python tools/bench/bench_learning_recipe.py [--recipe recipes/tiny-learn.yaml] [--skip-sft]
-        [--steps N] [--no-control] [overrides ...]
+        [--steps N] [--arms learn,shuffled] [overrides ...]
 
 1. ``t1 sft RECIPE --overwrite`` (unless ``--skip-sft`` and the SFT weights exist), printing its first and
    last cross-entropy.
@@ -96,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-learn.yaml")
     ap.add_argument("--skip-sft", action="store_true", help="reuse existing SFT weights")
     ap.add_argument("--steps", type=int, default=None, help="override ppo.steps")
-    ap.add_argument("--no-control", action="store_true", help="skip the shuffled-reward control")
+    ap.add_argument(
+        "--arms",
+        default="learn,shuffled",
+        help="comma-separated arms to run in order: learn, shuffled (two invocations with one arm each can run "
+        "side by side, each with OMP_NUM_THREADS=1)",
+    )
     ap.add_argument("overrides", nargs="*", help="dotlist overrides for both phases")
     args = ap.parse_args(argv)
     overrides = list(args.overrides) + ([f"ppo.steps={args.steps}"] if args.steps else [])
@@ -113,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((weights.parent.parent / "summary.json").read_text())
     out["sft"] = {k: summary[k] for k in ("epochs", "loss_first", "loss_last", "token_accuracy_last")}
     print(f"sft: loss {summary['loss_first']:.3f} -> {summary['loss_last']:.3f}", file=sys.stderr)
-    arms = [("learn", False)] + ([] if args.no_control else [("shuffled", True)])
+    known = {"learn": False, "shuffled": True}
+    names = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not names or any(a not in known for a in names):
+        ap.error(f"--arms {args.arms!r}: give a comma-separated subset of {', '.join(known)}")
+    arms = [(a, known[a]) for a in names]
     for name, control in arms:
         res = train(args.recipe, overrides, control=control, seed=0)
         fig = figures(res["reward"])
