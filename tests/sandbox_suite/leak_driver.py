@@ -25,9 +25,13 @@ from leaks import apply_isolation  # noqa: E402
 from t1.run.run_dir import RunDir  # noqa: E402
 from t1.run.signals import deferred_signals, run_interruptible, stop_signals  # noqa: E402
 from t1_rollout.sandbox import SANDBOXES  # noqa: E402
-from t1_spec import LocalSandboxSpec  # noqa: E402
+from t1_spec import LocalSandboxSpec, load_recipe  # noqa: E402
 
-SPECS = {"local": LocalSandboxSpec}
+TINY_DOCKER = Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml"
+SPECS = {
+    "local": LocalSandboxSpec,
+    "docker": lambda: load_recipe(TINY_DOCKER).sandbox,
+}
 MANY_FILES = (
     "python3 -c \"import os\nfor d in range(50):\n os.mkdir(f'/tmp/m{d}')\n"
     " for i in range(1000): open(f'/tmp/m{d}/{i}', 'w').close()\""

@@ -3,8 +3,10 @@
 The test bodies use only the ``Sandbox`` seam; the backend-specific knowledge lives here: how to keep a test's
 sandboxes apart from those of other processes on the same machine (`isolate`), and where leftovers show
 (`leftovers`): for the local backend, processes of the sandbox uids, sandbox directories, and the sandbox
-cgroups (``t1_rollout.sandbox.local.cgroups.leftover_cgroups``, checked where that module exists). A backend
-added to the suite adds its branch to both.
+cgroups (``t1_rollout.sandbox.local.cgroups.leftover_cgroups``, checked where that module exists); for the
+Docker backend, containers labelled with this test's process or its drivers as owner (``t1.pid``), which
+keeps other processes' containers on the same daemon out. A backend added to the suite adds its branch to
+both.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ class Leftovers:
     processes: list[str] = field(default_factory=list)
     directories: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.processes or self.directories or self.cgroups)
+        return bool(self.processes or self.directories or self.cgroups or self.containers)
 
 
 def isolate(kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict:
@@ -73,6 +76,15 @@ def leftovers(config: dict, owners: tuple[int, ...] = ()) -> Leftovers:
         owners: pids of driver processes of this test (their cgroups count; this process's always do).
     """
     found = Leftovers()
+    if config.get("kind") == "docker":
+        from t1_rollout.sandbox.docker.client import api_client
+
+        mine = {str(os.getpid()), *(str(p) for p in owners)}
+        for c in api_client(None).containers(all=True, filters={"label": "t1.sandbox=docker"}):
+            if (c.get("Labels") or {}).get("t1.pid") in mine:
+                found.containers.append(f"{c['Names'][0]} ({c['State']}, owner pid {c['Labels']['t1.pid']})")
+                found.directories.append(c["Id"])  # what a dead driver left: the kill -9 test compares these
+        return found
     if config.get("kind") != "local":
         return found
     lo, hi = config["uid_base"], config["uid_base"] + config["uid_slots"]

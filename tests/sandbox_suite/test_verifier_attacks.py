@@ -13,7 +13,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from t1_rollout.verify import judge_run, run_verifier
+from t1_rollout.attribution import judge_run
+from t1_rollout.verify import run_verifier
 from t1_spec import DenseRewardSpec
 
 N_TESTS = 4
@@ -364,3 +365,88 @@ async def test_a_report_changed_after_test_sh_exited_is_refused(make_sandbox, en
     changed = next(e for e in run.evidence if e.check == "report_changed")
     assert changed.names == ("ctrf.json (modified)",)
     assert verdict.tampered and verdict.reward.value == 0.0 and verdict.status == "finished"
+
+
+# ---- a verifier that ran no test: the environment is blamed only from T1's own facts ------------------
+
+#: A Terminal-Bench 2 test.sh: uv bootstrapped from astral.sh, then uvx's pytest with pytest-json-ctrf.
+TB2_TEST_SH = """#!/bin/bash
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
+source $HOME/.local/bin/env
+uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json \\
+  /tests/test_outputs.py -rA
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+#: The same bootstrap, but the verifier runs offline too: pytest from the verifier's toolchain.
+OFFLINE_TEST_SH = """#!/bin/bash
+curl -LsSf --max-time 10 https://astral.sh/uv/0.9.5/install.sh | sh || echo "no uv: the toolchain's pytest"
+python3 -m pytest -p no:cacheprovider --rootdir=/tests --ctrf /logs/verifier/ctrf.json -rA \
+  /tests/test_outputs.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+#: The agent's program: prints the DNS error a broken bootstrap would print and makes the report unwritable.
+FAKE_DNS_FAILURE = """
+import os, sys
+if sys.argv[1] == "0":
+    print("curl: (6) Could not resolve host: astral.sh")  # pytest -rA echoes it into test.sh's output
+    os.makedirs("/logs/verifier/ctrf.json", exist_ok=True)
+print("answer", int(sys.argv[1]) + 1)
+"""
+
+
+async def _run_with(make_sandbox, environment_dir, tmp_path, test_sh: str, program: str, validated=None):
+    task = _task(tmp_path)
+    (task.tests_dir / "test.sh").write_text(test_sh)
+    (tmp_path / "prog.py").write_text(textwrap.dedent(program))
+    async with make_sandbox() as sb:  # the backends' default: no network
+        await sb.start(environment_dir, timeout_s=60)
+        await sb.upload(tmp_path / "prog.py", "/app/prog.py")
+        run = await run_verifier(sb, task, timeout_s=180, out_dir=tmp_path / "out")
+    report, verdict = await judge_run(run, task, DenseRewardSpec(), validated=validated)
+    return run, report, verdict
+
+
+async def test_a_bootstrap_that_cannot_reach_astral_sh_is_infrastructure_never_a_zero(
+    make_sandbox, environment_dir, tmp_path
+):
+    # test.sh writes reward.txt = 0 after the bootstrap fails; T1 read it as the binary fallback and trained
+    # on the zero. Without network the verifier ran no test, whatever the agent did: dropped, with the cause.
+    run, report, verdict = await _run_with(
+        make_sandbox, environment_dir, tmp_path, TB2_TEST_SH, HONEST_BUT_WRONG
+    )
+    assert run.network is False and run.error is None
+    assert report.fallback is not None and report.binary == 0.0
+    assert verdict.status == "failed" and verdict.reward.value is None
+    assert "verifier could not reach astral.sh" in verdict.cause
+
+
+async def test_a_fake_dns_failure_does_not_turn_the_agents_zero_into_a_dropped_trial(
+    make_sandbox, environment_dir, tmp_path
+):
+    # The verifier works offline here: the task's oracle got its CTRF report on this machine with no network
+    # (the validation record). The agent prints a DNS error and breaks the report: still the agent's 0.
+    from t1_tasks.validation import CheckRecord, TaskRecord
+
+    oracle = CheckRecord(
+        passed=N_TESTS, total=N_TESTS, report_source="ctrf", duration_s=2.0, network=False, verifier_s=1.0
+    )
+    validated = TaskRecord(id="attack", verdict="ok", oracle=oracle, per_assertion_report=True, assertions=4)
+    run, report, verdict = await _run_with(
+        make_sandbox, environment_dir, tmp_path, OFFLINE_TEST_SH, FAKE_DNS_FAILURE, validated
+    )
+    captured = (run.out_dir / "test-stdout.txt").read_text()
+    assert "Could not resolve host: astral.sh" in captured  # what the agent wanted T1 to read
+    assert report.fallback is not None
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
+    assert "astral.sh" not in verdict.cause.split("(")[0]  # the cause is the missing report, not the network
+
+
+async def test_the_offline_verifier_scores_an_honest_run_by_its_assertions(
+    make_sandbox, environment_dir, tmp_path
+):
+    # The baseline of the attack above: the same test.sh without sabotage gives its report (0 of 4 passed).
+    run, report, verdict = await _run_with(
+        make_sandbox, environment_dir, tmp_path, OFFLINE_TEST_SH, HONEST_BUT_WRONG
+    )
+    assert report.fallback is None and (report.passed, report.total) == (0, N_TESTS)
+    assert (verdict.status, verdict.reward.kind) == ("finished", "dense")

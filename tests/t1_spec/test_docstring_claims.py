@@ -43,23 +43,32 @@ def test_compaction_threshold_says_what_the_harness_does_at_it() -> None:
     assert "compaction_failed" in source and "threshold_tokens" in source and "not built" not in source
 
 
-@pytest.mark.parametrize(
-    "section",
-    [
-        DockerSandboxSpec,
-        DaytonaSandboxSpec,
-        HarborSandboxSpec,
-        SGLangEngineSpec,
-        LivenessSpec,
-    ],
-)
+@pytest.mark.parametrize("section", [HarborSandboxSpec, LivenessSpec])
 def test_unbuilt_sections_say_so(section) -> None:
     doc = " ".join((section.__doc__ or "").split())
     assert "Not built yet" in doc or "Not runnable yet" in doc
 
 
-def test_megatron_backend_and_tito_repairs_say_not_built() -> None:
-    assert "not built yet" in field_doc(TrainerSpec, "backend")
+@pytest.mark.parametrize(
+    ("section", "registry"),
+    [
+        (DockerSandboxSpec, "t1_rollout.sandbox:SANDBOXES"),
+        (DaytonaSandboxSpec, "t1_rollout.sandbox:SANDBOXES"),
+        (SGLangEngineSpec, "t1_rollout.engine:ENGINES"),
+    ],
+)
+def test_built_sections_do_not_say_unbuilt_and_are_registered(section, registry) -> None:
+    doc = " ".join((section.__doc__ or "").split())
+    assert "Not built yet" not in doc and "Not runnable yet" not in doc
+    module, _, name = registry.partition(":")
+    table = getattr(pytest.importorskip(module), name)
+    assert section.model_fields["kind"].default in table.kinds()
+
+
+def test_megatron_backend_and_tito_repairs_say_what_is_built() -> None:
+    # the megatron backend is built (t1_trainer.megatron); the field says what of it, and what is refused
+    doc = field_doc(TrainerSpec, "backend")
+    assert "not built yet" not in doc and "t1-trainer[megatron]" in doc and "refused by name" in doc
     # The normalized and retokenized repairs are built (t1_tito.stitch): the field no longer says otherwise.
     assert "not built" not in field_doc(TitoSpec, "repair") and "offset mapping" in field_doc(
         TitoSpec, "repair"
