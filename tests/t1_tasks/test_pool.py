@@ -249,10 +249,10 @@ def test_task_toml_timeouts_and_resources_are_documented_as_unused_by_training()
     import t1_tasks
 
     doc = t1_tasks.__doc__ or ""
-    names = ("rollout.agent_deadline_s", "rollout.verifier_deadline_s", "[environment] cpus", "memory_mb")
+    names = ("rollout.agent_deadline_s", "rollout.verifier_deadline_s", "[environment]", "Task.environment")
     for name in names:
         assert name in doc, name
-    assert "Training does not use a task's timeouts or resources" in doc
+    assert "Training does not use a task's timeouts" in doc and "the Docker backend takes the task's" in doc
 
 
 def test_an_unreadable_pool_directory_is_a_task_error(tmp_path, monkeypatch):

@@ -99,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--arms",
         default="learn,shuffled",
-        help="comma-separated arms to run in order: learn, shuffled (two invocations with one arm each can run "
-        "side by side, each with OMP_NUM_THREADS=1)",
+        help="comma-separated arms to run in order: learn, shuffled (two invocations of one arm each can "
+        "run side by side, each with OMP_NUM_THREADS=1)",
     )
     ap.add_argument("overrides", nargs="*", help="dotlist overrides for both phases")
     args = ap.parse_args(argv)

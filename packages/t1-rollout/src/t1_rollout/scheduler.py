@@ -118,33 +118,44 @@ class TokenBucket:
     Args:
         rate: refill rate, tokens per second (> 0).
         capacity: bucket size, tokens (>= 1); the bucket starts full.
+        clock: the time source, seconds (``time.monotonic``; a test passes a manual clock).
+        sleep: how a wait is spent (``asyncio.sleep``; a test passes one that advances its clock).
 
     Raises:
         ValueError: for a rate that is not a finite number > 0 or a capacity that is not finite and >= 1.
     """
 
-    def __init__(self, rate: float, capacity: float) -> None:
+    def __init__(
+        self,
+        rate: float,
+        capacity: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         if not (math.isfinite(rate) and math.isfinite(capacity)) or rate <= 0 or capacity < 1:
             raise ValueError(
                 f"token bucket needs rate > 0 and capacity >= 1, got rate={rate}, capacity={capacity}"
             )
         self.rate = rate
         self.capacity = capacity
+        self._clock = clock
+        self._sleep = sleep
         self._tokens = capacity
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
         """Wait until one token is available and take it."""
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self._clock()
                 self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
                 self._stamp = now
                 if self._tokens >= 1:
                     self._tokens -= 1
                     return
-                await asyncio.sleep((1 - self._tokens) / self.rate)
+                await self._sleep((1 - self._tokens) / self.rate)
 
 
 @dataclass

@@ -49,60 +49,110 @@ class LocalSandboxSpec(Spec):
 
 
 class DockerSandboxSpec(Spec):
-    """A Docker container per trial, built from the task's environment.
+    """A Docker container per trial, built from the task's own Dockerfile (``t1_rollout.sandbox.docker``).
 
-    Not built yet: the section validates, but no Docker sandbox exists and ``t1 train`` refuses
-    ``kind: docker``; use ``kind: local``.
+    Each limit is the most a container gets: a task whose ``task.toml`` ``[environment]`` asks for less
+    (``cpus``, ``memory``, ``storage``) gets its own request. Network needs both ``network: true`` here and
+    the task's ``allow_internet``.
     """
 
     kind: Literal["docker"] = "docker"
     """Discriminator: Docker container."""
 
     cpus: float = Field(default=1.0, gt=0)
-    """CPU cores per container (cores), Docker ``--cpus``."""
+    """CPU cores per container (cores), Docker ``--cpus``. 1.0: "a single core" per sandbox (T1 §7)."""
 
-    memory_mb: int = Field(default=2048, gt=0)
-    """Memory limit per container (MiB, ``--memory``)."""
+    memory_mb: int = Field(default=2048, ge=64)
+    """Memory limit per container (MiB, ``--memory`` with ``--memory-swap`` equal: no swap); ``/dev/shm``
+    pages count. 2048 = Terminal-Bench 2's usual ``memory_mb`` ("a small memory allotment", T1 §7). At least
+    64 MiB: the launcher and bash need some before any command runs."""
 
-    pids_limit: int = Field(default=512, gt=0)
-    """Process limit per container (processes), Docker ``--pids-limit``."""
+    pids_limit: int = Field(default=512, ge=8)
+    """Processes and threads per container (processes), Docker ``--pids-limit``. At least 8: the launcher,
+    bash and a pipeline already need several."""
+
+    disk_mb: int | None = Field(default=10240, ge=1)
+    """The container's writable layer (MiB), Docker ``--storage-opt size``: everything the task writes
+    (``/app``, ``/tmp``, ``/logs``) together. 10240 = 10 GiB as in evaluation (T1 §6) and TB2's
+    ``storage_mb``. Enforced only by storage drivers with quotas (btrfs with quota on, overlay2 over xfs with
+    ``pquota``, zfs); preflight refuses a number on any other driver; ``null`` runs without a disk cap (the
+task's ``storage`` is then not applied either)."""
+
+    cpu_time_s: float | None = Field(default=None, ge=1)
+    """CPU-time limit of each agent process (seconds, ``RLIMIT_CPU``); ``null`` = none (the container's
+    ``cpus`` still bounds its share). The verifier's processes get the verifier deadline instead."""
 
     network: bool = False
-    """Attach a network to the container; off by default."""
+    """Attach the bridge network (when the task allows it too); off by default: ``--network none``, the
+    image build included."""
 
     host: str | None = None
-    """Docker daemon address (``DOCKER_HOST`` form); ``None`` = the local default."""
+    """Docker daemon address (``DOCKER_HOST`` form); ``None`` = ``DOCKER_HOST`` or the local socket."""
+
+    images: dict[str, str] = Field(default_factory=dict)
+    """Base image named by a task (a ``FROM`` line or ``docker_image``) -> local image used in its place,
+    e.g. ``python:3.13-slim-bookworm: t1-local/debian:trixie`` where no registry is reachable (air-gapped
+    clusters). Each substitution is a stand-in: logged and labelled ``t1.stand_in`` on the image and the
+    container. Empty = every base as written (the daemon must have it)."""
 
 
 class DaytonaSandboxSpec(Spec):
     """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7).
 
-    Not built yet: the section validates (the production recipe declares it), but no Daytona client exists
-    and ``t1 train`` refuses ``kind: daytona``; use ``kind: local``.
+    Built by ``t1_rollout.sandbox.daytona`` on the ``daytona`` SDK (the ``daytona`` extra). The agent's
+    persistent shell is not built for this backend yet: ``t1 tasks validate`` and every exec-based check run
+    on it, ``t1 train`` needs ``kind: local`` or ``kind: docker`` until it is.
     """
 
     kind: Literal["daytona"] = "daytona"
     """Discriminator: Daytona cloud sandbox."""
 
     cpus: int = Field(default=1, gt=0)
-    """CPUs per sandbox (vCPUs). 1: "a single core" (T1 §7)."""
+    """CPUs per sandbox (vCPUs), the most a sandbox gets (a task's ``[environment] cpus`` below it is used).
+    1: "a single core" (T1 §7)."""
 
     memory_gib: int = Field(default=2, gt=0)
-    """Memory per sandbox (GiB). "A small memory allotment" (T1 §7); 2 GiB chosen."""
+    """Memory per sandbox (GiB), the most a sandbox gets (a task's smaller request is used, its MiB rounded
+    up to whole GiB, Daytona's unit). "A small memory allotment" (T1 §7); 2 GiB chosen."""
 
     disk_gib: int = Field(default=10, gt=0)
-    """Disk per sandbox (GiB). 10 GiB as in evaluation (T1 §6)."""
+    """Disk per sandbox (GiB), the most a sandbox gets (a task's smaller request is used, rounded up
+    likewise). 10 GiB as in evaluation (T1 §6)."""
 
-    auto_stop_min: int = Field(default=90, ge=0)
-    """Daytona auto-stop interval (minutes of inactivity; 0 = never). 90 = the 5400 s remote deadline, chosen.
-    """
+    auto_stop_min: int = Field(default=90, ge=1)
+    """Daytona auto-stop interval (minutes without a control or toolbox call). Sent explicitly on every
+    create, since the SDK's 15-minute default stops live agents; preflight refuses a value below
+    ``rollout.remote_deadline_s`` (a trial is never idle longer than its whole deadline, so such an interval
+    never stops a live trial and still stops an orphan). 90 = the 5400 s remote deadline (T1 §7.4), chosen.
+    At least 1: 0 would disable auto-stop, so an orphan would run until deleted by hand."""
 
     auto_delete_min: int = Field(default=0, ge=-1)
     """Daytona auto-delete interval after stop (minutes; 0 = delete at once on stop, -1 = never). 0: deferred
     deletion leaks instances until quota exhaustion, so reclamation is explicit and immediate (T1 §7)."""
 
+    snapshot: str | None = None
+    """A Daytona snapshot to create every sandbox from (name or id) instead of the task's image; its own
+    resources then apply. ``None``: the task's ``[environment] docker_image`` when it names one, else its
+    ``environment/Dockerfile`` (Daytona builds it; harbor_tb.md §4)."""
+
+    network: bool = False
+    """Allow network egress from the sandbox; off sends ``network_block_all`` (Harbor's ``no-network``)."""
+
     target: str | None = None
-    """Daytona region/target; ``None`` = the account default. Credentials come from the environment."""
+    """Daytona region/target; ``None`` = the account default (or ``DAYTONA_TARGET``)."""
+
+    api_url: str | None = None
+    """Daytona API URL; ``None`` = ``DAYTONA_API_URL`` from the environment, else the SDK's default
+    (``https://app.daytona.io/api``)."""
+
+    api_key_env: str = "DAYTONA_API_KEY"
+    """Name of the environment variable holding the API key (the key itself never goes into a recipe);
+    preflight reports it by name when it is unset."""
+
+    control_timeout_s: float = Field(default=60.0, gt=0)
+    """Deadline of every control call that has none of its own (seconds): get, list, delete, the upload and
+    download transfers' HTTP part, the grace an exec's HTTP call gets beyond the command's own deadline.
+    60 s: the SDK's default request timeout."""
 
 
 class HarborSandboxSpec(Spec):
@@ -125,4 +175,5 @@ class HarborSandboxSpec(Spec):
 SandboxSpec = Annotated[
     LocalSandboxSpec | DockerSandboxSpec | DaytonaSandboxSpec | HarborSandboxSpec, Field(discriminator="kind")
 ]
-"""The sandbox section, selected by ``kind: local | docker | daytona | harbor``; only ``local`` is built."""
+"""The sandbox section, selected by ``kind: local | docker | daytona | harbor``; ``local``, ``docker`` and
+``daytona`` (without the agent shell) are built."""

@@ -20,11 +20,13 @@ name; a key Harbor does not have is refused too. ``[metadata]`` is free-form: ``
 (``unknown`` when absent) are shown by ``t1 tasks list`` and ``stats``; ``[agent]`` and ``[verifier]``
 ``timeout_sec`` (default 600 s) are used only by ``t1 tasks validate``.
 
-Training does not use a task's timeouts or resources: every trial runs under the recipe's deadlines
+Training does not use a task's timeouts: every trial runs under the recipe's deadlines
 (``rollout.agent_deadline_s`` for the agent episode, ``rollout.verifier_deadline_s`` for the verifier,
-``rollout.remote_deadline_s`` for the whole trial) and in a sandbox built from the recipe's ``sandbox``
-section (for ``kind: local``: ``cpu_time_s``, ``memory_mb``, ``max_processes``, ``disk_mb``, ``network``), the
-same for every task. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
+``rollout.remote_deadline_s`` for the whole trial). Its resources depend on the backend: the local sandbox
+uses only the recipe's ``sandbox`` section (``cpu_time_s``, ``memory_mb``, ``max_processes``, ``disk_mb``,
+``network``), the same for every task; the Docker backend takes the task's ``[environment]`` request
+(``cpus``, ``memory_mb``, ``storage_mb``, ``network_mode``, kept in ``Task.environment``) capped by the
+recipe's. ``t1 tasks list`` shows the task.toml timeouts for information and says so in a footer.
 """
 
 from t1_tasks.harbor import HarborEnvironment

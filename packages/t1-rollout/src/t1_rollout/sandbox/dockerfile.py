@@ -4,9 +4,8 @@ Backend-neutral: it imports only the seam's errors (``base.py``), so a Docker or
 task's Dockerfile without importing the bubblewrap code. The local sandbox has no image store: it maps
 ``debian:bookworm[-slim]`` onto the host's own Debian bookworm userland (read-only), so other bases are
 refused, as is every other instruction (by name, with the line number), a ``COPY --flag`` and a multi-stage
-build. No backend that builds full images exists yet: the docker, daytona and harbor sandboxes are not built,
-so a task outside this subset cannot run in T1 today (rewrite its Dockerfile into the subset). Source: the
-Dockerfile reference (instruction syntax).
+build. A task outside this subset runs on the Docker backend (``sandbox.kind: docker``), which builds the
+Dockerfile as written. Source: the Dockerfile reference (instruction syntax).
 """
 
 from __future__ import annotations

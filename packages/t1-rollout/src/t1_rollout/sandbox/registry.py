@@ -1,8 +1,9 @@
 """The sandbox registry: the recipe's ``sandbox.kind`` -> the class that implements the ``Sandbox`` seam.
 
-Only ``local`` (bubblewrap, ``sandbox/local/``) is built; ``docker``, ``daytona`` and ``harbor`` validate in
-the spec but have no entry, so `SANDBOXES.load` refuses them naming ``sandbox.kind``. Adding a backend is one
-module and one entry here. The class is imported on first use, so reading this table imports no backend.
+Built: ``local`` (bubblewrap, ``sandbox/local/``), ``docker`` (``sandbox/docker/``) and the entries below;
+a kind that validates in the spec but has no entry (``harbor``) is refused by `SANDBOXES.load` naming
+``sandbox.kind``. Adding a backend is one module and one entry here. The class is imported on first use, so
+reading this table imports no backend.
 """
 
 from __future__ import annotations
@@ -11,5 +12,12 @@ from t1_spec import Registry
 
 __all__ = ["SANDBOXES"]
 
-SANDBOXES = Registry("sandbox.kind", {"local": "t1_rollout.sandbox.local:LocalSandbox"})
+SANDBOXES = Registry(
+    "sandbox.kind",
+    {
+        "local": "t1_rollout.sandbox.local:LocalSandbox",
+        "docker": "t1_rollout.sandbox.docker:DockerSandbox",
+        "daytona": "t1_rollout.sandbox.daytona:DaytonaSandbox",
+    },
+)
 """``sandbox.kind -> "module:Class"``; each class has ``from_spec(spec, **overrides)`` and ``preflight``."""
