@@ -68,6 +68,7 @@ def test_catching_the_r3_class_catches_the_sglang_clients_ingest_check():
         "meta_info": {
             "output_token_logprobs": [[-0.1, 5], [-0.2, 6]],
             "finish_reason": {"type": "stop"},
+            "weight_version": "0",  # the client refuses an answer without the version that sampled it
             "routed_experts": encode_routed_experts(_rows(4)),  # 3 + 2 tokens need 4 rows: fits
         },
     }

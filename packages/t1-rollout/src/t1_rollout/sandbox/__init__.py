@@ -4,8 +4,9 @@ The seam is ``base.py`` (``Sandbox``, ``Shell``, their errors); beside it live w
 the Dockerfile parser (``dockerfile.py``) and the tar transfer (``transfer.py``), and the registry
 ``SANDBOXES`` (``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
 machine, ``local/``), which builds only a Dockerfile subset (FROM debian:bookworm[-slim], WORKDIR, COPY, ENV,
-RUN); ``DockerSandbox`` (``docker/``), which builds the task's Dockerfile as written on a Docker daemon.
-Not built yet: the harbor sandbox.
+RUN); ``DockerSandbox`` (``docker/``), which builds the task's Dockerfile as written on a Docker daemon;
+``DaytonaSandbox`` (``daytona/``, the Daytona API; its persistent agent shell is not built). Not built yet:
+the harbor sandbox.
 
 ``LocalSandbox``, ``LocalShell``, ``bwrap_path``, ``local_sandbox_problems`` and ``SANDBOXES`` load on first
 use, so importing the seam imports neither the bubblewrap backend nor the spec package.
