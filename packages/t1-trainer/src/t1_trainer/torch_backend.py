@@ -423,29 +423,58 @@ class TorchBackend:
             if epoch == 0:
                 out["actor/policy_loss_first"] = acc.loss
             out.update(acc.result())
-        nan = float("nan")
-        gap_key = "actor/logprob_gap_replay" if self.ppo.routing_replay else "actor/logprob_gap_no_replay"
-        out.update(
-            {
-                "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
-                gap_key: gap_sum / n_tok if n_tok else nan,
-                "samples_aborted_routing": len(errors),
-                "routing_errors": [errors[i] for i in sorted(errors)],
-                "actor/loss_tokens": int(n_tok),
-                "actor/time_s": time.perf_counter() - t0,
-            }
-        )
-        if measure_gap:
-            out["actor/logprob_gap_no_replay"] = gap_nr_sum / n_tok if n_tok else nan
-            out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
-            pairs = n_tok * moe_layers
-            out["actor/routing_flip_fraction_layers"] = flip_pairs / pairs if pairs else nan
-            out["actor/gap_time_s"] = gap_time
+        live = (gap_nr_sum, flips, flip_pairs, moe_layers, gap_time) if measure_gap else None
+        out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
         return out
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """Actor weights for the engine, state_dict names, detached (sharing storage with the live actor)."""
         return {k: v.detach() for k, v in self.actor.state_dict().items()}
+
+
+def _actor_summary(
+    routing_replay: bool,
+    norms: Sequence[float],
+    gap_sum: float,
+    n_tok: int,
+    errors: dict[int, str],
+    t0: float,
+    live: tuple[float, int, int, int, float] | None,
+) -> dict[str, Any]:
+    """The ``actor/*`` step metrics every backend's ``update_actor`` ends with (T1 §4.3, Fig. 6).
+
+    Args:
+        routing_replay: ``ppo.routing_replay``; names the key of the step's own gap
+            (``actor/logprob_gap_replay`` with replay, else ``actor/logprob_gap_no_replay``).
+        norms: the actor's gradient norm per optimizer step (dimensionless); their mean is logged.
+        gap_sum: sum of ``|log p_trainer - log p_rollout|`` (nats) over the loss tokens of the first epoch.
+        n_tok: loss tokens of the first epoch (tokens); the gaps and fractions are means over them.
+        errors: sample index -> routing error of the samples aborted (logged in index order).
+        t0: ``time.perf_counter()`` at the start of the update (seconds).
+        live: on a live-routing measurement step, ``(gap_sum, flipped_tokens, flipped_token_layers,
+            moe_layers, seconds)`` of the extra no-replay forward; None on other steps.
+
+    Returns:
+        The metrics; NaN for a mean over zero tokens.
+    """
+    nan = float("nan")
+    gap_key = "actor/logprob_gap_replay" if routing_replay else "actor/logprob_gap_no_replay"
+    out: dict[str, Any] = {
+        "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
+        gap_key: gap_sum / n_tok if n_tok else nan,
+        "samples_aborted_routing": len(errors),
+        "routing_errors": [errors[i] for i in sorted(errors)],
+        "actor/loss_tokens": int(n_tok),
+        "actor/time_s": time.perf_counter() - t0,
+    }
+    if live is not None:
+        gap_nr, flips, flip_pairs, moe_layers, gap_time = live
+        out["actor/logprob_gap_no_replay"] = gap_nr / n_tok if n_tok else nan
+        out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
+        pairs = n_tok * moe_layers
+        out["actor/routing_flip_fraction_layers"] = flip_pairs / pairs if pairs else nan
+        out["actor/gap_time_s"] = gap_time
+    return out
 
 
 class _MetricAcc:

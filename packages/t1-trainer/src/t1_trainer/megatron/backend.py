@@ -43,6 +43,7 @@ from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 from t1_trainer.torch_backend import (
+    _actor_summary,
     _adamw,
     _as_routing,
     _ids,
@@ -429,24 +430,9 @@ class MegatronBackend:
                 if epoch == 0:
                     out["actor/policy_loss_first"] = acc.loss
                 out.update(acc.result())
-        nan = float("nan")
-        gap_key = "actor/logprob_gap_replay" if self.ppo.routing_replay else "actor/logprob_gap_no_replay"
-        out.update(
-            {
-                "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
-                gap_key: gap_sum / n_tok if n_tok else nan,
-                "samples_aborted_routing": len(errors),
-                "routing_errors": [errors[i] for i in sorted(errors)],
-                "actor/loss_tokens": int(n_tok),
-                "actor/time_s": time.perf_counter() - t0,
-            }
-        )
-        if measure:
-            layers = self.model_spec.num_layers
-            out["actor/logprob_gap_no_replay"] = gap_nr / n_tok if n_tok else nan
-            out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
-            out["actor/routing_flip_fraction_layers"] = pairs / (n_tok * layers) if n_tok else nan
-            out["actor/gap_time_s"] = gap_time
+        # every layer of the megatron model is MoE (model.py), so the flip pairs are over all num_layers
+        live = (gap_nr, flips, pairs, self.model_spec.num_layers, gap_time) if measure else None
+        out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
         return out
 
     def _opt_step(self, model: nn.Module, opt: Any, name: str) -> float:
