@@ -265,6 +265,10 @@ METRIC_KEYS = [
     "compaction_tokens_after_mean",
     "compaction_summary_tokens_mean",
     "compaction_warning",
+    "retention_by_family_outcome",
+    "retention_by_turns",
+    "retention_by_tokens",
+    "retention_by_reward",
 ]
 
 

@@ -9,9 +9,10 @@ slowest member of every admitted group (the cost T1 §9 names), and oversampling
 under a provider quota (600 per minute), and at most ``concurrency`` trials run at once (the per-node cap).
 Cancelled trials reclaim their sandboxes before the batch is returned.
 
-The cancelled tail is not a uniform sample: it concentrates the slowest task families (T1 §10).
-:class:`BatchResult` therefore reports retention by family, so the selection bias is visible in the run's
-metrics (`BatchResult.metrics`).
+The cancelled tail is not a uniform sample: it concentrates the slowest task families and the longest
+trajectories (T1 §10). :class:`BatchResult` therefore reports retention by family, and by trajectory length
+(turns and sampled tokens, the length a cancelled trial had reached) and reward (`t1_rollout.retention`), so
+the selection bias is visible in the run's metrics (`BatchResult.metrics`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from t1_rollout.compaction import compaction_metrics
+from t1_rollout.retention import OUTCOMES, retention_tables
 from t1_rollout.trial import TrialRecord, new_trial_id
 from t1_spec import RolloutSpec
 from t1_tasks import Task
@@ -199,6 +201,11 @@ class BatchResult:
         kept = Counter(r.family for r in self.admitted)
         return {family: kept[family] / n for family, n in sorted(launched.items())}
 
+    def outcomes(self) -> list[tuple[str, TrialRecord]]:
+        """Every launched trial with its outcome (`t1_rollout.retention.OUTCOMES`: admitted ones are kept)."""
+        lists = (self.admitted, self.finished_late, self.cancelled, self.failed, self.dropped)
+        return [(outcome, r) for outcome, records in zip(OUTCOMES, lists, strict=True) for r in records]
+
     def metrics(self, *, compaction_max_failure_rate: float | None = None) -> dict[str, Any]:
         """The step's rollout metrics, from the admitted trials and the failures.
 
@@ -216,7 +223,11 @@ class BatchResult:
             figures of every trial that ran an episode (`t1_rollout.compaction.compaction_metrics`, warning
             above ``compaction_max_failure_rate``), and ``chunks_per_trajectory_mean`` / ``_max`` over
             admitted trials: every chunk carries the trajectory's reward on its last sampled token (T1 §5),
-            so a compacted trajectory weighs more.
+            so a compacted trajectory weighs more. Last, the retention tables of `t1_rollout.retention`
+            (``retention_by_family_outcome``, ``retention_by_turns``, ``retention_by_tokens``,
+            ``retention_by_reward``): per bucket, the launched trials, the count of each outcome and the
+            kept fraction; a cancelled trial counts at the length it had reached and in the ``unscored``
+            reward row.
         """
         admitted = self.admitted
         rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
@@ -275,6 +286,7 @@ class BatchResult:
                 (c for r in everyone if r.episode for c in r.episode.compactions),
                 max_failure_rate=compaction_max_failure_rate,
             ),
+            **retention_tables(self.outcomes()),
         }
 
 
@@ -284,6 +296,7 @@ async def collect_batch(
     config: SchedulerConfig,
     *,
     on_trial_done: Callable[[TrialRecord], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> BatchResult:
     """Draw tasks, run ``samples_per_task`` trials on each, admit the first whole groups that finish.
 
@@ -310,6 +323,8 @@ async def collect_batch(
         on_trial_done: called with each trial's record as the scheduler takes it in (finished, failed, or a
             cancelled sibling of a failed member), e.g. to advance a progress bar; not for the tail cancelled
             at the end. An exception it raises propagates, after the tail is cancelled and reclaimed.
+        clock: the time source of the token buckets and of ``BatchResult.wall_s``, seconds
+            (``time.monotonic``); a simulation on a virtual-time event loop passes the loop's ``time``.
 
     Returns:
         The :class:`BatchResult`. When fewer groups finish than ``config.admitted / samples_per_task``, the
@@ -340,10 +355,12 @@ async def collect_batch(
             f"samples_per_task={g_size} ({n_tasks} tasks); a batch launches exactly the configured count"
         )
     tasks = [task for _, task in drawn]
-    start = time.monotonic()
+    start = clock()
     gate = asyncio.Semaphore(config.concurrency)
-    rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s))
-    quota = TokenBucket(config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min)
+    rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s), clock=clock)
+    quota = TokenBucket(
+        config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min, clock=clock
+    )
     result = BatchResult(
         launched=config.launched, epochs=[epoch for epoch, _ in drawn], samples_per_task=g_size
     )
@@ -434,5 +451,5 @@ async def collect_batch(
                 record.status = "cancelled"
                 record.cause = record.cause or "scheduler: cancelled before it started"
                 result.cancelled.append(record)
-    result.wall_s = time.monotonic() - start
+    result.wall_s = clock() - start
     return result
