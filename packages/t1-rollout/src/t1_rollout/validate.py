@@ -15,6 +15,12 @@ The expected number of assertions is ``Task.n_assertions``, counted statically f
 functions and ``Test*`` methods times literal ``parametrize`` cases). When it is unknown (None: parametrize
 over a non-literal, fixture params, ...), the verifier's report is trusted for the count; the oracle must
 still pass every reported assertion and the do-nothing agent fail at least one.
+
+A verifier run that wrote no per-assertion report is an infrastructure failure with its cause: the hosts
+``tests/test.sh`` fetches from when the sandbox has no network (``attribution.network_cause``), else what
+the run's own output says it could not reach (``unreached.unreached_cause``: ``uv: no network to pypi.org``,
+a TLS certificate the image does not trust). No agent runs in these sandboxes, so their output is evidence
+here, as it never is in training.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path
 from t1_reward import FallbackCause, Report, read_report
 from t1_rollout.attribution import declares_per_assertion, network_cause
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_rollout.unreached import unreached_cause
 from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_tasks import Pool, Task, format_seconds
 from t1_tasks.validation import PER_ASSERTION_SOURCES, CheckRecord, TaskRecord, ValidationRecord
@@ -39,6 +46,7 @@ __all__ = [
     "SandboxLedger",
     "TaskValidation",
     "PoolValidation",
+    "run_check",
     "validate_task",
     "validate_pool",
     "validation_record",
@@ -224,6 +232,9 @@ def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None
     exited = f"tests/test.sh exited {run.exit_code}" if run.exit_code is not None else "tests/test.sh ended"
     if (reached := network_cause(task, run.network)) is not None:
         exited = f"{reached}: {exited}"
+    elif (unreached := unreached_cause(run.stdout_tail)) is not None:
+        # no agent ran in this sandbox, so what the verifier printed is evidence (never so in training)
+        exited = f"verifier: {unreached}: {exited}"
     if report.fallback is FallbackCause.MISSING:
         what = "wrote no per-assertion report (ctrf.json or JUnit *.xml in /logs/verifier)"
     else:
@@ -277,6 +288,39 @@ async def _check(
         )
     return CheckResult(
         kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s, network=network
+    )
+
+
+async def run_check(
+    task: Task,
+    kind: str,
+    *,
+    sandbox_factory: Callable[[], Sandbox],
+    work_dir: Path,
+    ledger: SandboxLedger | None = None,
+) -> CheckResult:
+    """Run one check of one task in a fresh sandbox: ``"oracle"`` (solution, then verifier) or ``"nop"``.
+
+    `validate_task` runs both; a caller with a bundle that has no ``solution/`` (Harbor allows it) runs the
+    do-nothing check alone with this.
+
+    Args:
+        task: the task.
+        kind: ``"oracle"`` or ``"nop"``.
+        sandbox_factory: makes a fresh, unstarted sandbox.
+        work_dir: host directory for the verifier outputs (``<work_dir>/<task>/<kind>/``).
+        ledger: counts the sandboxes created and closed (a fresh one when None).
+
+    Returns:
+        The ``CheckResult``; infrastructure failures are recorded in it, not raised.
+
+    Raises:
+        ValueError: ``kind`` is neither ``"oracle"`` nor ``"nop"``.
+    """
+    if kind not in ("oracle", "nop"):
+        raise ValueError(f"check kind must be 'oracle' or 'nop', got {kind!r}")
+    return await _check(
+        task, kind, sandbox_factory, work_dir, ledger if ledger is not None else SandboxLedger()
     )
 
 

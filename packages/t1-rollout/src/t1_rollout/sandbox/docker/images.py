@@ -27,8 +27,17 @@ from t1_rollout.sandbox.base import (
     UnsupportedDockerfileInstruction,
     format_seconds,
 )
+from t1_rollout.unreached import unreached_cause
 
-__all__ = ["ImageChoice", "TaskEnvironment", "build_image", "map_base", "resolve_image", "task_environment"]
+__all__ = [
+    "ImageChoice",
+    "TaskEnvironment",
+    "build_failure_cause",
+    "build_image",
+    "map_base",
+    "resolve_image",
+    "task_environment",
+]
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _NETWORK_HINTS = (
@@ -40,6 +49,9 @@ _NETWORK_HINTS = (
     "Could not connect to",
     "No route to host",
 )
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_STEP = re.compile(r"^Step \d+/\d+ : ", re.MULTILINE)
+_FAILED_STEP = re.compile(r"The command (?:'/bin/sh -c (.*)'|\[(.*)\]) returned a non-zero code: (\d+)", re.S)
 
 
 @dataclass(frozen=True)
@@ -91,13 +103,33 @@ def task_environment(environment_dir: Path) -> TaskEnvironment:
     )
 
 
+# Registries that serve Docker Hub's official images under the same names (mirrors), as written in FROM lines.
+_HUB_MIRRORS = ("docker.io/", "registry-1.docker.io/", "public.ecr.aws/docker/", "mirror.gcr.io/")
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def _hub_name(ref: str) -> str:
+    """``ref`` as a Docker Hub name: the mirror registry, ``library/`` and a pinned digest removed."""
+    ref = _DIGEST.sub("", ref)
+    for mirror in _HUB_MIRRORS:
+        ref = ref.removeprefix(mirror)
+    return ref.removeprefix("library/")
+
+
 def map_base(base: str, images: dict[str, str]) -> str | None:
-    """The recipe's stand-in for ``base`` (``sandbox.images``; ``docker.io/library/`` is ignored), or None."""
+    """The recipe's stand-in for ``base`` (``sandbox.images``), or None.
+
+    An exact key wins; else names are compared as Docker Hub names: ``docker.io/library/``, the official-image
+    mirrors (``public.ecr.aws/docker/library/``, ``mirror.gcr.io/``) and a pinned ``@sha256:`` digest are
+    ignored, so ``public.ecr.aws/docker/library/debian:bookworm-slim@sha256:...`` (Terminal-Bench 2.1's
+    pinned bases) maps as ``debian:bookworm-slim``. The digest cannot hold for a stand-in anyway: the
+    substitution records the base as written (`ImageChoice.stand_ins`, the ``t1.stand_in`` label).
+    """
     if base in images:
         return images[base]
-    short = base.removeprefix("docker.io/").removeprefix("library/")
+    short = _hub_name(base)
     for name, target in images.items():
-        if name.removeprefix("docker.io/").removeprefix("library/") == short:
+        if _hub_name(name) == short:
             return target
     return None
 
@@ -189,6 +221,41 @@ def resolve_image(
     return None, text, swaps, f"t1-task/{name or 'task'}:{digest.hexdigest()[:16]}"
 
 
+def build_failure_cause(log: str, error: str) -> str | None:
+    """The named cause of a failed build step, read from the daemon's build output, or None when unknown.
+
+    A step that could not reach a host gives ``"<tool>: no network to <host>"`` (``apt-get: no network to
+    deb.debian.org``, ``pip: no network to pypi.org``, ``curl: no network to astral.sh``); a ``pip install``
+    that the image's Python refuses gives ``"pip: ... externally managed (PEP 668)"`` (a Debian stand-in for
+    a ``python:*`` base does that, the python images do not); a missing command gives ``"<cmd>: command not
+    found"``. Sources: the messages of apt, pip (urllib3), curl, git, wget and npm; the Docker Engine's
+    ``The command '/bin/sh -c ...' returned a non-zero code: N``.
+
+    Only the failed step's output counts (the log after its ``Step N/M :`` line): an earlier step that
+    printed a network warning and succeeded (``apt-get update`` does) is not the cause.
+
+    Args:
+        log: the build's output up to the failure (the daemon's ``stream`` chunks joined).
+        error: the daemon's ``error`` message of the failed step.
+    """
+    steps = list(_STEP.finditer(log))
+    text = log[steps[-1].start() :] if steps else log  # the failed step's output only, not earlier steps'
+    text += "\n" + error
+    step = _FAILED_STEP.search(error)
+    command = (step.group(1) or step.group(2) or "") if step else ""
+    if (unreached := unreached_cause(text, command)) is not None:
+        return unreached
+    if "externally-managed-environment" in text:
+        return (
+            "pip: the image's Python is externally managed (PEP 668) and refuses pip install (a Debian "
+            "stand-in for a python:* base does; the python images do not)"
+        )
+    missing = re.search(r"(?:/bin/sh: \d+: |bash: )?([\w.+-]+): (?:command )?not found", text)
+    if missing:
+        return f"{missing.group(1)}: command not found in the image"
+    return None
+
+
 def build_image(
     host: str | None,
     environment_dir: Path,
@@ -233,12 +300,13 @@ def build_image(
                 use_config_proxy=False,
             ):
                 if "stream" in chunk:
-                    log.append(chunk["stream"])
+                    log.append(_ANSI.sub("", chunk["stream"]))  # apt colours its stderr
                 if "error" in chunk:
                     tail = "".join(log)[-3000:] + chunk["error"]
-                    hint = ""
+                    cause = build_failure_cause("".join(log), chunk["error"])
+                    hint = f": {cause}" if cause else ""
                     if not network and any(h in tail for h in _NETWORK_HINTS):
-                        hint = (
+                        hint += (
                             " (the build has no network: sandbox.network is false or the task disallows it, "
                             "and no registry or mirror is reachable from here)"
                         )
