@@ -1,8 +1,9 @@
-"""Where a policy runs: the one check that a torch device string names a device this machine has."""
+"""Where a policy runs: the one check that a torch device string names a device this machine has.
+
+Imports torch only to look for a CUDA device, so the preflight of a CPU recipe does not load it.
+"""
 
 from __future__ import annotations
-
-import torch
 
 
 def device_problem(field: str, device: str) -> str | None:
@@ -18,6 +19,8 @@ def device_problem(field: str, device: str) -> str | None:
     """
     if not device.startswith("cuda"):
         return None
+    import torch  # only for a CUDA device: a CPU recipe's preflight stays without torch
+
     index = int(device.partition(":")[2] or 0)
     if torch.cuda.is_available() and index < torch.cuda.device_count():
         return None

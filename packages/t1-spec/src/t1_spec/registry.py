@@ -4,6 +4,10 @@ Each seam (engine, sandbox, trainer backend, advantage estimator) keeps one `Reg
 Adding a backend is one module and one entry; a kind the spec accepts but no entry implements is refused by
 `Registry.load`, once, in one wording, naming the recipe field. Entries are ``"package.module:Attribute"``
 strings, so building the table imports nothing heavy (torch, docker, ray stay unimported until chosen).
+
+A backend whose module imports a heavy library at import time (the torch trainer, the embedded engine) may
+also name a light preflight function in ``checks``; `Registry.preflight` calls it instead of importing the
+backend's module, so `t1 recipe validate` answers without importing torch.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from t1_spec.recipe import Recipe
 
 
 class BackendNotBuilt(NotImplementedError):
@@ -38,21 +45,30 @@ class Registry:
     Args:
         field: the recipe path of the discriminator this registry resolves (``"engine.kind"``).
         entries: ``kind -> "package.module:Attribute"``; the attribute is imported by `load`.
+        checks: ``kind -> "package.module:function"``, for kinds whose module is heavy to import: a function
+            ``(recipe) -> list[str]`` in a light module that gives the same lines as the class's
+            ``preflight``; `preflight` uses it instead of `load`.
 
     Raises:
-        ValueError: an entry is not of the form ``"module:Attribute"``.
+        ValueError: an entry or a check is not of the form ``"module:Attribute"``, or a check names a kind
+            that has no entry.
     """
 
     field: str
     entries: Mapping[str, str] = field(default_factory=dict)
+    checks: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for kind, target in self.entries.items():
-            module, sep, attr = target.partition(":")
-            if not (module and sep and attr):
-                raise ValueError(
-                    f"registry {self.field}: entry {kind!r} -> {target!r} is not 'module:Attribute'"
-                )
+        for table, targets in (("entry", self.entries), ("check", self.checks)):
+            for kind, target in targets.items():
+                module, sep, attr = target.partition(":")
+                if not (module and sep and attr):
+                    raise ValueError(
+                        f"registry {self.field}: {table} {kind!r} -> {target!r} is not 'module:Attribute'"
+                    )
+        orphans = sorted(set(self.checks) - set(self.entries))
+        if orphans:
+            raise ValueError(f"registry {self.field}: checks for kinds with no entry: {', '.join(orphans)}")
 
     def kinds(self) -> tuple[str, ...]:
         """The kinds that have a backend, in registration order."""
@@ -72,5 +88,23 @@ class Registry:
         """
         if kind not in self.entries:
             raise BackendNotBuilt(self.field, kind, self.kinds())
-        module, _, attr = self.entries[kind].partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return _resolve(self.entries[kind])
+
+    def preflight(self, kind: str, recipe: Recipe) -> list[str]:
+        """What the backend of ``kind`` cannot run of ``recipe`` here, one line each (empty: runnable).
+
+        The light function of ``checks`` when ``kind`` has one, else the class's ``preflight(recipe)``
+        (which imports the backend's module).
+
+        Raises:
+            BackendNotBuilt: no backend is registered for ``kind``.
+        """
+        if kind in self.checks:
+            return _resolve(self.checks[kind])(recipe)
+        return self.load(kind).preflight(recipe)
+
+
+def _resolve(target: str) -> Any:
+    """Import ``"package.module:Attribute"`` and return the attribute."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)

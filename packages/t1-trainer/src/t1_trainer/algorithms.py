@@ -139,7 +139,9 @@ def ppo_policy_loss(
 
     Args:
         logp: ``[T]`` float, log-probs of the sampled tokens under the current actor (carries the gradient).
-        old_logp: ``[T]`` float, log-probs under the actor before this update (no gradient).
+        old_logp: ``[T]`` float, log-probs under the behaviour policy ``pi_old`` that drew the tokens (no
+            gradient): the trainer's recomputation with its pre-update weights at staleness 0, the rollout's
+            log-probs at staleness >= 1 (T1 Appendix 12; `t1_trainer.step`).
         advantages: ``[T]`` float, unnormalized (T1 §5.2).
         mask: ``[T]`` 0/1 loss mask.
         clip_eps: epsilon (T1: 0.2).

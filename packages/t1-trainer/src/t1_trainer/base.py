@@ -9,16 +9,16 @@ classmethod, after its ``preflight(recipe)`` classmethod found nothing this back
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from t1_spec import Recipe, Registry
-from t1_trainer.samples import TrainSample
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     from torch import nn
+
+    from t1_trainer.samples import TrainSample
 
 __all__ = ["TRAINER_BACKENDS", "TrainerBackend", "TrainerBackendClass"]
 
@@ -28,6 +28,7 @@ TRAINER_BACKENDS = Registry(
         "torch": "t1_trainer.torch_backend:TorchBackend",
         "megatron": "t1_trainer.megatron.backend:MegatronBackend",
     },
+    checks={"torch": "t1_trainer.checks:torch_preflight"},
 )
 """``trainer.backend`` -> its class: ``torch`` (plain PyTorch, one device) and ``megatron`` (megatron-core
 models with its router replay; its preflight refuses it in one line where the ``t1-trainer[megatron]`` extra
@@ -41,6 +42,12 @@ class TrainerBackend(Protocol):
     Arrays are per sample, float32 ``[T]`` over the sample's token stream, 0 at masked positions unless said
     otherwise (T1 §4.5 defines the quantities).
     """
+
+    policy_version: int
+    """The version of the actor weights the backend holds as last published (T1 Appendix 12): 0 at start,
+    set by `t1_trainer.publish.publish_weights` to the receivers' new version; `t1_trainer.step.ppo_step`
+    measures every sample's staleness against it. Part of the resumable state (restore it with the
+    weights)."""
 
     def routing_errors(self, samples: Sequence[TrainSample]) -> dict[int, str]:
         """Index -> reason for every sample whose routing record cannot be replayed (empty without replay)."""
@@ -57,9 +64,18 @@ class TrainerBackend(Protocol):
         ...
 
     def update_actor(
-        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+        self,
+        samples: Sequence[TrainSample],
+        advantages: Sequence[np.ndarray],
+        *,
+        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
     ) -> dict[str, Any]:
-        """Actor update (clipped surrogate, R3 replay); returns ``actor/*`` metrics and aborted samples."""
+        """Actor update (clipped surrogate, R3 replay); returns ``actor/*`` metrics and aborted samples.
+
+        ``old_logprobs`` names the ratio's denominator (T1 Appendix 12): ``recomputed`` (the actor's own
+        first-pass log-probs, right at staleness 0) or ``rollout`` (``sample.rollout_logprobs``, the
+        behaviour policy's at staleness >= 1). `t1_trainer.step.ppo_step` passes it only at staleness >= 1.
+        """
         ...
 
     def export_weights(self) -> dict[str, torch.Tensor]:

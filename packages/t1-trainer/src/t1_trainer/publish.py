@@ -43,13 +43,18 @@ class WeightReceiver(Protocol):
 def publish_weights(backend: TrainerBackend, receivers: WeightReceiver | Sequence[WeightReceiver]) -> float:
     """Pauses every receiver, sends the actor's weights under version + 1, and resumes them all.
 
-    The weights are exported once (`TrainerBackend.export_weights`) and given to each receiver in order. Every
-    receiver that was paused is resumed, whatever raised after its pause (another pause, the export, an
-    update); the exception then propagates.
+    The new version is one more than the larger of the receivers' shared ``weight_version`` and the backend's
+    ``policy_version`` (a backend without the attribute counts as 0), so a version is never reused. The
+    weights are exported once (`TrainerBackend.export_weights`) and given to each receiver in order; once
+    every receiver took them, ``backend.policy_version`` is set to the same new version (T1 Appendix 12: the
+    trainer's version, against which `t1_trainer.step.ppo_step` measures staleness). With no receivers
+    nothing is exported or paused, and only ``backend.policy_version`` advances. Every receiver that was
+    paused is resumed, whatever raised after its pause (another pause, the export, an update); the exception
+    then propagates and ``backend.policy_version`` is left as it was.
 
     Args:
-        backend: the trainer that holds the new actor weights.
-        receivers: one engine, or the replicas of one step's publication barrier.
+        backend: the trainer that holds the new actor weights; its ``policy_version`` is set here.
+        receivers: one engine, or the replicas of one step's publication barrier (may be empty).
 
     Returns:
         Wall time of the publication, seconds (pause to resume).
@@ -65,6 +70,7 @@ def publish_weights(backend: TrainerBackend, receivers: WeightReceiver | Sequenc
             f"the {len(targets)} weight receivers hold versions {versions}; publication advances one shared "
             "version, so every receiver must hold the same one"
         )
+    new_version = max([*versions, int(getattr(backend, "policy_version", 0))]) + 1
     t0 = time.monotonic()
     with ExitStack() as paused:
         for receiver in targets:
@@ -73,5 +79,6 @@ def publish_weights(backend: TrainerBackend, receivers: WeightReceiver | Sequenc
         if targets:
             state_dict = backend.export_weights()
             for receiver in targets:
-                receiver.update_weights(state_dict, weight_version=versions[0] + 1)
+                receiver.update_weights(state_dict, weight_version=new_version)
+        backend.policy_version = new_version
     return time.monotonic() - t0

@@ -25,7 +25,7 @@ class TrainSample(Protocol):
         task_id: task of the trial (GRPO groups by it).
         trial_id: trial the sample came from.
         chunk_index: chunk of the trial (TITO splits a trial into chunks when the prefix breaks).
-        policy_version: weight version that sampled it.
+        policy_version: weight version that sampled it (of a TITO chunk: the oldest of its turns).
     """
 
     token_ids: Any

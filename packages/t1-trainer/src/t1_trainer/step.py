@@ -1,12 +1,27 @@
 """One PPO step in the paper's order, and the critic warm-up (T1 §4.5, appendix on the critic's version axis).
 
-Order per step: pre-update critic values -> advantages (GAE against those values) -> critic update (value clip
-around the same values) -> actor update (R3 replay). The driver then publishes the actor's weights
-(`t1_trainer.publish.publish_weights`).
+Order per step: staleness check -> pre-update critic values -> advantages (GAE against those values) -> critic
+update (value clip around the same values) -> actor update (R3 replay). The driver then publishes the actor's
+weights (`t1_trainer.publish.publish_weights`), which advances the trainer's ``policy_version``.
+
+Versions (T1 Appendix 12). Weight version v is the actor after v publications; the trainer holds
+``backend.policy_version`` and every sample carries the version that sampled it. The synchronous loop trains
+each batch at staleness 0; the one-step asynchronous loop trains its first batch at 0 and every later one at
+exactly 1 (the batch of update t was drawn under ``pi_{t-1}``), and `ppo_step` refuses any sample off that
+(`StalenessError`). The PPO ratio ``r_j(theta) = pi_theta / pi_old`` of ``L_pi`` (T1 Eq. 17) takes as
+``pi_old`` the policy that drew the sample: at staleness 0 the trainer holds those very weights and recomputes
+the log-probs (the trainer's implementation of the same version, with replayed routing, so pass 1 has ratio
+exactly 1); at staleness 1 the trainer no longer holds ``theta_{t-1}``, and the log-probs of ``pi_{t-1}`` it
+has are the rollout's (``pi^r_{t-1}``), so those are the ratio's denominator. Recomputing them with
+``theta_t`` would give ratio 1 on pass 1 and drop the trust region around the behaviour policy altogether. The
+critic's version axis is separate: GAE and the value clip use ``V_{phi_{t-1}}``, the values of the critic the
+trainer holds before this step's critic update, at any staleness (the critic regresses on returns and needs no
+behavioural fidelity).
 """
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,9 +32,10 @@ from t1_spec import GAEAdvantageSpec, PPOSpec
 from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
 from t1_trainer.algorithms import explained_variances
 from t1_trainer.base import TrainerBackend
-from t1_trainer.samples import TrainSample, check_sample
+from t1_trainer.errors import StalenessError
+from t1_trainer.samples import TrainSample, check_sample, sample_name
 
-__all__ = ["StepMetrics", "critic_warmup", "critic_warmup_step", "ppo_step"]
+__all__ = ["StepMetrics", "check_staleness", "critic_warmup", "critic_warmup_step", "ppo_step"]
 
 StepMetrics = dict[str, Any]
 """Flat metrics of one step (floats and ints, plus ``routing_errors``: list of str); names in `ppo_step`."""
@@ -47,7 +63,78 @@ def _ev_metrics(
     }
 
 
-def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: PPOSpec) -> StepMetrics:
+def check_staleness(backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int) -> StepMetrics:
+    """Checks that every sample is exactly ``staleness`` versions behind the trainer (T1 Appendix 12).
+
+    A sample's staleness is ``backend.policy_version - sample.policy_version``. A TITO chunk carries one
+    version, the oldest of its turns (`t1_tito.Sample.policy_version`); a chunk whose turns came from more
+    than one version (``policy_versions_mixed``, which only partial-rollout continuation could create, and
+    that is not built) is refused, since no one ``pi_old`` drew it. A backend without ``policy_version``
+    counts as version 0 (never published).
+
+    Args:
+        backend: the trainer; its ``policy_version`` is the version of the actor weights it last published.
+        samples: the batch.
+        staleness: the staleness this step trains at: 0 in the synchronous loop and for the first step of the
+            asynchronous one, 1 for every later asynchronous step.
+
+    Returns:
+        ``staleness`` (the largest over the batch), ``staleness_min`` and ``trainer/policy_version``; the two
+        staleness keys are absent for an empty batch.
+
+    Raises:
+        StalenessError: ``staleness`` is negative or not an int, or a sample is off it (naming the first few,
+            their versions, the trainer's version and the expected staleness), or a chunk mixes versions.
+    """
+    version = int(getattr(backend, "policy_version", 0))
+    if isinstance(staleness, bool) or not isinstance(staleness, numbers.Integral) or staleness < 0:
+        raise StalenessError(
+            f"ppo_step staleness={staleness!r}: must be an int >= 0 (0 synchronous, 1 one-step asynchronous)",
+            trainer_version=version,
+            expected=-1,
+        )
+    staleness = int(staleness)
+    off = [
+        (s, int(s.policy_version))
+        for s in samples
+        if version - int(s.policy_version) != staleness or getattr(s, "policy_versions_mixed", False)
+    ]
+    if off:
+        first, first_version = off[0]
+        shown = "; ".join(_stale_line(s, v, version) for s, v in off[:3])
+        more = f" (and {len(off) - 3} more)" if len(off) > 3 else ""
+        raise StalenessError(
+            f"{len(off)} of {len(samples)} samples are not {staleness} version(s) behind the trainer, which "
+            f"holds policy version {version} and expects staleness {staleness}: {shown}{more}. Each batch "
+            "must be drawn under exactly one version (synchronous: the trainer's own, staleness 0; one-step "
+            "asynchronous: the previous one, staleness 1); nothing was updated",
+            sample=sample_name(first),
+            sample_version=first_version,
+            trainer_version=version,
+            expected=staleness,
+        )
+    out: StepMetrics = {"trainer/policy_version": version}
+    if samples:
+        ages = [version - int(s.policy_version) for s in samples]
+        out.update(staleness=max(ages), staleness_min=min(ages))
+    return out
+
+
+def _stale_line(sample: TrainSample, sample_version: int, version: int) -> str:
+    """One refused sample for `StalenessError`'s message."""
+    if getattr(sample, "policy_versions_mixed", False):
+        return (
+            f"sample {sample_name(sample)} mixes weight versions (oldest {sample_version}); a chunk must "
+            "come from one version (partial-rollout continuation is not built)"
+        )
+    age = version - sample_version
+    newer = ", newer than the trainer's weights" if age < 0 else ""
+    return f"sample {sample_name(sample)} drawn by version {sample_version} (staleness {age}{newer})"
+
+
+def ppo_step(
+    backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: PPOSpec, *, staleness: int = 0
+) -> StepMetrics:
     """One PPO step: values, advantages, critic update, then actor update (T1 §4.5; verl's order).
 
     Samples whose routing record cannot be replayed are aborted for the whole step (neither critic nor actor
@@ -59,17 +146,22 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
         ppo_spec: the recipe's PPO spec; its ``advantage`` section picks the estimator
             (`t1_trainer.advantages.ADVANTAGE_ESTIMATORS`). The backend's own settings (learning rates,
             clips, replay) are the ones it was built with.
+        staleness: how many versions every sample must be behind ``backend.policy_version`` (T1 Appendix
+            12): 0 in the synchronous loop (the default; the ratio's old log-probs are recomputed by the
+            trainer), 1 in the one-step asynchronous loop after its first step (the ratio's old log-probs are
+            the rollout's, ``sample.rollout_logprobs``; see the module docstring).
 
     Returns:
-        Metrics. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors`` (list of str),
-        ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
+        Metrics. Versions (`check_staleness`): ``staleness`` (largest over the batch), ``staleness_min``,
+        ``trainer/policy_version``. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors``
+        (list of str), ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
         ``trainer/step_time_s``. Estimator: ``grpo/*`` for ``grpo`` (groups, their sizes, the groups of
         uniform reward, the largest per-group advantage mean; `GRPOEstimator.metrics`). Critic (absent when
         the estimator uses no critic, as ``grpo``): ``critic/explained_variance`` (pre-update values vs
-        returns over loss tokens; nan when the returns have no variance), the same as
-        ``critic/ev_token_pre``, ``critic/ev_trajectory_pre`` (one point per trial: ``V(s_0)`` against its
-        return, `t1_trainer.algorithms.explained_variances`), ``critic/value_mean``, ``critic/return_mean``,
-        and `TorchBackend.update_critic`'s ``critic/*``, among them ``critic/ev_token_post`` and
+        returns over loss tokens; nan when the returns have no variance), the same as ``critic/ev_token_pre``,
+        ``critic/ev_trajectory_pre`` (one point per trial: ``V(s_0)`` against its return,
+        `t1_trainer.algorithms.explained_variances`), ``critic/value_mean``, ``critic/return_mean``, and
+        `TorchBackend.update_critic`'s ``critic/*``, among them ``critic/ev_token_post`` and
         ``critic/ev_trajectory_post`` (the updated critic's values against the same returns). Actor:
         `TorchBackend.update_actor`'s ``actor/*``, among them ``actor/logprob_gap_replay`` (mask-weighted mean
         ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on; every
@@ -79,15 +171,19 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).
+        StalenessError: a sample is not exactly ``staleness`` versions old, or mixes versions, or
+            ``staleness`` is negative (`check_staleness`); raised before any update.
         BackendNotBuilt: the spec's advantage estimator has no registered implementation.
     """
     t0 = time.perf_counter()
     estimator = ADVANTAGE_ESTIMATORS.load(ppo_spec.advantage.estimator)
     for s in samples:
         check_sample(s)
+    versions = check_staleness(backend, samples, staleness)
     errors = backend.routing_errors(samples)
     kept = [s for i, s in enumerate(samples) if i not in errors]
     metrics: StepMetrics = {
+        **versions,
         "trainer/samples": len(samples),
         "samples_aborted_routing": len(errors),
         "routing_errors": [errors[i] for i in sorted(errors)],
@@ -109,7 +205,9 @@ def ppo_step(backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: 
     if values is not None:
         metrics.update(_ev_metrics(kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
-    actor = backend.update_actor(kept, advs)
+    # staleness 0 keeps the backend's own recomputation (and the old call); >= 1 takes the rollout's
+    behaviour = {"old_logprobs": "rollout"} if staleness else {}
+    actor = backend.update_actor(kept, advs, **behaviour)
     # routing was checked above; anything the actor still aborted is added to the step's count
     metrics["samples_aborted_routing"] += actor.pop("samples_aborted_routing", 0)
     metrics["routing_errors"] += actor.pop("routing_errors", [])

@@ -16,15 +16,18 @@ import copy
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from t1_policy import Critic, device_problem
+from t1_policy import Critic
 from t1_spec import ModelSpec, PPOSpec, Recipe
+from t1_trainer.actor_metrics import _actor_summary, _MetricAcc
 from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
+from t1_trainer.checks import torch_preflight
+from t1_trainer.checks import unbuilt_ppo as _unbuilt_ppo
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.samples import TrainSample, check_sample, sample_name
@@ -93,6 +96,7 @@ class TorchBackend:
         self.actor_opt = _adamw(self.actor, ppo_spec.actor_lr, ppo_spec)
         self.critic_opt = _adamw(self.critic, ppo_spec.critic_lr, ppo_spec)
         self.version = 0  # actor optimizer steps taken
+        self.policy_version = 0  # publications of the actor so far (set by publish_weights; T1 Appendix 12)
 
     @property
     def gap_without_replay(self) -> bool:
@@ -146,18 +150,10 @@ class TorchBackend:
     def preflight(cls, recipe: Recipe) -> list[str]:
         """What this backend cannot run of ``recipe`` on this machine, one line each (empty: runnable).
 
-        Checks, without building a model: a CUDA ``trainer.device`` that torch does not see here, a plan of
-        more than one training device (this backend runs on one), and the PPO settings this backend does not
-        build (advantage normalization, which T1 §5.2 leaves off; a KL or load-balancing loss, which T1 runs
-        at 0; ``micro_batch_size > 1``). The paper's rule that routing replay forbids both losses is the
-        spec's (`t1_spec.PPOSpec`), so a recipe that reaches here with a non-zero coefficient has replay off.
-
-        Returns:
-            Lines starting with the recipe field path, e.g. ``"ppo.normalize_advantages: advantage whitening
-            is not built; ..."``.
+        `t1_trainer.checks.torch_preflight`, which says what it checks; it lives in a module without torch so
+        that the registry's light check (`TRAINER_BACKENDS`) gives these lines without importing this one.
         """
-        unseen = device_problem("trainer.device", recipe.trainer.device)
-        return ([unseen] if unseen else []) + _one_device_plan(recipe) + _unbuilt_ppo(recipe.ppo)
+        return torch_preflight(recipe)
 
     # ---- routing ----
 
@@ -355,19 +351,27 @@ class TorchBackend:
         }
 
     def update_actor(
-        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+        self,
+        samples: Sequence[TrainSample],
+        advantages: Sequence[np.ndarray],
+        *,
+        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
     ) -> dict[str, Any]:
         """Clipped-surrogate update of the actor, R3 replaying each sample's routing (T1 §4.3, §4.5).
 
         No KL, no load-balancing loss, no advantage normalization (T1 §4.5, §5.2). A sample whose routing
-        record is missing or misaligned is aborted (not trained with live routing) and reported. The old
-        log-probs are the actor's own pre-update log-probs from the first pass's forward (same weights, same
-        replayed routing), so pass 1 has ratio 1; the gap to the rollout log-probs is measured on that
-        forward.
+        record is missing or misaligned is aborted (not trained with live routing) and reported. The ratio's
+        old log-probs are those of the policy that drew the sample (T1 Appendix 12, `t1_trainer.step`):
+        ``recomputed`` (staleness 0) takes the actor's own pre-update log-probs from the first pass's forward
+        (same weights, same replayed routing), so pass 1 has ratio exactly 1; ``rollout`` (staleness >= 1)
+        takes ``sample.rollout_logprobs``, the behaviour policy ``pi^r_{t-1}``, so pass 1 has ratio
+        ``exp(log p_trainer - log p_rollout)``. The gap to the rollout log-probs is measured on the first
+        pass's forward either way (at staleness 1 it includes the one update between the two versions).
 
         Args:
             samples: the batch.
             advantages: float ``[T]`` per sample (0 at masked positions).
+            old_logprobs: ``recomputed`` or ``rollout``, as above.
 
         Returns:
             ``actor/policy_loss``, ``actor/clip_fraction``, ``actor/approx_kl``, ``actor/approx_kl_k3``,
@@ -382,8 +386,12 @@ class TorchBackend:
             ``actor/gap_time_s`` (seconds of those extra forwards; gap steps only),
             ``samples_aborted_routing``, ``routing_errors`` (list of str), ``actor/loss_tokens``,
             ``actor/time_s``.
+
+        Raises:
+            TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
         """
         t0 = time.perf_counter()
+        from_rollout = _from_rollout(old_logprobs)
         errors = self.routing_errors(samples)
         keep = [i for i in range(len(samples)) if i not in errors]
         masks = {i: _mask(samples[i], self.device) for i in keep}
@@ -405,9 +413,9 @@ class TorchBackend:
                 with self._replay(s):
                     logp = self.actor_logprobs(s)
                     if epoch == 0:
-                        old[i] = logp.detach()
                         rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
-                        gap_sum += float((old[i] - rollout.float()).abs().sum())
+                        gap_sum += float((logp.detach() - rollout.float()).abs().sum())
+                        old[i] = rollout.float() if from_rollout else logp.detach()
                     loss, met = ppo_policy_loss(
                         logp, old[i], adv, torch.ones_like(adv), clip_eps=self.ppo.clip_eps, num_tokens=n_tok
                     )
@@ -432,104 +440,18 @@ class TorchBackend:
         return {k: v.detach() for k, v in self.actor.state_dict().items()}
 
 
-def _actor_summary(
-    routing_replay: bool,
-    norms: Sequence[float],
-    gap_sum: float,
-    n_tok: int,
-    errors: dict[int, str],
-    t0: float,
-    live: tuple[float, int, int, int, float] | None,
-) -> dict[str, Any]:
-    """The ``actor/*`` step metrics every backend's ``update_actor`` ends with (T1 §4.3, Fig. 6).
+def _from_rollout(old_logprobs: str) -> bool:
+    """Whether ``update_actor``'s ratio takes the rollout's log-probs (staleness >= 1, T1 Appendix 12).
 
-    Args:
-        routing_replay: ``ppo.routing_replay``; names the key of the step's own gap
-            (``actor/logprob_gap_replay`` with replay, else ``actor/logprob_gap_no_replay``).
-        norms: the actor's gradient norm per optimizer step (dimensionless); their mean is logged.
-        gap_sum: sum of ``|log p_trainer - log p_rollout|`` (nats) over the loss tokens of the first epoch.
-        n_tok: loss tokens of the first epoch (tokens); the gaps and fractions are means over them.
-        errors: sample index -> routing error of the samples aborted (logged in index order).
-        t0: ``time.perf_counter()`` at the start of the update (seconds).
-        live: on a live-routing measurement step, ``(gap_sum, flipped_tokens, flipped_token_layers,
-            moe_layers, seconds)`` of the extra no-replay forward; None on other steps.
-
-    Returns:
-        The metrics; NaN for a mean over zero tokens.
+    Raises:
+        TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
     """
-    nan = float("nan")
-    gap_key = "actor/logprob_gap_replay" if routing_replay else "actor/logprob_gap_no_replay"
-    out: dict[str, Any] = {
-        "actor/grad_norm": float(np.mean(norms)) if norms else 0.0,
-        gap_key: gap_sum / n_tok if n_tok else nan,
-        "samples_aborted_routing": len(errors),
-        "routing_errors": [errors[i] for i in sorted(errors)],
-        "actor/loss_tokens": int(n_tok),
-        "actor/time_s": time.perf_counter() - t0,
-    }
-    if live is not None:
-        gap_nr, flips, flip_pairs, moe_layers, gap_time = live
-        out["actor/logprob_gap_no_replay"] = gap_nr / n_tok if n_tok else nan
-        out["actor/routing_flip_fraction"] = flips / n_tok if n_tok else nan
-        pairs = n_tok * moe_layers
-        out["actor/routing_flip_fraction_layers"] = flip_pairs / pairs if pairs else nan
-        out["actor/gap_time_s"] = gap_time
-    return out
-
-
-class _MetricAcc:
-    """Token-weighted aggregation of per-sample policy metrics over one pass."""
-
-    def __init__(self) -> None:
-        self.loss = 0.0
-        self.n = 0
-        self.sums: dict[str, float] = {
-            "clip_fraction": 0.0,
-            "approx_kl": 0.0,
-            "approx_kl_k3": 0.0,
-            "ratio_mean": 0.0,
-        }
-        self.rmin, self.rmax = float("inf"), float("-inf")
-
-    def add(self, loss: float, met: dict[str, float], n: int) -> None:
-        self.loss += loss
-        self.n += n
-        for k in self.sums:
-            self.sums[k] += met[k] * n
-        if n:
-            self.rmin, self.rmax = min(self.rmin, met["ratio_min"]), max(self.rmax, met["ratio_max"])
-
-    def result(self) -> dict[str, float]:
-        d = max(self.n, 1)
-        res = {"actor/policy_loss": self.loss, **{f"actor/{k}": v / d for k, v in self.sums.items()}}
-        res["actor/ratio_min"] = self.rmin if self.n else 1.0
-        res["actor/ratio_max"] = self.rmax if self.n else 1.0
-        return res
-
-
-def _unbuilt_ppo(ppo: PPOSpec) -> list[str]:
-    """The PPO settings the torch backend does not build, one line each starting with the field path."""
-    problems = []
-    if ppo.normalize_advantages:
-        problems.append(
-            "ppo.normalize_advantages: advantage whitening is not built; T1 §5.2 keeps advantages "
-            "unnormalized (set it to false)"
+    if old_logprobs not in ("recomputed", "rollout"):
+        raise TrainerConfigError(
+            f"update_actor old_logprobs={old_logprobs!r}: use 'recomputed' (staleness 0) or 'rollout' "
+            "(staleness >= 1)"
         )
-    for name, value, loss in (
-        ("kl_coef", ppo.kl_coef, "KL"),
-        ("load_balancing_coef", ppo.load_balancing_coef, "load-balancing"),
-    ):
-        if value:
-            problems.append(
-                f"ppo.{name} {value}: the torch trainer builds no {loss} loss; T1 runs with it at 0 "
-                "(set it to 0)"
-            )
-    if ppo.micro_batch_size != 1:
-        problems.append(
-            f"ppo.micro_batch_size {ppo.micro_batch_size}: the torch backend feeds one variable-length "
-            "sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
-        )
-    return problems
+    return old_logprobs == "rollout"
 
 
 def _vocab_limit(vocab_size: int) -> int:
@@ -583,17 +505,3 @@ def _mask(sample: TrainSample, device: torch.device) -> torch.Tensor:
 
 def _as_routing(routing: Any) -> np.ndarray:
     return routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)
-
-
-def _one_device_plan(recipe: Recipe) -> list[str]:
-    """The plan's refusal when it asks for more than the one training device this backend uses."""
-    p = recipe.plan
-    degrees = (("tp", p.tp), ("pp", p.pp), ("cp", p.cp), ("dp", p.dp), ("ep", p.ep), ("etp", p.etp))
-    if p.training_devices == 1 and all(d == 1 for _, d in degrees):
-        return []
-    shown = " ".join(f"{name} {d}" for name, d in degrees)
-    return [
-        f"plan: the torch trainer trains on one device, and this plan asks for {p.training_devices} training "
-        f"devices ({shown}); set every degree to 1 and plan.devices to 1 + plan.inference_devices "
-        "(`t1 plan check` prices any plan without running it)"
-    ]

@@ -112,7 +112,7 @@ def _host_problems(recipe: Recipe, policy: str) -> list[str]:
         if field not in wanted:
             continue
         missing = registry.problem(kinds[field])
-        problems += [missing] if missing else registry.load(kinds[field]).preflight(recipe)
+        problems += [missing] if missing else registry.preflight(kinds[field], recipe)
     if policy == "model":
         problems += [p for p in evaluation_problems(recipe) if p.startswith("evaluation.thinking")]
     return problems

@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-import numpy as np
-
 from t1_spec import Registry
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from t1_spec import SamplingSpec
@@ -39,8 +38,10 @@ ENGINES = Registry(
         "embedded": "t1_rollout.engine.embedded:EmbeddedEngine",
         "sglang": "t1_rollout.engine.sglang:SGLangReplicas",
     },
+    checks={"embedded": "t1_rollout.engine.checks:embedded_preflight"},
 )
-"""``engine.kind`` -> the engine class (``from_spec(spec, *, model, seed, recipe)``, ``preflight``)."""
+"""``engine.kind`` -> the engine class (``from_spec(spec, *, model, seed, recipe)``, ``preflight``); the
+embedded engine's preflight also as a light check that imports no torch (`t1_rollout.engine.checks`)."""
 
 FinishReason = Literal["stop", "length", "abort"]
 

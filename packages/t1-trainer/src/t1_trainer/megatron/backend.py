@@ -27,7 +27,7 @@ import importlib.util
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ from t1_trainer.torch_backend import (
     _actor_summary,
     _adamw,
     _as_routing,
+    _from_rollout,
     _ids,
     _mask,
     _MetricAcc,
@@ -138,7 +139,8 @@ class MegatronBackend:
         self.temperature = float(temperature)
         self.logprob_gap_every = int(logprob_gap_every)
         self.actor_updates = 0
-        self.version = 0
+        self.version = 0  # actor optimizer steps taken
+        self.policy_version = 0  # publications of the actor so far (set by publish_weights; T1 Appendix 12)
         self.vocab_limit = _vocab_limit(model_spec.vocab_size)
         self._ddp: dict[str, Any] = {}
         self.actor_opt = self._optimizer("actor", ppo_spec.actor_lr)
@@ -369,14 +371,24 @@ class MegatronBackend:
         }
 
     def update_actor(
-        self, samples: Sequence[TrainSample], advantages: Sequence[np.ndarray]
+        self,
+        samples: Sequence[TrainSample],
+        advantages: Sequence[np.ndarray],
+        *,
+        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
     ) -> dict[str, Any]:
         """Clipped-surrogate update with megatron's router replay; `TorchBackend.update_actor`'s metrics.
 
-        Old log-probs are the actor's own first-pass ones (same weights, same replayed routing), so pass 1
-        has ratio 1; ``actor/logprob_gap_replay`` is measured on that forward against the rollout log-probs.
+        The ratio's old log-probs are `TorchBackend.update_actor`'s (T1 Appendix 12): ``recomputed``
+        (staleness 0) takes the actor's own first-pass ones (same weights, same replayed routing), so pass 1
+        has ratio 1; ``rollout`` (staleness >= 1) takes ``sample.rollout_logprobs``, the behaviour policy's.
+        ``actor/logprob_gap_replay`` is measured on the first pass's forward against the rollout log-probs.
+
+        Raises:
+            TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
         """
         t0 = time.perf_counter()
+        from_rollout = _from_rollout(old_logprobs)
         self._resident_only("actor")
         errors = self.routing_errors(samples)
         keep = [i for i in range(len(samples)) if i not in errors]
@@ -404,8 +416,8 @@ class MegatronBackend:
                     with self._replayed(s):
                         logp = self.actor_logprobs(s)
                         if epoch == 0:
-                            old[i] = logp.detach()
-                            gap_sum += float((old[i] - rollout).abs().sum())
+                            gap_sum += float((logp.detach() - rollout).abs().sum())
+                            old[i] = rollout if from_rollout else logp.detach()
                         loss, met = ppo_policy_loss(
                             logp,
                             old[i],

@@ -1,13 +1,20 @@
 """A training run: preflight, build from the registries, the loop, the run directory, the console, signals.
 
 `t1 train` is a thin verb over `t1.run.Run`; `t1 recipe validate` shows the same `t1.run.preflight.preflight`
-verdict that `Run` enforces, so the two never disagree. Importing this package imports no torch: the heavy
-parts load in `t1.run.build` when a run starts.
+verdict that `Run` enforces, so the two never disagree. Importing this package imports no torch and not the
+loop: `Run`, `RunFailed`, `RunSummary` and `planned_steps` load `t1.run.loop` on first access, and the heavy
+parts (torch, transformers) load in `t1.run.build` when a run starts.
 """
 
-from t1.run.loop import Run, RunFailed, RunSummary, planned_steps
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Eager, so that ``t1.run.preflight`` is the function (its submodule of the same name is imported here first).
 from t1.run.preflight import Preflight, PreflightError, preflight
 from t1.run.signals import StopToken, stop_signals
+
+if TYPE_CHECKING:
+    from t1.run.loop import Run, RunFailed, RunSummary, planned_steps
 
 __all__ = [
     "Preflight",
@@ -20,3 +27,12 @@ __all__ = [
     "preflight",
     "stop_signals",
 ]
+
+_LOOP_NAMES = ("Run", "RunFailed", "RunSummary", "planned_steps")
+"""The names of `t1.run.loop`, imported on first access."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LOOP_NAMES:
+        return getattr(importlib.import_module("t1.run.loop"), name)
+    raise AttributeError(f"module 't1.run' has no attribute {name!r}")
