@@ -39,6 +39,12 @@ class EmbeddedEngineSpec(Spec):
     sampling: SamplingSpec = Field(default_factory=SamplingSpec)
     """Decoding parameters of training rollouts."""
 
+    max_batch_size: int = Field(default=1, ge=1)
+    """Requests decoded together at most, sequences (continuous batching: one forward over the active
+    sequences per step, new requests join between steps, as SGLang's scheduler does, T1 §6). Default 1: one
+    request at a time, which keeps the figures of ``recipes/tiny-cpu.yaml`` bit for bit; a larger value
+    returns the same ids and routing for the same seeds, with log-probs equal up to float32 rounding."""
+
 
 class SGLangEngineSpec(Spec):
     """SGLang servers on the inference partition (SGLang v0.5.12.post1 in the paper, T1 §6).

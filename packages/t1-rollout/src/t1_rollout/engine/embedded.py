@@ -1,9 +1,11 @@
 """In-process torch engine on a small Qwen3.5-MoE: SGLang's answers without a server (DESIGN.md, embedded).
 
 Torch work runs on one dedicated worker thread, so many async trials share one engine without blocking the
-event loop, and requests run one at a time in arrival order (no batching: on 2 CPU cores one request
-already uses them). Routing is captured from the MoE routers during the very forwards that produce the
-sampled tokens (T1 §4.2), so the record is exactly what the sampler used.
+event loop. Up to ``max_batch_size`` requests decode together with continuous batching: one forward over
+the active sequences per step, each with its own cache row, seeded generator and stop
+(`t1_rollout.engine.batching`); ``max_batch_size: 1`` (the default) serves one request at a time in arrival
+order. Routing is captured from the MoE routers during the very forwards that produce the sampled tokens
+(T1 §4.2), so the record is exactly what the sampler used.
 
 A per-sequence prefix cache keeps the KV/recurrent state after each answer: a prompt that extends a
 previous prompt + output (the next turn of the same trial, TITO strict case) only prefills its new tokens,
@@ -14,40 +16,21 @@ Weight updates flush it.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
-import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import torch
 
 from t1_policy import device_problem, num_real_tokens
-from t1_r3 import capture_routing, check_routing, moe_routers
-from t1_rollout.engine.base import (
-    EngineStateError,
-    FinishReason,
-    Generation,
-    SamplingParams,
-)
-from t1_rollout.engine.sampling import sample_token
+from t1_r3 import moe_routers
+from t1_rollout.engine.base import EngineStateError, Generation, SamplingParams
+from t1_rollout.engine.batching import DecodeLoop, Prefix, Request
 from t1_spec import EmbeddedEngineSpec, Recipe
 
 __all__ = ["EmbeddedEngine"]
-
-
-@dataclass
-class _Prefix:
-    """State after forwarding ``tokens``: the model cache and the routing rows of those tokens."""
-
-    tokens: tuple[int, ...]
-    cache: Any
-    rows: np.ndarray  # int32 [len(tokens), L, k]
 
 
 class EmbeddedEngine:
@@ -64,6 +47,12 @@ class EmbeddedEngine:
         prefix_cache_size: sequences whose state is kept for prefix reuse (least recently used evicted);
             0 = always prefill from scratch.
         seed: seeds the draws of requests that give no seed.
+        max_batch_size: requests decoded together at most (continuous batching); 1 = one at a time.
+
+    Raises:
+        ValueError: a model without a full-attention layer, or ``max_batch_size < 1``. With ``max_batch_size >
+            1``, a model whose cache layers cannot be stacked fails its requests with a ValueError
+            (`t1_rollout.engine.batching.check_batchable`).
     """
 
     def __init__(
@@ -75,6 +64,7 @@ class EmbeddedEngine:
         num_threads: int | None = 1,
         prefix_cache_size: int = 64,
         seed: int = 0,
+        max_batch_size: int = 1,
     ) -> None:
         if num_threads is not None:
             torch.set_num_threads(num_threads)
@@ -95,15 +85,13 @@ class EmbeddedEngine:
         self.num_layers, self.top_k = len(routers), int(routers[0].top_k)
         self.num_experts = int(routers[0].num_experts)
         self._prefix_cache_size = prefix_cache_size
-        self._prefixes: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="t1-embedded-engine")
-        self._cond = threading.Condition()
-        self._paused = False
-        self._busy = False
+        self._prefixes: OrderedDict[tuple[int, ...], Prefix] = OrderedDict()
         self._seeds = itertools.count(seed * 1_000_003 + 1)
         self._stats = dict.fromkeys(
-            ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "busy_s"), 0.0
+            ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "decode_steps", "busy_s"), 0.0
         )
+        self._loop = DecodeLoop(self, max_batch_size)
+        weakref.finalize(self, self._loop.stop_soon)
 
     @classmethod
     def from_spec(
@@ -112,14 +100,15 @@ class EmbeddedEngine:
         """The engine of the recipe's ``engine`` section, serving ``model`` at weight version 0.
 
         Args:
-            spec: the ``engine`` section (``device``; ``sampling`` is read per request, `SamplingParams`).
+            spec: the ``engine`` section (``device``, ``max_batch_size``; ``sampling`` is read per request,
+                `SamplingParams`).
             model: the policy, e.g. `t1_policy.build_model` of the recipe's ``model`` section; the engine
                 owns it.
             seed: the recipe seed; seeds the draws of requests that give no seed.
             recipe: the whole recipe (the seam passes it to every engine; the embedded one needs no more).
         """
         del recipe
-        return cls(model, weight_version=0, device=spec.device, seed=seed)
+        return cls(model, weight_version=0, device=spec.device, seed=seed, max_batch_size=spec.max_batch_size)
 
     @classmethod
     def preflight(cls, recipe: Recipe) -> list[str]:
@@ -163,25 +152,20 @@ class EmbeddedEngine:
             asyncio.CancelledError: when the caller is cancelled; the request stops at the next token.
         """
         self._validate(input_ids, routed_experts_start_len)
-        t0 = time.monotonic()
-        seed = sampling.seed if sampling.seed is not None else next(self._seeds)
-        cancel = threading.Event()
-        job = functools.partial(
-            self._run,
-            list(input_ids),
-            sampling,
-            seed,
-            return_logprob,
-            return_routed_experts,
-            routed_experts_start_len,
-            cancel,
-            t0,
+        request = Request(
+            input_ids=list(input_ids),
+            sampling=sampling,
+            seed=sampling.seed if sampling.seed is not None else next(self._seeds),
+            return_logprob=return_logprob,
+            return_routed=return_routed_experts,
+            start_len=routed_experts_start_len,
+            t0=time.monotonic(),
         )
-        future = asyncio.get_running_loop().run_in_executor(self._executor, job)
+        future = asyncio.wrap_future(self._loop.submit(request))
         try:
             return await future
         except asyncio.CancelledError:
-            cancel.set()  # stop the worker at its next token (the straggler tail is cancelled, T1 §7)
+            request.cancel.set()  # stop at its next token (the straggler tail is cancelled, T1 §7)
             raise
 
     def _validate(self, input_ids: list[int], start_len: int) -> None:
@@ -202,143 +186,15 @@ class EmbeddedEngine:
                 f"routed_experts_start_len={start_len} must lie in [0, {len(input_ids)}] (prompt)"
             )
 
-    def _run(
-        self,
-        input_ids: list[int],
-        sampling: SamplingParams,
-        seed: int,
-        return_logprob: bool,
-        return_routed: bool,
-        start_len: int,
-        cancel: threading.Event,
-        t0: float,
-    ) -> Generation:
-        with self._cond:
-            while self._paused:
-                self._cond.wait()
-            if cancel.is_set():  # cancelled while held by a pause: skip the prefill entirely
-                raise asyncio.CancelledError()
-            self._busy = True
-        try:
-            return self._generate_locked(
-                input_ids, sampling, seed, return_logprob, return_routed, start_len, cancel, t0
-            )
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-
-    def _take_prefix(self, input_ids: list[int]) -> _Prefix | None:
-        best: _Prefix | None = None
-        n = len(input_ids)
-        for key, entry in self._prefixes.items():
-            k = len(key)
-            if k < n and (best is None or k > len(best.tokens)) and tuple(input_ids[:k]) == key:
-                best = entry
-        if best is not None:
-            del self._prefixes[best.tokens]  # its cache is about to be extended in place
-        return best
-
-    def _keep_prefix(self, entry: _Prefix) -> None:
-        if self._prefix_cache_size <= 0:
-            return
-        self._prefixes[entry.tokens] = entry
-        self._prefixes.move_to_end(entry.tokens)
-        while len(self._prefixes) > self._prefix_cache_size:
-            self._prefixes.popitem(last=False)
-
-    @torch.inference_mode()
-    def _generate_locked(
-        self,
-        input_ids: list[int],
-        sampling: SamplingParams,
-        seed: int,
-        return_logprob: bool,
-        return_routed: bool,
-        start_len: int,
-        cancel: threading.Event,
-        t0: float,
-    ) -> Generation:
-        generator = torch.Generator().manual_seed(seed)
-        busy_from = time.monotonic()
-        prefix = self._take_prefix(input_ids)
-        cache = prefix.cache if prefix is not None else None
-        done = len(prefix.tokens) if prefix is not None else 0
-        budget = min(sampling.max_new_tokens, self.max_positions - len(input_ids))
-        stop = set(sampling.stop_token_ids)
-        output_ids: list[int] = []
-        logprobs: list[float] = []
-        finish: FinishReason = "length"
-        with capture_routing(self.model) as recorder:
-            step = torch.tensor([input_ids[done:]], device=self.device)
-            while True:
-                out = self.model(input_ids=step, cache=cache, use_cache=True, logits_to_keep=1)
-                cache = out.cache
-                if cancel.is_set():
-                    finish = "abort"
-                    break
-                token, logprob = sample_token(
-                    out.logits[0, -1], sampling, generator, vocab_limit=self.vocab_limit
-                )
-                output_ids.append(token)
-                logprobs.append(logprob)
-                if token in stop:
-                    finish = "stop"
-                    break
-                if len(output_ids) >= budget:
-                    break
-                step = torch.tensor([[token]], device=self.device)
-            new_rows = recorder.rows()
-        rows = new_rows if prefix is None else np.concatenate([prefix.rows, new_rows], axis=0)
-        for key, value in (
-            ("requests", 1),
-            ("prompt_tokens", len(input_ids)),
-            ("cached_tokens", len(prefix.tokens) if prefix is not None else 0),
-            ("completion_tokens", len(output_ids)),
-            ("busy_s", time.monotonic() - busy_from),
-        ):
-            self._stats[key] += value
-        forwarded = input_ids + output_ids[:-1] if finish != "abort" else input_ids + output_ids
-        if rows.shape[0] != len(forwarded):  # one row per forwarded token, or capture is broken
-            raise RuntimeError(f"captured {rows.shape[0]} routing rows for {len(forwarded)} forwarded tokens")
-        if finish != "abort":
-            self._keep_prefix(_Prefix(tuple(forwarded), cache, rows))
-        routed = rows[start_len : len(input_ids) + len(output_ids) - 1] if return_routed else None
-        if routed is not None and len(input_ids) + len(output_ids) - 1 >= start_len:
-            check_routing(  # the record leaves the engine under the same contract as SGLang's (T1 §4.2)
-                routed,
-                num_tokens=len(input_ids) + len(output_ids),
-                start_len=start_len,
-                num_layers=self.num_layers,
-                top_k=self.top_k,
-                num_experts=self.num_experts,
-            )
-        return Generation(
-            output_ids=output_ids,
-            output_logprobs=logprobs if return_logprob else [],
-            routed_experts=np.ascontiguousarray(routed) if routed is not None else None,
-            routed_experts_start_len=start_len,
-            weight_version=self.weight_version,
-            finish_reason=finish,
-            prompt_tokens=len(input_ids),
-            completion_tokens=len(output_ids),
-            latency_s=time.monotonic() - t0,
-        )
-
     # ---- weights and quiescence
 
     def pause(self) -> None:
-        """Quiesces: blocks until the in-flight request finishes; later requests wait for `resume`."""
-        with self._cond:
-            self._paused = True
-            while self._busy:
-                self._cond.wait()
+        """Quiesces: blocks until every request in flight finishes; later requests wait for `resume`."""
+        self._loop.pause()
 
     def resume(self) -> None:
         """Releases held requests."""
-        with self._cond:
-            self._paused = False
-            self._cond.notify_all()
+        self._loop.resume()
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], *, weight_version: int) -> None:
         """Copies ``state_dict`` into the model and sets ``weight_version`` (T1 Appendix 12).
@@ -355,8 +211,8 @@ class EmbeddedEngine:
             ValueError: a version that does not advance, an unknown name, or a shape mismatch (nothing is
                 copied then).
         """
-        with self._cond:
-            if not self._paused:
+        with self._loop.cond:
+            if not self._loop.paused:
                 raise EngineStateError(
                     "update_weights needs a paused engine (pause() -> update_weights() -> resume()), "
                     "so that no "
@@ -386,10 +242,12 @@ class EmbeddedEngine:
 
         Returns:
             requests, prompt_tokens, cached_tokens (reused from the prefix cache, not recomputed),
-            completion_tokens, and busy_s (seconds of torch work, queueing excluded).
+            completion_tokens, decode_steps (decode forwards; completion_tokens / decode_steps is roughly
+            the mean batch), and busy_s (seconds the decode loop had work, queueing excluded; a batched
+            step counts once, not once per sequence).
         """
         return dict(self._stats)
 
     def close(self) -> None:
-        """Stops the worker thread after the queued requests."""
-        self._executor.shutdown(wait=True)
+        """Stops the worker thread after the queued requests (those held by a pause fail instead)."""
+        self._loop.close()

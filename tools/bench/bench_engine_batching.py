@@ -1,0 +1,154 @@
+"""Benchmark: decode tokens/s of the embedded engine with continuous batching vs one request at a time.
+
+Run (from the repository root):
+
+    OMP_NUM_THREADS=1 uv run python tools/bench/bench_engine_batching.py [--requests 16] [--prompt 32]
+        [--new-tokens 32] [--repeat 3] [--recipe recipes/tiny-cpu.yaml]
+
+The model is the recipe's tiny Qwen3.5-MoE (seed 0, float32, one torch thread, CPU). ``--requests``
+concurrent requests, each a prompt of ``--prompt`` random ids and ``--new-tokens`` sampled tokens at
+temperature 1 with its own seed and no stop id, are served three ways side by side in the same run,
+alternating within each repeat:
+
+* "one at a time": `EmbeddedEngine` with ``max_batch_size=1`` (every request still submitted concurrently,
+  served in arrival order: the engine before continuous batching);
+* "batched": the same engine with ``max_batch_size=requests`` (one forward over the active sequences per
+  step, routing captured, per-sequence sampling and stops);
+* "minimal loop": a batched KV-cached loop written here: one prefill of ``[requests, prompt]``, then one
+  forward of ``[requests, 1]`` per step with the transformers cache, vectorised inverse-CDF sampling over
+  the batch, no routing capture, no stop check, no prefix cache, no asyncio.
+
+Tokens/s = completion tokens of all requests / wall time of the whole batch (prefill included). The ratios
+are batched / one at a time (goal >= 4) and batched / minimal loop (goal >= 0.8). Before any figure is
+printed, the batched answers are checked to carry the same ids and routed experts as the one-at-a-time
+answers, and their largest log-prob difference is printed. Prints min / median / max of the per-repeat
+figures, then one JSON line. Nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from t1_policy import build_model, logprob_vector, num_real_tokens
+from t1_rollout.engine import SamplingParams
+from t1_rollout.engine.embedded import EmbeddedEngine
+from t1_spec import load_recipe
+
+
+def engine_run(engine: EmbeddedEngine, prompts: list[list[int]], new_tokens: int) -> tuple[float, list]:
+    """Wall seconds to answer every prompt concurrently, and the answers."""
+
+    async def all_of_them() -> list:
+        return await asyncio.gather(
+            *(
+                engine.generate(p, SamplingParams(max_new_tokens=new_tokens, seed=1000 + i))
+                for i, p in enumerate(prompts)
+            )
+        )
+
+    t0 = time.perf_counter()
+    answers = asyncio.run(all_of_them())
+    return time.perf_counter() - t0, answers
+
+
+@torch.inference_mode()
+def minimal_loop(model: torch.nn.Module, prompts: list[list[int]], new_tokens: int, seed: int) -> float:
+    """Wall seconds of a plain batched KV-cached sampling loop over equal-length ``prompts``."""
+    limit = num_real_tokens(model.config.vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    out = model(input_ids=torch.tensor(prompts), use_cache=True, logits_to_keep=1)
+    cache = out.cache
+    for step in range(new_tokens):
+        logp_bv = logprob_vector(out.logits[:, -1], 1.0, vocab_limit=limit)
+        cdf_bv = torch.cumsum(logp_bv.exp().double(), dim=-1)
+        u_b1 = torch.rand(len(prompts), 1, generator=gen, dtype=torch.float64) * cdf_bv[:, -1:]
+        ids_b1 = torch.searchsorted(cdf_bv, u_b1, right=True).clamp_max(limit - 1)
+        logp_bv.gather(-1, ids_b1)  # the log-prob a sampler reports, as the engine does
+        if step + 1 < new_tokens:
+            out = model(input_ids=ids_b1, cache=cache, use_cache=True, logits_to_keep=1)
+            cache = out.cache
+    return time.perf_counter() - t0
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--prompt", type=int, default=32)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--recipe", default="recipes/tiny-cpu.yaml")
+    args = ap.parse_args()
+    spec = load_recipe(args.recipe).model
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 240_000, args.prompt).tolist() for _ in range(args.requests)]
+    serial_eng = EmbeddedEngine(build_model(spec, seed=0), seed=0, max_batch_size=1)
+    batched_eng = EmbeddedEngine(build_model(spec, seed=0), seed=0, max_batch_size=args.requests)
+    batched_eng._prefix_cache_size = serial_eng._prefix_cache_size = 0  # every repeat prefills afresh
+    minimal_model = build_model(spec, seed=0)
+    tokens = args.requests * args.new_tokens
+
+    # Warm-up and the equivalence check: same ids and routing, log-probs within float32 rounding.
+    _, serial = engine_run(serial_eng, prompts, args.new_tokens)
+    _, batched = engine_run(batched_eng, prompts, args.new_tokens)
+    minimal_loop(minimal_model, prompts, 2, seed=0)
+    worst = 0.0
+    for s, b in zip(serial, batched, strict=True):
+        assert s.output_ids == b.output_ids, "batched ids differ from one-at-a-time ids"
+        np.testing.assert_array_equal(s.routed_experts, b.routed_experts)
+        worst = max(worst, float(np.abs(np.array(s.output_logprobs) - np.array(b.output_logprobs)).max()))
+
+    rates: dict[str, list[float]] = {"one_at_a_time": [], "batched": [], "minimal": []}
+    for r in range(args.repeat):
+        rates["one_at_a_time"].append(tokens / engine_run(serial_eng, prompts, args.new_tokens)[0])
+        rates["batched"].append(tokens / engine_run(batched_eng, prompts, args.new_tokens)[0])
+        rates["minimal"].append(tokens / minimal_loop(minimal_model, prompts, args.new_tokens, seed=r))
+    vs_serial = [b / s for b, s in zip(rates["batched"], rates["one_at_a_time"], strict=True)]
+    vs_minimal = [b / m for b, m in zip(rates["batched"], rates["minimal"], strict=True)]
+    serial_eng.close()
+    batched_eng.close()
+
+    print(
+        f"{args.requests} concurrent requests x {args.new_tokens} new tokens, prompts of {args.prompt} "
+        f"tokens; {args.repeat} repeats; torch threads {torch.get_num_threads()}"
+    )
+    for name, values in rates.items():
+        s = summary(values)
+        print(f"{name:>14}: tokens/s min {s['min']:7.1f}  median {s['median']:7.1f}  max {s['max']:7.1f}")
+    for name, values, goal in (("one at a time", vs_serial, 4.0), ("minimal loop", vs_minimal, 0.8)):
+        s = summary(values)
+        print(
+            f"batched / {name}: min {s['min']:.2f}  median {s['median']:.2f}  max {s['max']:.2f}  "
+            f"(goal >= {goal})"
+        )
+    print(f"same ids and routing as one at a time; max |log-prob difference| {worst:.3g}")
+    print(
+        json.dumps(
+            {
+                "bench": "engine_batching",
+                "requests": args.requests,
+                "prompt_tokens": args.prompt,
+                "new_tokens": args.new_tokens,
+                "repeat": args.repeat,
+                "tokens_per_s": {name: summary(values) for name, values in rates.items()},
+                "ratio_vs_one_at_a_time": summary(vs_serial),
+                "ratio_vs_minimal_loop": summary(vs_minimal),
+                "max_logprob_diff": worst,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
