@@ -25,12 +25,13 @@ from leaks import apply_isolation  # noqa: E402
 from t1.run.run_dir import RunDir  # noqa: E402
 from t1.run.signals import deferred_signals, run_interruptible, stop_signals  # noqa: E402
 from t1_rollout.sandbox import SANDBOXES  # noqa: E402
-from t1_spec import LocalSandboxSpec, load_recipe  # noqa: E402
+from t1_spec import DaytonaSandboxSpec, LocalSandboxSpec, load_recipe  # noqa: E402
 
 TINY_DOCKER = Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml"
 SPECS = {
     "local": LocalSandboxSpec,
     "docker": lambda: load_recipe(TINY_DOCKER).sandbox,
+    "daytona": lambda: DaytonaSandboxSpec(control_timeout_s=60),  # the test's fake API, from the environment
 }
 MANY_FILES = (
     "python3 -c \"import os\nfor d in range(50):\n os.mkdir(f'/tmp/m{d}')\n"

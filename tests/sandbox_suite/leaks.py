@@ -5,8 +5,8 @@ sandboxes apart from those of other processes on the same machine (`isolate`), a
 (`leftovers`): for the local backend, processes of the sandbox uids, sandbox directories, and the sandbox
 cgroups (``t1_rollout.sandbox.local.cgroups.leftover_cgroups``, checked where that module exists); for the
 Docker backend, containers labelled with this test's process or its drivers as owner (``t1.pid``), which
-keeps other processes' containers on the same daemon out. A backend added to the suite adds its branch to
-both.
+keeps other processes' containers on the same daemon out; for the Daytona backend, the sandboxes its API
+(the test's own fake) still lists. A backend added to the suite adds its branch to both.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def isolate(kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict:
     Returns:
         The settings (JSON-ready) that a driver process applies with `apply_isolation`.
     """
+    if kind == "daytona":  # the test's own fake API: every sandbox it lists is this test's
+        return {"kind": kind, "url": os.environ["DAYTONA_API_URL"], "key": os.environ["DAYTONA_API_KEY"]}
     if kind != "local":
         return {"kind": kind}
     config = {
@@ -84,6 +86,22 @@ def leftovers(config: dict, owners: tuple[int, ...] = ()) -> Leftovers:
             if (c.get("Labels") or {}).get("t1.pid") in mine:
                 found.containers.append(f"{c['Names'][0]} ({c['State']}, owner pid {c['Labels']['t1.pid']})")
                 found.directories.append(c["Id"])  # what a dead driver left: the kill -9 test compares these
+        return found
+    if config.get("kind") == "daytona":
+        import urllib.request
+
+        cursor: str | None = ""
+        while cursor is not None:
+            ask = urllib.request.Request(
+                f"{config['url']}/sandbox?cursor={cursor or 0}",
+                headers={"Authorization": f"Bearer {config['key']}"},
+            )
+            with urllib.request.urlopen(ask, timeout=10) as answer:
+                page = json.load(answer)
+            for item in page["items"]:
+                found.containers.append(f"daytona sandbox {item['id']} ({item['state']})")
+                found.directories.append(item["id"])
+            cursor = page.get("nextCursor")
         return found
     if config.get("kind") != "local":
         return found

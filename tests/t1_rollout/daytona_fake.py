@@ -7,24 +7,42 @@ from ``daytona_api_client_async`` and ``daytona_toolbox_api_client_async``):
   ``GET /sandbox/{id}``, ``DELETE /sandbox/{id}``, ``POST /sandbox/{id}/start`` and ``/stop``,
   ``GET /sandbox/{id}/toolbox-proxy-url``;
 - toolbox (under ``/toolbox/{id}``): ``GET /work-dir``, ``POST /process/execute``, ``POST /files/bulk-upload``
-  (multipart), ``POST /files/bulk-download`` (multipart answer).
+  (multipart), ``POST /files/bulk-download`` (multipart answer), and the PTY: the websocket
+  ``GET /process/pty/create-connect`` (``id``, ``cols``, ``rows``, ``cwd`` in the query, the environment in
+  the ``X-Daytona-Pty-Envs~`` subprotocol) and ``DELETE /process/pty/{sessionId}``, answering as the Daytona
+  daemon does: a text ``{"type": "control", "status": "connected"}`` frame, the terminal's output as binary
+  frames, the keystrokes from any frame, and at the shell's exit a close frame (1000 for exit 0, else 1011)
+  whose reason is ``{"exitCode": N}``; the delete kills the shell's process tree (exit 137).
 
 Not a sandbox: a command of ``process/execute`` runs on this host under bubblewrap, with the fake sandbox's
 own directories (``/app``, ``/tmp``, ``/logs``, ``/tests``, ``/root``, ``/home``, ``/workspace``) bound from
-a temp dir and the host's ``/usr`` and ``/etc`` read-only, as the caller's uid. It isolates nothing that
-matters for the attack suite, which is why that suite does not run against it. Every request is recorded
-(`FakeDaytona.requests`) and any route can be made to hang (`FakeDaytona.hang`, by route name;
-``create_answer`` makes the sandbox, then hangs) or fail (`FakeDaytona.fail`).
+a temp dir and the host's ``/usr`` and ``/etc`` read-only, as the caller's uid; the PTY's login shell
+(``pty_shell``, default ``bash -i -l`` as the daemon's ``$SHELL -i -l``) runs the same way on a host
+pseudo-terminal. It isolates nothing that matters for the attack suite (no pid, network or user namespace;
+the host's ``/proc``), which is why that suite runs against it only where a test says what it checks.
+With ``image_toolchain`` the fake's "image" also holds a Python with pytest and pytest-json-ctrf (T1's
+verifier toolchain bound read-only and first on ``PATH``), as a task image that carries its test tools does.
+Every request is recorded (`FakeDaytona.requests`) and any route can be made to hang (`FakeDaytona.hang`,
+by route name; ``create_answer`` makes the sandbox, then hangs), fail always (`FakeDaytona.fail`) or fail
+its next calls (`FakeDaytona.fail_next`, statuses in order, with `FakeDaytona.retry_after` as the
+``Retry-After`` header; ``create_made`` makes the sandbox, then answers the status).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import fcntl
 import json
+import os
+import pty
 import shutil
+import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import threading
 import urllib.parse
 import uuid
@@ -33,6 +51,35 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+
+@dataclass
+class FakePty:
+    """One PTY session of a fake sandbox: its shell, the terminal's master side, the websocket."""
+
+    proc: asyncio.subprocess.Process
+    master: int
+    ws: web.WebSocketResponse
+    input: list[bytes] = field(default_factory=list)
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and its descendants, leaves first (as the daemon's PTY kill walks the tree)."""
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                children += [int(c) for c in fh.read().split()]
+    for child in children:
+        _kill_tree(child)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _controlling_tty() -> None:  # in the child, before exec: a session whose terminal is the PTY
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
 
 TOP_DIRS = ("app", "tmp", "logs", "tests", "root", "home", "workspace")
 
@@ -54,6 +101,10 @@ class FakeDaytona:
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     hang: set[str] = field(default_factory=set)
     fail: dict[str, int] = field(default_factory=dict)
+    fail_next: dict[str, list[int]] = field(default_factory=dict)
+    retry_after: str | None = None
+    pty_shell: tuple[str, ...] = ("bash", "-i", "-l")
+    image_toolchain: bool = False
     deleted: list[str] = field(default_factory=list)
     page_size: int = 2
     url: str = ""
@@ -67,6 +118,7 @@ class FakeDaytona:
             asyncio.set_event_loop(self._loop)
             self._unhang = asyncio.Event()
             self._procs: set[asyncio.subprocess.Process] = set()
+            self._ptys: dict[tuple[str, str], FakePty] = {}
             self._runner = web.AppRunner(self._app(), shutdown_timeout=2)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -85,11 +137,10 @@ class FakeDaytona:
         async def shutdown() -> None:
             await self._runner.cleanup()
 
-        def release() -> None:  # hung routes answer, commands still running are killed
+        def release() -> None:  # hung routes answer, commands and shells still running are killed
             self._unhang.set()
             for proc in list(self._procs):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                _kill_tree(proc.pid)
 
         self._loop.call_soon_threadsafe(release)
         asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(30)
@@ -126,6 +177,8 @@ class FakeDaytona:
         r.add_post("/toolbox/{id}/process/execute", self._execute, name="execute")
         r.add_post("/toolbox/{id}/files/bulk-upload", self._upload, name="upload")
         r.add_post("/toolbox/{id}/files/bulk-download", self._download, name="download")
+        r.add_get("/toolbox/{id}/process/pty/create-connect", self._pty_connect, name="pty_connect")
+        r.add_delete("/toolbox/{id}/process/pty/{session}", self._pty_delete, name="pty_delete")
         return app
 
     @web.middleware
@@ -136,10 +189,19 @@ class FakeDaytona:
         if route in self.hang:
             await self._unhang.wait()  # until `stop`: the client must give up first
             return web.json_response({"message": "released", "statusCode": 503}, status=503)
-        if route in self.fail:
-            status = self.fail[route]
+        status = self.fail.get(route)
+        if status is None and self.fail_next.get(route):
+            status = self.fail_next[route].pop(0)
+        if status is None and route == "create" and self.fail_next.get("create_made"):
+            status = self.fail_next["create_made"].pop(0)
+            body = await request.json()
+            self.requests.append(("create", request.path, body))
+            self._make(body)  # made, then an error answer: the caller never learns the id
+        if status is not None:
+            self.requests.append(("refused", route, status))
+            headers = {"Retry-After": self.retry_after} if self.retry_after is not None else None
             return web.json_response(
-                {"message": f"fake {route} failure", "statusCode": status}, status=status
+                {"message": f"fake {route} failure", "statusCode": status}, status=status, headers=headers
             )
         return await handler(request)
 
@@ -214,6 +276,9 @@ class FakeDaytona:
         self.requests.append(("delete", request.path, sb.record["id"]))
         sb.record["state"] = "destroyed"
         self.deleted.append(sb.record["id"])
+        for (owner, _), session in list(self._ptys.items()):  # a deleted sandbox's shells die with it
+            if owner == sb.record["id"]:
+                _kill_tree(session.proc.pid)
         shutil.rmtree(sb.root, ignore_errors=True)
         return web.json_response(sb.record)
 
@@ -242,8 +307,22 @@ class FakeDaytona:
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for d in TOP_DIRS:
             argv += ["--bind", str(sb.root / d), f"/{d}"]
+        for key, value in self._image_env().items():
+            argv += ["--setenv", key, value]
+        if self.image_toolchain:  # an image with python3 and pytest: T1's verifier toolchain, read-only
+            from t1_rollout.sandbox.local.toolchain import toolchain
+
+            for host, inside in toolchain().binds:
+                argv += ["--ro-bind", host, inside]
         argv += ["--chdir", cwd or "/app", "--setenv", "HOME", "/root", "sh", "-c", command]
         return argv
+
+    def _image_env(self) -> dict[str, str]:
+        if not self.image_toolchain:
+            return {}
+        from t1_rollout.sandbox.local.toolchain import toolchain
+
+        return dict(toolchain().env)
 
     async def _work_dir(self, request: web.Request) -> web.Response:
         self._find(request)
@@ -272,6 +351,120 @@ class FakeDaytona:
         finally:
             self._procs.discard(proc)
         return web.json_response({"exitCode": proc.returncode, "result": out.decode("utf-8", "replace")})
+
+    # ------------------------------------------------------------------ the PTY (the daemon's websocket)
+    async def _pty_connect(self, request: web.Request) -> web.StreamResponse:
+        sb = self._find(request)
+        query = request.query
+        sid = query["id"]
+        envs: dict[str, str] = {}
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        for token in offered:
+            if token.startswith("X-Daytona-Pty-Envs~"):
+                raw = token.split("~", 1)[1]
+                envs = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        cols, rows, cwd = int(query.get("cols", 80)), int(query.get("rows", 24)), query.get("cwd") or "/app"
+        self.requests.append(
+            ("pty_connect", request.path, {"id": sid, "cols": cols, "rows": rows, "cwd": cwd})
+        )
+        key = (sb.record["id"], sid)
+        if key in self._ptys:
+            return web.json_response({"error": f"PTY session with ID '{sid}' already exists"}, status=409)
+        ws = web.WebSocketResponse(protocols=("X-Daytona-Pty-Exit-Control",))
+        await ws.prepare(request)
+        master, slave = pty.openpty()
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/root", "TERM": "xterm-256color", **envs}
+        argv = self._argv(sb, "", cwd)[:-3] + list(self.pty_shell)  # bwrap ... --setenv HOME /root <shell>
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=slave, stdout=slave, stderr=slave, env=env, preexec_fn=_controlling_tty
+        )
+        os.close(slave)
+        os.set_blocking(master, False)
+        session = FakePty(proc, master, ws)
+        self._ptys[key] = session
+        self._procs.add(proc)
+        await ws.send_str(json.dumps({"type": "control", "status": "connected"}))
+        loop = asyncio.get_running_loop()
+        out: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def readable() -> None:
+            try:
+                data = os.read(master, 65536)
+            except BlockingIOError:
+                return
+            except OSError:  # EIO: every holder of the terminal is gone
+                data = b""
+            if not data:
+                loop.remove_reader(master)
+                out.put_nowait(None)
+            else:
+                out.put_nowait(data)
+
+        loop.add_reader(master, readable)
+
+        async def pump() -> None:  # terminal -> client, in order; then the exit status in the close frame
+            while (data := await out.get()) is not None:
+                await ws.send_bytes(data)
+            rc = await proc.wait()
+            code = 128 - rc if rc < 0 else rc
+            reason = json.dumps({"exitCode": code} | ({"exitReason": "non-zero exit"} if code else {}))
+            await ws.close(code=1000 if code == 0 else 1011, message=reason.encode())
+
+        async def reaper() -> None:  # the shell exited: drain the terminal a moment, then end the pump
+            await proc.wait()
+            await asyncio.sleep(0.2)
+            with contextlib.suppress(Exception):
+                loop.remove_reader(master)
+            out.put_nowait(None)
+
+        pumping = asyncio.create_task(pump())
+        reaping = asyncio.create_task(reaper())
+        try:
+            async for msg in ws:
+                if msg.type in (web.WSMsgType.BINARY, web.WSMsgType.TEXT):
+                    data = msg.data if isinstance(msg.data, bytes) else msg.data.encode()
+                    session.input.append(data)
+                    with contextlib.suppress(OSError):
+                        os.write(master, data)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(pumping), 2)
+        finally:
+            reaping.cancel()
+            pumping.cancel()
+            with contextlib.suppress(Exception):
+                loop.remove_reader(master)
+            if proc.returncode is None:  # the client left: the daemon keeps the session; the fake ends it
+                _kill_tree(proc.pid)
+                await proc.wait()
+            self._procs.discard(proc)
+            self._ptys.pop(key, None)
+            with contextlib.suppress(OSError):
+                os.close(master)
+        return ws
+
+    async def _pty_delete(self, request: web.Request) -> web.Response:
+        sb = self._find(request)
+        sid = request.match_info["session"]
+        self.requests.append(("pty_delete", request.path, sid))
+        session = self._ptys.get((sb.record["id"], sid))
+        if session is None or session.proc.returncode is not None:
+            return web.json_response({"error": "PTY session not found"}, status=404)
+        _kill_tree(session.proc.pid)
+        return web.json_response({"message": "PTY session deleted"})
+
+    async def _drop_pty(self, sid: str) -> None:
+        for (_, name), session in list(self._ptys.items()):
+            if name == sid:
+                await session.ws.close(code=1001, message=b"")  # a dropped connection: no exit status
+
+    def drop_pty(self, sid: str) -> None:
+        """Close the websocket of PTY session ``sid`` without an exit status (a lost connection)."""
+        asyncio.run_coroutine_threadsafe(self._drop_pty(sid), self._loop).result(10)
+
+    def pty_sessions(self) -> list[str]:
+        """Ids of the PTY sessions whose shell still runs."""
+        return [sid for (_, sid), s in self._ptys.items() if s.proc.returncode is None]
 
     def _host(self, sb: FakeSandbox, remote: str) -> Path:
         path = (sb.root / remote.lstrip("/")).resolve()

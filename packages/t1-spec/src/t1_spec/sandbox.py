@@ -99,9 +99,11 @@ task's ``storage`` is then not applied either)."""
 class DaytonaSandboxSpec(Spec):
     """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7).
 
-    Built by ``t1_rollout.sandbox.daytona`` on the ``daytona`` SDK (the ``daytona`` extra). The agent's
-    persistent shell is not built for this backend yet: ``t1 tasks validate`` and every exec-based check run
-    on it, ``t1 train`` needs ``kind: local`` or ``kind: docker`` until it is.
+    Built by ``t1_rollout.sandbox.daytona`` on the ``daytona`` SDK (the ``daytona`` extra): execs, uploads,
+    downloads, the verifier, and the agent's persistent bash on a toolbox PTY session, so ``t1 train`` and
+    ``t1 tasks validate`` run on it; creation is paced by ``rollout.creation_rate_per_s`` and
+    ``creation_quota_per_min`` (T1 §7.4), and a create refused with HTTP 429 or 5xx is tried again with
+    backoff inside the start deadline.
     """
 
     kind: Literal["daytona"] = "daytona"
@@ -176,4 +178,4 @@ SandboxSpec = Annotated[
     LocalSandboxSpec | DockerSandboxSpec | DaytonaSandboxSpec | HarborSandboxSpec, Field(discriminator="kind")
 ]
 """The sandbox section, selected by ``kind: local | docker | daytona | harbor``; ``local``, ``docker`` and
-``daytona`` (without the agent shell) are built."""
+``daytona`` are built."""

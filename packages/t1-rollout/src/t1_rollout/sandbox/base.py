@@ -11,7 +11,7 @@ import abc
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: the seam imports neither package at run time
     from t1_spec import Recipe
@@ -229,6 +229,20 @@ class Sandbox(abc.ABC):
             The default finds nothing (a backend that builds any Dockerfile).
         """
         return []
+
+    @classmethod
+    def run_options(cls, recipe: Recipe, *, run_id: str) -> dict[str, Any]:
+        """Keyword arguments for ``from_spec`` that come from the run rather than the ``sandbox`` section.
+
+        The run's sandbox factory passes them to every sandbox it makes (``t1.run.build.sandbox_factory``):
+        e.g. the run id that labels a run's sandboxes for orphan cleanup, or the recipe's creation pacing
+        (``rollout.creation_rate_per_s``, ``creation_quota_per_min``, T1 §7.4). The default passes none.
+
+        Args:
+            recipe: the run's recipe.
+            run_id: the run's id (``$T1_RUN_ID`` when set).
+        """
+        return {}
 
     async def __aenter__(self) -> Sandbox:
         return self

@@ -3,8 +3,9 @@
 ``sandbox.py`` holds `DaytonaSandbox` (the seam on the ``daytona`` SDK) and `reclaim_run` (orphans of a dead
 run, by label); ``config.py`` what a sandbox is created with (resources, image, intervals, labels,
 credentials) and the preflight lines; ``command.py`` the exec wrapper (separate streams, group kill at the
-deadline); ``pacing.py`` the creation pacing under the provider quota. The SDK is imported only when a
-sandbox is made or reclaimed, never at import. Not built: the agent's persistent shell on Daytona.
+deadline); ``pacing.py`` the creation pacing under the provider quota; ``retry.py`` when a refused create
+(HTTP 429, 5xx) is tried again; ``shell.py`` the agent's persistent bash on a toolbox PTY session. The SDK
+is imported only when a sandbox is made or reclaimed, never at import.
 """
 
 from typing import TYPE_CHECKING, Any

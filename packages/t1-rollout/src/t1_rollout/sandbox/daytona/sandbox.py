@@ -7,7 +7,9 @@ lifecycle intervals explicitly (`config.placement_for`); the sandbox is deleted 
 (``close``, a failed or cancelled ``start``), and a create whose answer was lost is found by its unique name
 and deleted. Orphans of a dead run are deleted by label with `reclaim_run`. Sources: SDK 0.226
 (``AsyncDaytona.create/get/list/delete``, ``process.exec``, ``fs.upload_file/download_file``); Harbor's
-``DaytonaEnvironment`` (harbor_tb.md §4); T1 §7, §7.4.
+``DaytonaEnvironment`` (harbor_tb.md §4); T1 §7, §7.4. A create the API refuses with HTTP 429 or 5xx
+is tried again with backoff inside the start deadline (``retry.py``); the agent's persistent bash is a
+toolbox PTY session (``shell.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from t1_rollout.sandbox.daytona.config import (
     placement_for,
 )
 from t1_rollout.sandbox.daytona.pacing import CREATION_QUOTA_PER_MIN, CREATION_RATE_PER_S, creation_pacer
+from t1_rollout.sandbox.daytona.retry import refused_error, retry_delay_s, status_of, transient
+from t1_rollout.sandbox.daytona.shell import PTY_COLS, PTY_ROWS, DaytonaShell, launch_line
 from t1_rollout.sandbox.transfer import download_command, shell_quote, unpack_download, upload_plan
 from t1_spec import DaytonaSandboxSpec, Recipe
 
@@ -43,6 +47,10 @@ __all__ = ["DaytonaSandbox", "DaytonaSandboxOptions", "default_run_id", "reclaim
 _EXEC_HTTP_GRACE_S = 10  # the toolbox's own kill comes after the wrapper's `timeout` (command.py)
 _TASK_ROOT = "/app"
 _PROCESS_RUN_ID = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
+
+
+def _new_name() -> str:
+    return f"t1-{uuid.uuid4().hex[:16]}"
 
 
 def default_run_id() -> str:
@@ -95,9 +103,9 @@ async def _call[T](what: str, awaitable: Awaitable[T], deadline_s: float) -> T:
 class DaytonaSandbox(Sandbox):
     """A Daytona sandbox per trial (``sandbox.kind: daytona``), built with `from_spec`.
 
-    Commands run as the sandbox's user (the image's, root for most task images, as Harbor runs them). What
-    that means for the seam's promises, and what is not built (the persistent shell, a read-only seal against
-    a root agent), is in ``docs/backends/daytona.md``.
+    Commands and the agent's persistent shell run as the sandbox's user (the image's, root for most task
+    images, as Harbor runs them). What that means for the seam's promises, and what is not built (a read-only
+    seal against a root agent), is in ``docs/backends/daytona.md``.
 
     Args:
         spec: the recipe's ``sandbox`` section.
@@ -117,7 +125,7 @@ class DaytonaSandbox(Sandbox):
             options.get("creation_quota_per_min", CREATION_QUOTA_PER_MIN),
         )
         self._api_key = options.get("api_key")
-        self.name = f"t1-{uuid.uuid4().hex[:16]}"
+        self.name = _new_name()
         self.placement: Placement | None = None
         self._client: AsyncDaytona | None = None
         self._sandbox: AsyncSandbox | None = None
@@ -125,13 +133,22 @@ class DaytonaSandbox(Sandbox):
         self._workdir = _TASK_ROOT
         self._closed = False
         self._deleted = False
-        self._create_sent = False
-        self._create_refused = False
+        self._maybe_made: list[str] = []  # names of creates sent and not answered with a refusal
+        self._shell: DaytonaShell | None = None
 
     @classmethod
     def from_spec(cls, spec: DaytonaSandboxSpec, **options: Unpack[DaytonaSandboxOptions]) -> Self:
         """Build from the recipe's ``sandbox`` section (``kind: daytona``); see the class for ``options``."""
         return cls(spec, **options)
+
+    @classmethod
+    def run_options(cls, recipe: Recipe, *, run_id: str) -> dict[str, Any]:
+        """The run id (the ``t1.run`` label of orphan cleanup) and the recipe's creation pacing, T1 §7.4."""
+        return {
+            "run_id": run_id,
+            "creation_rate_per_s": recipe.rollout.creation_rate_per_s,
+            "creation_quota_per_min": recipe.rollout.creation_quota_per_min,
+        }
 
     @classmethod
     def preflight(cls, recipe: Recipe) -> list[str]:
@@ -214,19 +231,33 @@ class DaytonaSandbox(Sandbox):
             self.spec, Path(environment_dir), run_id=self.run_id, task_id=self.task_id
         )
         self._client = _client(self.spec, self._api_key)
-        begin = time.monotonic()
+        end = time.monotonic() + timeout_s
         try:
             pacer = creation_pacer(*self._pacing)
-            await _call("create (waiting for a creation token)", pacer.acquire(), timeout_s)
-            left = max(1.0, timeout_s - (time.monotonic() - begin))
-            params = self._params(self.placement)
-            self._create_sent = True
-            try:
-                self._sandbox = await _call("create", self._client.create(params, timeout=left), left + 5)
-            except SandboxError as exc:
-                code = getattr(exc.__cause__, "status_code", None)
-                self._create_refused = code is not None and 400 <= code < 500  # answered: nothing made
-                raise
+            refused: list[str] = []
+            while self._sandbox is None:
+                await _call(
+                    "create (waiting for a creation token)", pacer.acquire(), max(0.1, end - time.monotonic())
+                )
+                left = max(1.0, end - time.monotonic())
+                self._maybe_made.append(self.name)
+                try:
+                    self._sandbox = await _call(
+                        "create", self._client.create(self._params(self.placement), timeout=left), left + 5
+                    )
+                except SandboxError as exc:
+                    code = status_of(exc.__cause__)
+                    if code is not None and 400 <= code < 500:  # answered with a refusal: nothing made
+                        self._maybe_made.remove(self.name)
+                    elif code is not None:  # a 5xx may come after the sandbox was made: a fresh name next
+                        self.name = _new_name()
+                    refused.append(f"HTTP {code}" if code is not None else type(exc).__name__)
+                    wait = retry_delay_s(exc.__cause__, len(refused), end - time.monotonic())
+                    if wait is None:
+                        if len(refused) > 1 or transient(code):
+                            raise refused_error(exc, refused, timeout_s) from exc.__cause__
+                        raise
+                    await asyncio.sleep(wait)
             workdir = await _call("get_work_dir", self._sandbox.get_work_dir(), self.spec.control_timeout_s)
             self._workdir = workdir or _TASK_ROOT
         except (
@@ -263,37 +294,57 @@ class DaytonaSandbox(Sandbox):
             )
 
     async def _delete_once(self) -> None:
+        """Delete the sandbox, and every sandbox a create of this start may have made unseen (by name)."""
         from daytona import DaytonaNotFoundError
 
         assert self._client is not None
         deadline = self.spec.control_timeout_s
-        sandbox = self._sandbox
-        if sandbox is None and (not self._create_sent or self._create_refused):
-            return  # never sent, or answered with a refusal: nothing was made
-        if sandbox is None:  # the create may have been made without our seeing its answer
+        found = [self._sandbox] if self._sandbox is not None else []
+        for name in self._maybe_made:  # creates whose answer was lost, or a 5xx that came after the make
+            if self._sandbox is not None and name == self._sandbox.name:
+                continue
             try:
-                sandbox = await _call("get (by name)", self._client.get(self.name, deadline), deadline)
+                found.append(await _call("get (by name)", self._client.get(name, deadline), deadline))
             except SandboxError as exc:
-                if isinstance(exc.__cause__, DaytonaNotFoundError):
-                    return
-                raise
-        try:
-            await _call("delete", sandbox.delete(timeout=deadline), deadline + 5)
-        except SandboxError as exc:
-            if not isinstance(exc.__cause__, DaytonaNotFoundError):
-                raise
+                if not isinstance(exc.__cause__, DaytonaNotFoundError):
+                    raise
+        for sandbox in found:
+            try:
+                await _call("delete", sandbox.delete(timeout=deadline), deadline + 5)
+            except SandboxError as exc:
+                if not isinstance(exc.__cause__, DaytonaNotFoundError):
+                    raise
+        self._maybe_made = [self._sandbox.name] if self._sandbox is not None else []
 
     async def close(self) -> None:
-        """Delete the sandbox and close the SDK client; idempotent.
+        """Close the agent's shell, delete the sandbox and close the SDK client; idempotent.
 
-        The delete is shielded: a second cancellation (a second Ctrl-C) waits for it, then propagates.
+        Both run in one task that is waited for through any number of cancellations (a second Ctrl-C);
+        the cancellation then propagates.
 
         Raises:
             SandboxError: three deletes failed; the sandbox is named, with the intervals that will still
                 reclaim it and the `reclaim_run` call that deletes it now.
         """
         self._closed = True
-        await asyncio.shield(self._reclaim())
+        closing = asyncio.ensure_future(self._close_all())
+        cancelled = False
+        while not closing.done():  # waited for through repeated cancellations (a second Ctrl-C)
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+        closing.result()
+
+    async def _close_all(self) -> None:
+        """The shell, then the sandbox; one task, so that a cancelled ``close`` still runs both."""
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            with contextlib.suppress(SandboxError, TimeoutError):  # the sandbox's delete kills it too
+                await asyncio.wait_for(shell.close(), self.spec.control_timeout_s + 2)
+        await self._reclaim()
 
     # ------------------------------------------------------------------ commands
     def _live(self, what: str) -> AsyncSandbox:
@@ -428,20 +479,66 @@ class DaytonaSandbox(Sandbox):
         assert isinstance(data, bytes)
         unpack_download(data, remote, Path(local))
 
-    async def open_shell(self) -> Shell:
-        """Not built for Daytona: the agent's persistent shell (a PTY session) does not exist yet.
+    async def open_shell(self, *, timeout_s: float = 30) -> Shell:
+        """Open the trial's persistent bash (a toolbox PTY session, `DaytonaShell`) in the task root.
 
         Raises:
-            SandboxError: always, naming the backends that have one.
+            SandboxError: not started, closed, a shell already open, or the PTY session refused or dead at
+                start (with what it printed).
+            SandboxTimeout: the PTY's websocket or bash's first prompt took longer than ``timeout_s``.
         """
-        raise SandboxError(
-            "sandbox.kind 'daytona': the persistent agent shell is not built for this backend yet; "
-            "execs, uploads, downloads and the verifier work (t1 tasks validate), training needs "
-            "sandbox.kind local or docker"
-        )
+        from daytona import PtySize
+
+        sandbox = self._live("open_shell")
+        if self._shell is not None and self._shell.alive:
+            raise SandboxError("this sandbox already has its persistent shell (one per trial)")
+        nonce = DaytonaShell.new_nonce()
+        session_id = f"t1-shell-{uuid.uuid4().hex[:12]}"
+        deadline = self.spec.control_timeout_s
+
+        async def kill() -> None:
+            from daytona import DaytonaNotFoundError
+
+            try:
+                await _call(
+                    f"kill_pty_session {session_id}",
+                    sandbox.process.kill_pty_session(session_id, request_timeout=deadline),
+                    deadline + 1,
+                )
+            except SandboxError as exc:
+                if not isinstance(exc.__cause__, DaytonaNotFoundError):  # gone already: bash had exited
+                    raise
+
+        shell = DaytonaShell(nonce, session_id, kill=kill)
+        begin = time.monotonic()
+        try:
+            handle = await _call(
+                f"create_pty_session {session_id}",
+                sandbox.process.create_pty_session(
+                    id=session_id,
+                    on_data=shell.on_data,
+                    cwd=self._workdir,
+                    pty_size=PtySize(rows=PTY_ROWS, cols=PTY_COLS),
+                ),
+                timeout_s,
+            )
+            shell.attach(handle)
+            await _call(f"PTY input {session_id}", handle.send_input(launch_line(nonce, self._tag)), deadline)
+            await shell.wait_first_prompt(max(1.0, timeout_s - (time.monotonic() - begin)))
+        except BaseException as exc:
+            try:
+                await asyncio.shield(shell.close())
+            except SandboxError as cleanup:  # the sandbox's delete still kills it
+                exc.add_note(str(cleanup))
+            raise
+        self._shell = shell
+        return shell
 
     async def stop_agent(self) -> None:
-        """Kill every process still carrying this sandbox's exec tag (what the agent and test.sh left)."""
+        """Kill the persistent shell and every process still carrying this sandbox's exec tag."""
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            await shell.close()
         if self._sandbox is None or self._closed:
             return
         await self._control(
