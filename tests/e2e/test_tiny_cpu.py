@@ -210,11 +210,11 @@ def test_unbuilt_settings_are_all_refused_before_any_work(tmp_path):
         [
             "train",
             str(REPO / "recipes/tiny-cpu.yaml"),
-            "trainer.checkpoint_optimizer=true",
+            "pool.category_mix={software-engineering: 1.0}",
             f"logging.run_root={tmp_path}",
         ],
     )
-    assert result.exit_code == 1 and "trainer.checkpoint_optimizer" in result.output
+    assert result.exit_code == 1 and "pool.category_mix" in result.output
     assert not any(tmp_path.iterdir())
 
 

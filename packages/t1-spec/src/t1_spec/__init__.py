@@ -33,6 +33,7 @@ from t1_spec.recipe import Recipe
 from t1_spec.registry import BackendNotBuilt, Registry
 from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
+from t1_spec.runtime import RaySpec, RuntimeSpec
 from t1_spec.sandbox import (
     DaytonaSandboxSpec,
     DockerSandboxSpec,
@@ -78,11 +79,13 @@ __all__ = [
     "PoolSpec",
     "Problem",
     "RatioRewardSpec",
+    "RaySpec",
     "Recipe",
     "RecipeError",
     "Registry",
     "RewardSpec",
     "RolloutSpec",
+    "RuntimeSpec",
     "SGLangEngineSpec",
     "SamplingSpec",
     "SandboxSpec",

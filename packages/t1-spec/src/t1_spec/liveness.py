@@ -10,8 +10,8 @@ from t1_spec._base import Spec, Violation, raise_if
 class LivenessSpec(Spec):
     """Deadlines that tell a dead participant from a slow one (cluster runs).
 
-    Not built yet: the section validates, but nothing probes participants (cluster runs are not built) and
-    the embedded run ignores it.
+    Not built yet: the section validates, but nothing probes participants (the actors of a ``runtime.kind:
+    ray`` run are not probed; a dead one fails the run) and the embedded run ignores it.
 
     Every control-plane operation carries a bounded deadline; bulk transfers (weight copies) do not (T1 §7).
     """

@@ -18,6 +18,7 @@ from t1_spec.pool import PoolSpec
 from t1_spec.ppo import GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
 from t1_spec.reward import DenseRewardSpec, RewardSpec
 from t1_spec.rollout import RolloutSpec
+from t1_spec.runtime import RuntimeSpec
 from t1_spec.sandbox import SandboxSpec
 from t1_spec.sft import SftSpec
 from t1_spec.tito import TitoSpec
@@ -92,6 +93,10 @@ class Recipe(Spec):
 
     liveness: LivenessSpec = Field(default_factory=LivenessSpec)
     """Probe and collective deadlines of cluster runs."""
+
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    """Where the loop runs (one process or Ray actors) and whether rollout overlaps training; the default is
+    the embedded synchronous loop."""
 
     logging: LoggingSpec = Field(default_factory=LoggingSpec)
     """Where run outputs go and how progress is reported."""

@@ -26,7 +26,8 @@ class RolloutSpec(Spec):
 
     per_node_cap: int = Field(default=70, gt=0)
     """Concurrent sandboxes per auxiliary worker node (trials). 35 at batch 256, 70-94 at batch 512 (T1 §7).
-    Multi-node rollout workers are not built yet: the embedded run is bounded by ``concurrency`` only."""
+    Each sandbox host of a ``runtime.kind: ray`` run runs at most this many trials at once; the embedded run
+    is bounded by ``concurrency`` only."""
 
     creation_rate_per_s: float = Field(default=6.0, gt=0)
     """Sandbox creation token bucket refill rate (creations per second). 6 /s (T1 §7)."""

@@ -20,6 +20,7 @@ from t1_spec.ppo import AdvantageSpec, PPOSpec
 from t1_spec.recipe import Recipe
 from t1_spec.reward import RewardSpec
 from t1_spec.rollout import RolloutSpec
+from t1_spec.runtime import RuntimeSpec
 from t1_spec.sandbox import SandboxSpec
 from t1_spec.sft import SftSpec
 from t1_spec.tito import TitoSpec
@@ -46,6 +47,7 @@ SECTION_TYPES: dict[str, Any] = {
     "evaluation": EvaluationSpec,
     "liveness": LivenessSpec,
     "logging": LoggingSpec,
+    "runtime": RuntimeSpec,
 }
 """Schema file stem -> spec type; each gets ``<stem>.schema.json`` beside ``recipe.schema.json``."""
 

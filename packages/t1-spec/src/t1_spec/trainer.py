@@ -27,11 +27,13 @@ class TrainerSpec(Spec):
     checkpoint_every: int = Field(default=10, ge=0)
     """Save a checkpoint every this many PPO steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).
     A checkpoint holds the actor and critic weights (``checkpoints/step-NNNN/weights/`` in the run directory;
-    the final weights go to ``weights/``); resuming a run from one is not built yet."""
+    the final weights go to ``weights/``) and the rest of the run state (``state/``: step counters, weight
+    version, task order position, RNG states), from which ``t1 train --resume RUN_DIR`` continues the run."""
 
     checkpoint_optimizer: bool = False
-    """Also save optimizer state. Off in the paper: weights only, so a crash means restart rather than resume,
-    traded for cost (T1 §7). Not built yet: ``t1 train`` refuses ``true``."""
+    """Also save both optimizer states in every checkpoint (``state/optimizer.pt``). Off in the paper: weights
+    only, so a crash means restart rather than resume, traded for cost (T1 §7); ``t1 train --resume`` needs
+    ``true`` (it refuses a checkpoint without optimizer states, since the resumed steps would differ)."""
 
     logprob_gap_every: int = Field(default=10, ge=0)
     """Measure the live-routing log-prob gap every this many PPO steps (steps); 0 = never. On those steps

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from t1_spec import PoolSpec
 from t1_tasks.stats import percentile
@@ -218,6 +219,8 @@ class StepTasks:
         self._size = len(pool)
         self._stream = task_stream(pool, seed, shuffle=shuffle)
         self._deferred: deque[tuple[int, Task]] = deque()
+        self._pulled = 0  # items taken from the stream so far: epoch * size + offset
+        self._by_id = {t.id: t for t in pool}
 
     @classmethod
     def from_spec(cls, pool: Pool, spec: PoolSpec) -> StepTasks:
@@ -237,7 +240,7 @@ class StepTasks:
         skipped: list[tuple[int, Task]] = []
         # Terminates: the pool has more tasks than the step holds, and each epoch's order holds every task.
         while len(chosen) < n:
-            item = self._deferred.popleft() if self._deferred else next(self._stream)
+            item = self._deferred.popleft() if self._deferred else self._next()
             if item[1].id in held:
                 skipped.append(item)
                 continue
@@ -245,6 +248,35 @@ class StepTasks:
             held.add(item[1].id)
         self._deferred.extendleft(reversed(skipped))
         return chosen
+
+    def _next(self) -> tuple[int, Task]:
+        self._pulled += 1
+        return next(self._stream)
+
+    def position(self) -> dict[str, Any]:
+        """Where the draws stand, as JSON-ready data (a resumed run continues from it with `restore`).
+
+        ``epoch`` and ``offset`` locate the next task of the stream (it has handed out ``epoch * len(pool)
+        + offset`` tasks); ``deferred`` lists the deferred draws as ``[epoch, task_id]`` pairs, in order.
+        """
+        epoch, offset = divmod(self._pulled, self._size)
+        return {"epoch": epoch, "offset": offset, "deferred": [[e, t.id] for e, t in self._deferred]}
+
+    def restore(self, position: dict[str, Any]) -> None:
+        """Continue the draws of a fresh instance from a `position` of an instance built the same way.
+
+        Raises:
+            ValueError: this instance has drawn already, or a deferred task id is not in the pool (the
+                position was taken on another pool).
+        """
+        if self._pulled or self._deferred:
+            raise ValueError("StepTasks.restore needs a fresh instance (this one has drawn already)")
+        unknown = [tid for _, tid in position["deferred"] if tid not in self._by_id]
+        if unknown:
+            raise ValueError(f"task stream position names tasks the pool does not hold: {unknown[:3]}")
+        for _ in range(int(position["epoch"]) * self._size + int(position["offset"])):
+            self._next()
+        self._deferred.extend((int(e), self._by_id[tid]) for e, tid in position["deferred"])
 
 
 def builtin_pool_dir(name: str) -> Path:

@@ -13,9 +13,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def train(
-        recipe: str = typer.Argument(..., help="Recipe YAML, e.g. recipes/tiny-cpu.yaml."),
+        recipe: str = typer.Argument(
+            None, help="Recipe YAML, e.g. recipes/tiny-cpu.yaml (none with --resume)."
+        ),
         overrides: list[str] = typer.Argument(  # noqa: B008 - typer's declaration style
             None, help="Dotlist overrides, e.g. ppo.steps=1 rollout.max_turns=2."
+        ),
+        resume: str = typer.Option(
+            None,
+            "--resume",
+            metavar="RUN_DIR",
+            help="Continue this run directory from its latest checkpoint; its recipe.yaml is the recipe, "
+            "and overrides may only change ppo.steps, ppo.epochs, trainer.checkpoint_every, "
+            "trainer.checkpoint_optimizer and logging.print_table / logging.tensorboard.",
         ),
         debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     ) -> None:
@@ -25,6 +35,11 @@ def register(app: typer.Typer) -> None:
         is created); 1 the run failed, or the preflight refused the recipe before any work (a part not built,
         a missing host tool, a plan the capacity model refuses); 130 interrupted by Ctrl-C, SIGTERM or SIGHUP
         (the run directory is kept, marked "interrupted" in status.json).
+
+        With ``--resume RUN_DIR`` the run continues in RUN_DIR after its latest checkpoint's PPO step, with
+        the weights, optimizer states, counters, task order and RNG states saved there (`t1.run.resume`);
+        an override that would change the run's identity, or a missing, corrupt or foreign checkpoint, is
+        refused by name (exit 2) before anything is built.
         """
         from t1.run.signals import stop_signals
 
@@ -33,11 +48,29 @@ def register(app: typer.Typer) -> None:
             # SIGTERM and SIGHUP stop the run as Ctrl-C does (trials cancelled, sandboxes reclaimed, the run
             # directory marked "interrupted"), from the first moment: the handlers go in before any import.
             with stop_signals() as token, reported(debug, invalid=(RecipeError,)):
-                from t1.run import Run, RunFailed
+                from t1.run import RunFailed
+                from t1.run.runtimes import RUNTIMES
                 from t1_spec import load_recipe
 
-                spec = load_recipe(recipe, overrides or [])
-                run = Run(spec, spec.model_dump(mode="json", by_alias=True), stop=token)
+                checkpoint = None
+                if resume is not None:
+                    from t1.run.resume import ResumeError, open_run
+
+                    given = ([recipe] if recipe is not None else []) + list(overrides or [])
+                    if given and "=" not in given[0]:
+                        raise ResumeError(
+                            f"--resume {resume}: the recipe is the run directory's recipe.yaml; drop "
+                            f"{given[0]!r} (only dotlist overrides may follow)"
+                        )
+                    spec, resolved, checkpoint = open_run(resume, given)
+                elif recipe is None:
+                    raise ValueError("t1 train: give a recipe YAML, or --resume RUN_DIR")
+                else:
+                    spec = load_recipe(recipe, overrides or [])
+                    resolved = spec.model_dump(mode="json", by_alias=True)
+                run = RUNTIMES.load(spec.runtime.kind).from_spec(
+                    spec, resolved, stop=token, resume_from=checkpoint
+                )
                 try:
                     run.run()
                 except ValueError as exc:  # once the run has started, a failure is the run's (exit 1)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
+import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,12 +82,36 @@ def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tup
     return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed, recipe=r)
 
 
-def sandbox_factory(recipe: Recipe) -> Callable[[], Any]:
-    """Makes one fresh, unstarted sandbox of ``sandbox.kind`` per call."""
+def default_run_id(recipe: Recipe) -> str:
+    """The id that labels this run's sandboxes: ``$T1_RUN_ID``, else ``<name>-<host>-<pid>-<unix time>``."""
+    here = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
+    return os.environ.get("T1_RUN_ID") or f"{recipe.name}-{here}"
+
+
+def sandbox_factory(recipe: Recipe, run_id: str | None = None) -> Callable[[], Any]:
+    """Makes one fresh, unstarted sandbox of ``sandbox.kind`` per call.
+
+    Each gets the section and what its backend takes from the run (``Sandbox.run_options``: the run id,
+    the recipe's creation pacing); ``run_id`` defaults to `default_run_id`.
+    """
     from t1_rollout.sandbox import SANDBOXES
 
     sandbox_cls = SANDBOXES.load(recipe.sandbox.kind)
-    return lambda: sandbox_cls.from_spec(recipe.sandbox)
+    options = sandbox_cls.run_options(recipe, run_id=run_id or default_run_id(recipe))
+    return lambda: sandbox_cls.from_spec(recipe.sandbox, **options)
+
+
+def build_tito(recipe: Recipe) -> Any:
+    """The TITO session of the recipe: its tokenizer (``model.tokenizer``), the chat template, ``tito``."""
+    from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+
+    return TitoSession(
+        load_tokenizer(recipe.model.tokenizer),
+        ChatTemplate(),
+        repair=recipe.tito.repair,
+        normalize_max_s=recipe.tito.normalize_max_s,
+        normalize_max_u=recipe.tito.normalize_max_u,
+    )
 
 
 def build(recipe: Recipe) -> Components:
@@ -102,18 +129,11 @@ def build(recipe: Recipe) -> Components:
     from t1_rollout.harness import HarnessConfig
     from t1_rollout.scheduler import SchedulerConfig
     from t1_rollout.trial import TrialLimits
-    from t1_tito import ChatTemplate, TitoSession, load_tokenizer
     from t1_trainer.base import TRAINER_BACKENDS
 
     r = recipe
     pool, warmup_pool, warm = load_pools(r)
-    tito = TitoSession(
-        load_tokenizer(r.model.tokenizer),
-        ChatTemplate(),
-        repair=r.tito.repair,
-        normalize_max_s=r.tito.normalize_max_s,
-        normalize_max_u=r.tito.normalize_max_u,
-    )
+    tito = build_tito(r)
     model, engine = build_engine(r, r.model.checkpoint if r.model.init == "checkpoint" else None)
     backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
     return Components(

@@ -9,7 +9,8 @@ new actor weights are published to the engine with generation quiesced, so its w
 
 The embedded loop runs rollout and training one after the other on the same CPU, so every sample of step
 ``t`` was drawn by policy version ``t`` (staleness 0). The one-step asynchronous pipeline of the paper
-(rollout of step ``t+1`` overlapping training of step ``t`` on disjoint devices) is not built yet.
+(rollout of step ``t+1`` overlapping training of step ``t``) is the Ray loop's (`t1.run.ray.loop.RayRun`,
+``runtime.kind: ray``, ``runtime.mode: async``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class Run:
         resolved: the resolved recipe as plain data (written into the run directory).
         console: where progress and the per-step table go.
         stop: the stop token the signal handlers set (`t1.run.signals.stop_signals`).
+        resume_from: a checkpoint folder of an earlier run of this recipe (``<run>/checkpoints/step-NNNN``,
+            `t1.run.resume.open_run`): the run continues in that run directory from that checkpoint's state.
 
     Raises:
         PreflightError: the recipe cannot run here (a backend not built, a setting the loop does not run, a
@@ -111,8 +114,10 @@ class Run:
         resolved: dict[str, Any],
         console: Console | None = None,
         stop: StopToken | None = None,
+        resume_from: Path | None = None,
     ) -> None:
         self.recipe = recipe
+        self.resume_from = resume_from
         self.resolved = resolved
         self.console = console or out.run_console()
         self.stop = stop or StopToken()
@@ -148,9 +153,12 @@ class Run:
         self.parts = build(self.recipe)
         r = self.recipe
         try:
-            self.rundir = RunDir.create(
-                Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
-            )
+            if self.resume_from is not None:  # the same run directory, metrics appended
+                self.rundir = _reopen(self.resume_from, tensorboard=r.logging.tensorboard)
+            else:
+                self.rundir = RunDir.create(
+                    Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
+                )
         except OSError as exc:
             raise ValueError(
                 f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
@@ -189,24 +197,35 @@ class Run:
         )
         for key in ("warmup", "rollout", "train", "publish"):
             summary.wall_s[key] = 0.0
+        stream = StepTasks.from_spec(parts.pool, r.pool)
+        start = 0
+        if self.resume_from is not None:
+            from t1.run.resume import load_state, restore, supersede_after
 
-        if r.critic_warmup.enabled:
+            state = load_state(self.resume_from)
+            supersede_after(self.rundir.root, state)
+            restore(state, backend=parts.backend, engine=parts.engine, stream=stream)
+            start = summary.steps = state.ppo_steps
+            summary.warmup_steps = state.warmup_steps
+            self.rundir.write_status("running", start, None)
+            self.console.print(f"resumed from {self.resume_from} after PPO step {start}")
+
+        if r.critic_warmup.enabled and self.resume_from is None:  # a checkpoint follows the warm-up
             warm = warmup_steps(r, len(parts.warmup_pool))
-            stream = StepTasks.from_spec(parts.warmup_pool, parts.warmup_pool_spec)
+            warm_stream = StepTasks.from_spec(parts.warmup_pool, parts.warmup_pool_spec)
             self.progress.phase("critic warm-up", warm)
             for w in range(warm):
                 t0 = time.monotonic()
-                row = self._step("critic_warmup", w, stream)
+                row = self._step("critic_warmup", w, warm_stream)
                 summary.wall_s["warmup"] += time.monotonic() - t0
                 summary.warmup_steps += 1
                 ev = out.fmt(row.get("critic/explained_variance"))
                 self.console.print(f"critic warm-up {w + 1}/{warm}: EV {ev}")
                 out.print_warnings(self.console, row)
 
-        stream = StepTasks.from_spec(parts.pool, r.pool)
         every = r.trainer.checkpoint_every
-        self.progress.phase("PPO steps", steps)
-        for step in range(steps):
+        self.progress.phase("PPO steps", steps - start)
+        for step in range(start, steps):
             self.stop.check()
             row = self._step("ppo", step, stream)
             for key in ("rollout", "train", "publish"):
@@ -214,13 +233,30 @@ class Run:
             summary.steps += 1
             summary.last_metrics = row
             if every and summary.steps % every == 0:
-                save_weights(parts.backend, self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}")
+                self._checkpoint(summary, stream)
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
             if r.evaluation.enabled and summary.steps % r.evaluation.every_steps == 0:
                 self._evaluate(step)
 
         save_weights(parts.backend, self.rundir.root)
+
+    def _checkpoint(self, summary: RunSummary, stream: Any) -> None:
+        """Save the whole run state after ``summary.steps`` PPO steps (`t1.run.resume.save_state`)."""
+        from t1.run.resume import save_state
+
+        metrics = self.rundir.metrics_path
+        save_state(
+            self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}",
+            recipe=self.recipe,
+            resolved=self.resolved,
+            backend=self.parts.backend,
+            engine=self.parts.engine,
+            stream=stream,
+            ppo_steps=summary.steps,
+            warmup_steps=summary.warmup_steps,
+            metrics_rows=len(metrics.read_text().splitlines()) if metrics.is_file() else 0,
+        )
 
     def _evaluate(self, step: int) -> None:
         """Run the model policy on every ``evaluation.suites`` pool with the engine's current weights (T1 §6).
@@ -369,6 +405,17 @@ class Run:
                 highlight=False,
             )
         return batch, samples
+
+
+def _reopen(checkpoint: Path, *, tensorboard: bool) -> RunDir:
+    """The run directory that holds ``checkpoint`` (``<run>/checkpoints/step-NNNN``), marked resumed."""
+    root = checkpoint.parent.parent
+    board = None
+    if tensorboard:
+        from t1.run.tensorboard import TensorBoardLog
+
+        board = TensorBoardLog(root / "tensorboard")
+    return RunDir(root, board, resumed_from=str(checkpoint.relative_to(root)))
 
 
 def _plain(metrics: Any) -> dict[str, Any]:

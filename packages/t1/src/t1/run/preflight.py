@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t1.run.pools import pool_problems, run_root_problem
+from t1.run.runtimes import runtime_problems
 from t1_spec import Recipe, Registry
 
 
@@ -96,11 +97,6 @@ def loop_problems(recipe: Recipe) -> list[str]:
         problems.append(
             "pool.category_mix: re-weighting the pool by category is not built yet (set it to null)"
         )
-    if recipe.trainer.checkpoint_optimizer:
-        problems.append(
-            "trainer.checkpoint_optimizer: saving optimizer state is not built yet; checkpoints hold the "
-            "actor and critic weights only, as in the paper (T1 §7) (set it to false)"
-        )
     g, launched = recipe.ppo.samples_per_task, recipe.rollout.launched
     if launched % g:
         problems.append(
@@ -167,8 +163,10 @@ def template_has_thinking() -> bool:
 
 
 def loop_notes(recipe: Recipe) -> list[str]:
-    """Settings the embedded run accepts but does not act on, one line each (printed, never silent)."""
+    """Settings the run accepts but does not act on, one line each (printed, never silent)."""
     ro = recipe.rollout
+    if recipe.runtime.kind == "ray":
+        return ["liveness: probes of the Ray run's actors are not built; a dead actor fails the run"]
     return [
         f"rollout.per_node_cap {ro.per_node_cap}: one rollout worker in this process, bounded by "
         f"rollout.concurrency ({ro.concurrency})",
@@ -257,7 +255,8 @@ def preflight(recipe: Recipe) -> Preflight:
         if missing is not None:
             problems.append(missing)
             continue
-        problems += registry.load(kinds[field]).preflight(recipe)
+        problems += registry.preflight(kinds[field], recipe)
+    problems += runtime_problems(recipe)
     problems += loop_problems(recipe)
     problems += eval_overlap_problems(recipe)
     refused = capacity_problem(recipe)

@@ -11,6 +11,7 @@ Layout::
                                  test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
         weights/actor.safetensors, weights/critic.safetensors   the final weights
         checkpoints/step-NNNN/weights/   the same, every trainer.checkpoint_every PPO steps
+        checkpoints/step-NNNN/state/     the rest of the run state a resume needs (`t1.run.resume`)
         tensorboard/             TensorBoard event files of the same rows (logging.tensorboard: true)
 """
 
@@ -37,10 +38,13 @@ class RunDir:
     Attributes:
         root: the run's directory.
         tensorboard: the event-file writer every metrics row also goes to, or None (no event files).
+        resumed_from: the checkpoint a resumed run continues from, relative to ``root``
+            (``checkpoints/step-NNNN``); None for a run started fresh. ``status.json`` carries it.
     """
 
     root: Path
     tensorboard: TensorBoardLog | None = None
+    resumed_from: str | None = None
 
     @classmethod
     def create(
@@ -106,6 +110,8 @@ class RunDir:
     def write_status(self, status: str, steps: int, message: str | None) -> None:
         """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done."""
         payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
+        if self.resumed_from is not None:
+            payload["resumed_from"] = self.resumed_from
         # written whole then renamed: a reader polling a live run never sees half a file
         tmp = self.root / "status.json.tmp"
         tmp.write_text(json.dumps(payload, indent=1) + "\n")

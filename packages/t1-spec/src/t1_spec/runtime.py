@@ -1,0 +1,62 @@
+"""Where the training loop runs (one process or Ray actors) and whether rollout overlaps training (T1 §7).
+
+``kind: embedded`` is the one-process loop (rollout, then training, then publication, on one machine).
+``kind: ray`` places engine replicas, a trainer worker and sandbox hosts as Ray actors in one placement group
+(the paper's orchestrator is Ray 2.55, T1 §7), on a local cluster the run starts itself or on one it joins.
+``mode: async`` is the one-step asynchronous loop of T1 Appendix 12: the rollout of step t+1 runs on weight
+version t while step t trains, so every sample after the first step is exactly one version stale.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from t1_spec._base import Spec
+
+
+class RaySpec(Spec):
+    """The Ray cluster of a ``runtime.kind: ray`` run and how many actors of each role it places.
+
+    Liveness probes, fault recovery, partial-rollout continuation, resume of the Ray loop, data-parallel
+    trainer workers and NCCL weight publication are not built: a dead actor fails the run.
+    """
+
+    address: str | None = None
+    """Ray cluster to join (``ray.init(address=...)``, e.g. ``"auto"`` or ``"ray://head:10001"``); ``null``
+    starts a local cluster for the run and stops it on every exit path. A joined cluster is left running:
+    the run kills only the actors it created."""
+
+    num_cpus: int | None = Field(default=None, gt=0)
+    """Logical CPUs of the local cluster (CPUs); ``null`` = exactly what the placement group asks for (one
+    per actor). Logical, not cores: Ray schedules by them and does not pin. Ignored with ``address``."""
+
+    engine_replicas: int = Field(default=1, gt=0)
+    """Embedded engine replicas, each one Ray actor holding a copy of the policy (replicas). The paper runs
+    several SGLang replicas on the inference partition (1 -> 3 cut generation 58.9 -> 19.6 min, T1 §7);
+    SGLang's own count is ``engine.replicas``."""
+
+    sandbox_hosts: int = Field(default=1, gt=0)
+    """Sandbox host actors, each running whole trials on its node under ``rollout.per_node_cap`` concurrent
+    trials (hosts). The paper hosts sandboxes per node under a per-node cap (T1 §7.4)."""
+
+    trainer_workers: int = Field(default=1, gt=0)
+    """Trainer worker actors (workers). Only 1 is built: data-parallel training across workers is not, and
+    more are refused by name."""
+
+
+class RuntimeSpec(Spec):
+    """Which loop runs the recipe, and whether rollout overlaps training (T1 §7, Appendix 12)."""
+
+    kind: Literal["embedded", "ray"] = "embedded"
+    """``embedded``: one process, no Ray (`t1.run.loop.Run`); ``ray``: Ray actors for engine replicas, the
+    trainer worker and sandbox hosts (`t1.run.ray.loop.RayRun`, needs the ``t1[ray]`` extra)."""
+
+    mode: Literal["sync", "async"] = "sync"
+    """``sync``: rollout, then training, then publication (staleness 0); ``async``: the one-step
+    asynchronous loop, rollout of step t+1 on version t while step t trains (staleness 1 after the first
+    step, T1 Appendix 12). The embedded runtime runs ``sync`` only (one process cannot overlap them)."""
+
+    ray: RaySpec = Field(default_factory=RaySpec)
+    """The Ray cluster and actor counts (read with ``kind: ray`` only)."""

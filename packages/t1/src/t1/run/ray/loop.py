@@ -1,0 +1,488 @@
+"""The training loop on Ray: engine replicas, a trainer worker and sandbox hosts; sync or one-step async.
+
+``runtime.mode: sync`` runs each step as the embedded loop does (rollout, then training, then publication:
+staleness 0). ``runtime.mode: async`` is the one-step asynchronous loop of T1 Appendix 12: the rollout of
+step t+1 runs on weight version t while step t trains. Its barrier waits for both the rollout batch
+(admitted, tail cancelled) and the training step, then publishes version t+1 to every replica with
+generation quiesced, so no request spans two versions; step t+1 then trains that batch, drawn by version t,
+at staleness exactly 1 (the first step trains at 0), which `t1_trainer.step.ppo_step` checks.
+
+The driver (this process) draws the tasks and admits trials with the scheduler the embedded loop uses
+(`t1_rollout.scheduler.collect_batch`); each trial runs on a `SandboxHost`, generating on the replica the
+driver assigned it (the least loaded one when the trial starts; a trajectory stays on one replica). The
+driver writes every trajectory into the same run directory layout as the embedded loop (`t1.run.run_dir`).
+
+A local cluster is started by the run and stopped on every exit path (finished, failed, Ctrl-C, SIGTERM);
+with ``runtime.ray.address`` the run joins that cluster and kills only its own actors.
+
+Not built: liveness probes and fault recovery (a dead actor fails the run), partial-rollout continuation,
+checkpoints and resume of the Ray loop, data-parallel trainer workers, NCCL publication, evaluation during
+training.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import importlib.util
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from t1.run import console as out
+from t1.run.loop import RunFailed, RunSummary, planned_steps, trial_seed, warmup_steps
+from t1.run.preflight import preflight, refuse_unless_ok
+from t1.run.ray.placement import Placement, RayCluster, placement_for, reap, reserve
+from t1.run.run_dir import RunDir
+from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
+from t1_spec import Recipe
+
+ACTOR_START_TIMEOUT_S = 900.0
+"""Deadline for every actor to have built its part (model, tokenizer) after placement (seconds); on a
+loaded 2-core box four processes importing torch and building a model took about 2-3 minutes."""
+
+CANCEL_DEADLINE_S = 120.0
+"""How long the driver waits for a cancelled trial's record after asking its host to cancel it (seconds):
+the host reclaims the sandbox first (T1 §7 probe deadline)."""
+
+
+@dataclass
+class InFlight:
+    """The rollout buffer of the asynchronous loop: the batch collected and not trained yet.
+
+    Kept in one attribute (`RayRun.in_flight`) so that a later checkpoint can save it.
+
+    Attributes:
+        index: the PPO step that will train it.
+        batch: the `t1_rollout.scheduler.BatchResult`.
+        samples: its admitted samples.
+        rollout_s: wall time of its rollout, seconds.
+    """
+
+    index: int
+    batch: Any
+    samples: list[Any]
+    rollout_s: float
+
+
+class RayRun:
+    """One training run of a recipe on Ray (``runtime.kind: ray``); same outputs as `t1.run.loop.Run`.
+
+    Args:
+        recipe: the validated recipe.
+        resolved: the resolved recipe as plain data (written into the run directory).
+        console: where progress and the per-step table go.
+        stop: the stop token the signal handlers set (`t1.run.signals.stop_signals`).
+        resume_from: must be None: resuming a Ray run is not built.
+
+    Raises:
+        PreflightError: the recipe cannot run here (the shared preflight, with this runtime's own lines).
+        ValueError: ``resume_from`` was given.
+    """
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        resolved: dict[str, Any],
+        console: Console | None = None,
+        stop: StopToken | None = None,
+        resume_from: Path | None = None,
+    ) -> None:
+        if resume_from is not None:
+            raise ValueError(
+                f"--resume {resume_from}: resuming a runtime.kind 'ray' run is not built; resume runs "
+                "with runtime.kind 'embedded'"
+            )
+        self.recipe = recipe
+        self.resolved = resolved
+        self.console = console or out.run_console()
+        self.stop = stop or StopToken()
+        self.verdict = preflight(recipe)
+        out.print_notes(self.console, recipe, self.verdict)
+        refuse_unless_ok(self.verdict)
+        self.progress = out.RunProgress(self.console)
+        self.rundir: RunDir | None = None
+        self.cluster: RayCluster | None = None
+        self.placement: Placement = placement_for(recipe)
+        self.replicas: list[Any] = []
+        self.hosts: list[Any] = []
+        self.trainer: Any = None
+        self.actor_pids: list[int] = []
+        self.in_flight: InFlight | None = None
+        self._group: Any = None
+        self._served = [0] * recipe.runtime.ray.engine_replicas
+
+    @classmethod
+    def from_spec(cls, recipe: Recipe, resolved: dict[str, Any], **context: Any) -> RayRun:
+        """The run of ``recipe`` (``context``: ``console``, ``stop``, ``resume_from``)."""
+        return cls(recipe, resolved, **context)
+
+    @classmethod
+    def preflight(cls, recipe: Recipe) -> list[str]:
+        """What stops ``recipe`` from running on Ray here, one line each (cheap: imports no Ray)."""
+        problems = []
+        rt = recipe.runtime
+        if importlib.util.find_spec("ray") is None:
+            problems.append(
+                "runtime.kind 'ray': the ray package is not installed (install the t1[ray] extra)"
+            )
+        if rt.ray.trainer_workers > 1:
+            problems.append(
+                f"runtime.ray.trainer_workers {rt.ray.trainer_workers}: data-parallel training across "
+                "trainer workers is not built; set it to 1"
+            )
+        if recipe.engine.kind != "embedded":
+            problems.append(
+                f"engine.kind '{recipe.engine.kind}': the Ray loop hosts embedded engine replicas only "
+                "(runtime.ray.engine_replicas); SGLang replicas on Ray are not built"
+            )
+        elif recipe.engine.device != "cpu":
+            problems.append(
+                f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
+                "Ray loop (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
+            )
+        if recipe.evaluation.enabled:
+            problems.append(
+                "evaluation.enabled: evaluation during a runtime.kind 'ray' run is not built; run `t1 eval` "
+                "on the saved weights, or use runtime.kind 'embedded'"
+            )
+        if recipe.trainer.checkpoint_every:
+            problems.append(
+                f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: checkpoints (and resume) of "
+                "the Ray loop are not built; set it to 0 (the final weights are still saved)"
+            )
+        return problems
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory, once start-up has created it (None before)."""
+        return self.rundir.root if self.rundir is not None else None
+
+    # ---- the run
+
+    def run(self) -> RunSummary:
+        """Start (or join) Ray, place the actors, run warm-up and the PPO steps, save the weights, tear down.
+
+        ``status.json`` says how the run ended, as in the embedded loop. Ray is torn down on every path: the
+        run's actors are killed, its placement group removed, and a local cluster's processes stopped.
+
+        Returns:
+            The `RunSummary`; ``wall_s`` adds ``ray_start`` (cluster start-up) and ``actors`` (placement
+            and actor construction).
+
+        Raises:
+            RunFailed: a step had no finished trial to train on.
+            RuntimeError: Ray did not start, the address is unreachable, or placement timed out.
+            KeyboardInterrupt: on Ctrl-C, SIGTERM or SIGHUP, after marking the run directory ``interrupted``.
+        """
+        t_total = time.monotonic()
+        try:
+            summary = self._run(t_total)
+        finally:
+            with deferred_signals():
+                self.teardown()
+        return summary
+
+    def _run(self, t_total: float) -> RunSummary:
+        from t1.run.build import _validated_rows, default_run_id
+        from t1.run.pools import load_pools
+
+        r = self.recipe
+        self.pool, self.warmup_pool, self.warmup_spec = load_pools(r)
+        self.validated = _validated_rows(r, self.pool, self.warmup_pool, self.warmup_spec)
+        self.cluster = RayCluster.start(r, self.placement)
+        t_actors = time.monotonic()
+        self._place(default_run_id(r))
+        actors_s = time.monotonic() - t_actors
+        try:
+            self.rundir = RunDir.create(
+                Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
+            )
+        except OSError as exc:
+            raise ValueError(
+                f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
+            ) from None
+        summary = RunSummary(run_dir=self.rundir.root)
+        summary.wall_s.update(
+            setup=time.monotonic() - t_total, ray_start=self.cluster.start_s, actors=actors_s
+        )
+        self.rundir.write_status("running", 0, None)
+        try:
+            with self.progress:
+                self._run_steps(summary)
+        except KeyboardInterrupt:
+            with deferred_signals():
+                reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]
+                self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
+            raise
+        except BaseException as exc:
+            with deferred_signals():
+                self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+            raise
+        summary.wall_s["total"] = time.monotonic() - t_total
+        with deferred_signals():
+            self.rundir.write_status("finished", summary.steps, None)
+        self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
+        return summary
+
+    def _place(self, run_id: str) -> None:
+        """Reserve the placement group and start every actor in its bundle; wait until all are built."""
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from t1.run.ray.actors import EngineReplica, SandboxHost, TrainerWorker
+        from t1_rollout.engine import SamplingParams
+        from t1_rollout.scheduler import SchedulerConfig
+
+        r, roles = self.recipe, self.placement.roles
+        self._group = reserve(self.placement)
+        weights = r.model.checkpoint if r.model.init == "checkpoint" else None
+
+        def options(index: int) -> dict[str, Any]:
+            bundle = self.placement.bundles[index]
+            return {
+                "num_cpus": bundle.get("CPU", 0.0),
+                "num_gpus": bundle.get("GPU", 0.0),
+                "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                    self._group, placement_group_bundle_index=index
+                ),
+            }
+
+        replica_cls = ray.remote(EngineReplica)
+        self.replicas = [
+            replica_cls.options(**options(b)).remote(r, i, weights) for i, b in enumerate(roles["engine"])
+        ]
+        (b,) = roles["trainer"]
+        self.trainer = ray.remote(TrainerWorker).options(**options(b)).remote(r, weights)
+        host_cls = ray.remote(SandboxHost)
+        self.hosts = [
+            host_cls.options(**options(b)).remote(r, self.replicas, run_id) for b in roles["sandbox"]
+        ]
+        calls = [a.stats.remote() for a in self.replicas + self.hosts] + [self.trainer.pid.remote()]
+        answers = ray.get(calls, timeout=ACTOR_START_TIMEOUT_S)
+        self.actor_pids = [a["pid"] if isinstance(a, dict) else int(a) for a in answers]
+        self.sampling = SamplingParams.from_spec(
+            r.engine.sampling, max_new_tokens=r.rollout.max_new_tokens, seed=r.seed
+        )
+        self.scheduler = SchedulerConfig.from_spec(r.rollout, samples_per_task=r.ppo.samples_per_task)
+
+    def teardown(self) -> None:
+        """Kill this run's actors, remove its placement group, and stop a local cluster (idempotent)."""
+        try:
+            import ray
+        except ImportError:
+            return
+        if ray.is_initialized():
+            for actor in [*self.hosts, *self.replicas, self.trainer]:
+                if actor is not None:
+                    try:
+                        ray.kill(actor, no_restart=True)
+                    except Exception:  # already dead: nothing to kill
+                        pass
+            if self._group is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                try:
+                    remove_placement_group(self._group)
+                except Exception:  # the cluster is gone already
+                    pass
+        self.hosts, self.replicas, self.trainer, self._group = [], [], None, None
+        if self.cluster is not None:
+            self.cluster.stop()
+            if self.cluster.local:  # this machine's processes: wait for them, kill what outlives the cluster
+                reap([*self.actor_pids, *self.cluster.pids])
+
+    # ---- steps
+
+    def _run_steps(self, summary: RunSummary) -> None:
+        import ray
+
+        from t1_tasks import StepTasks
+
+        r = self.recipe
+        steps = planned_steps(r, len(self.pool))
+        self.console.print(
+            f"[bold]t1 train[/] {r.name} on Ray ({r.runtime.mode}, {len(self.replicas)} engine replicas, "
+            f"{len(self.hosts)} sandbox host{'s' * (len(self.hosts) != 1)}): {len(self.pool)} tasks, {steps} "
+            f"step{'s' * (steps != 1)} -> {self.rundir.root}"
+        )
+        for key in ("warmup", "rollout", "train", "publish"):
+            summary.wall_s[key] = 0.0
+        if r.critic_warmup.enabled:
+            self._warmup(summary)
+
+        stream = StepTasks.from_spec(self.pool, r.pool)
+        asynchronous = r.runtime.mode == "async"
+        self.progress.phase("PPO steps", steps)
+        if asynchronous and steps:
+            self.in_flight = self._collect(stream, 0)
+        for step in range(steps):
+            self.stop.check()
+            t_step = time.monotonic()
+            if not asynchronous:
+                self.in_flight = self._collect(stream, step)
+            batch = self.in_flight
+            train_ref = self.trainer.ppo_step.remote(batch.samples, 0 if step == 0 or not asynchronous else 1)
+            self.in_flight = None
+            if asynchronous and step + 1 < steps:
+                self.in_flight = self._collect(stream, step + 1)  # overlaps the training of this step
+            t_wait = time.monotonic()
+            train_metrics, train_s = ray.get(train_ref)
+            wait_s = time.monotonic() - t_wait
+            publication = ray.get(self.trainer.publish.remote(self.replicas))
+            row = self._row(step, batch, train_metrics, publication)
+            row["wall_s"] = {
+                "rollout": batch.rollout_s,
+                "train": train_s,
+                "train_wait": wait_s,
+                "publish": publication["publish"],
+                "put": publication["put"],
+                "step": time.monotonic() - t_step,
+            }
+            self.rundir.append_metrics(row)
+            self.progress.step_done()
+            for key in ("rollout", "train", "publish"):
+                summary.wall_s[key] += row["wall_s"][key]
+            summary.steps += 1
+            summary.last_metrics = row
+            self.rundir.write_status("running", summary.steps, None)
+            out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
+        ray.get(self.trainer.save_weights.remote(str(self.rundir.root)))
+
+    def _row(self, step: int, batch: InFlight, metrics: dict[str, Any], publication: dict) -> dict[str, Any]:
+        """The metrics row of one PPO step: the embedded loop's keys plus the replicas' view."""
+        import ray
+
+        r = self.recipe
+        versions = ray.get([h.weight_version.remote() for h in self.replicas], timeout=120)
+        if set(versions) != {publication["version"]}:
+            raise RuntimeError(
+                f"step {step}: after publication the replicas serve versions {versions}, the trainer "
+                f"{publication['version']}; publication must leave every replica on one version"
+            )
+        stats = ray.get([h.stats.remote() for h in self.replicas], timeout=120)
+        row: dict[str, Any] = {"phase": "ppo", "step": step, "epochs": sorted(set(batch.batch.epochs))}
+        row["weight_version_after"] = publication["version"]
+        row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
+        row["batch_shortfall"] = r.rollout.admitted - len(batch.batch.admitted)
+        row.update(metrics)
+        row["runtime"] = {"kind": "ray", "mode": r.runtime.mode}
+        row["replica_requests"] = [int(s["requests"]) for s in stats]
+        row["publish_objects"] = publication["puts"]
+        return row
+
+    def _warmup(self, summary: RunSummary) -> None:
+        """Critic warm-up (T1 §4.5), synchronous in both modes: rollout, critic update, no publication."""
+        import ray
+
+        from t1_tasks import StepTasks
+
+        r = self.recipe
+        warm = warmup_steps(r, len(self.warmup_pool))
+        stream = StepTasks.from_spec(self.warmup_pool, self.warmup_spec)
+        self.progress.phase("critic warm-up", warm)
+        for w in range(warm):
+            t0 = time.monotonic()
+            batch = self._collect(stream, w, label=f"warmup-{w:04d}")
+            metrics, train_s = ray.get(self.trainer.critic_warmup_step.remote(batch.samples))
+            row = {"phase": "critic_warmup", "step": w, "epochs": sorted(set(batch.batch.epochs))}
+            row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
+            row["batch_shortfall"] = r.rollout.admitted - len(batch.batch.admitted)
+            row.update(metrics)
+            row["wall_s"] = {"rollout": batch.rollout_s, "train": train_s, "step": time.monotonic() - t0}
+            self.rundir.append_metrics(row)
+            self.progress.step_done()
+            summary.wall_s["warmup"] += time.monotonic() - t0
+            summary.warmup_steps += 1
+            self.console.print(
+                f"critic warm-up {w + 1}/{warm}: EV {out.fmt(row.get('critic/explained_variance'))}"
+            )
+
+    # ---- rollout
+
+    def _collect(self, stream: Any, index: int, label: str | None = None) -> InFlight:
+        """Roll out one batch on the sandbox hosts; refuse to go on when nothing finished."""
+        label = label or f"step-{index:04d}"
+        t0 = time.monotonic()
+        batch = run_interruptible(self._rollout(stream, label))
+        rollout_s = time.monotonic() - t0
+        samples = [s for rec in batch.admitted for s in rec.samples]
+        wanted = self.recipe.rollout.admitted
+        if not samples:
+            causes = Counter(rec.cause for rec in batch.failed)
+            top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
+            raise RunFailed(
+                f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
+                f"Every trial's cause is in {self.rundir.root / 'trajectories' / label}"
+            )
+        if len(batch.admitted) < wanted:
+            self.console.print(
+                f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
+                f"({len(batch.failed)} failed); training on what finished",
+                highlight=False,
+            )
+        return InFlight(index=index, batch=batch, samples=samples, rollout_s=rollout_s)
+
+    async def _rollout(self, stream: Any, label: str) -> Any:
+        """Collect one oversampled batch; trials run on the hosts, each record is written when it ends."""
+        from t1.run.ray.actors import TrialOrder
+        from t1_rollout.scheduler import collect_batch
+
+        r = self.recipe
+        replica_load = [0] * len(self.replicas)
+        host_load = [0] * len(self.hosts)
+        verifier_dir = str(self.rundir.verifier_dir)
+
+        async def run_one(task: Any, record: Any) -> Any:
+            # least loaded replica (ties: the one that served fewer trials), then least loaded host
+            k = min(range(len(self.replicas)), key=lambda i: (replica_load[i], self._served[i], i))
+            h = min(range(len(self.hosts)), key=lambda i: (host_load[i], i))
+            replica_load[k] += 1
+            host_load[h] += 1
+            self._served[k] += 1
+            sampling = dataclasses.replace(self.sampling, seed=trial_seed(r.seed, label, record.launch_index))
+            order = TrialOrder(task, record, sampling, k, verifier_dir, self.validated.get(task.id))
+            future = asyncio.wrap_future(self.hosts[h].run_trial.remote(order).future())
+            try:
+                done = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                self.hosts[h].cancel.remote(record.trial_id)
+                try:  # the host reclaims the sandbox, then answers with the cancelled record
+                    _fill(record, await asyncio.wait_for(future, CANCEL_DEADLINE_S))
+                except Exception as exc:  # the host did not answer in time: keep what the driver knows
+                    record.status = "cancelled"
+                    record.cause = record.cause or f"scheduler: cancelled; host gave no record ({exc!r})"
+                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                raise
+            except BaseException:
+                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                raise
+            finally:
+                replica_load[k] -= 1
+                host_load[h] -= 1
+            _fill(record, done)
+            self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+            self.stop.check()
+            out.print_trial(self.console, label, record)
+            return record
+
+        self.progress.trials(label, self.scheduler.launched)
+        batch = await collect_batch(stream, run_one, self.scheduler, on_trial_done=self.progress.trial_done)
+        for rec in batch.cancelled:  # cancelled before they started never reached run_one
+            if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+                self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
+        return batch
+
+
+def _fill(record: Any, answer: Any) -> None:
+    """Copy the host's record of a trial into the scheduler's own record object (it keeps that identity)."""
+    for f in dataclasses.fields(answer):
+        setattr(record, f.name, getattr(answer, f.name))
+
+
+__all__ = ["ACTOR_START_TIMEOUT_S", "InFlight", "RayRun"]

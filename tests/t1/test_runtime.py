@@ -1,0 +1,93 @@
+"""The runtime section: which loop runs a recipe, what each refuses, and how a Ray run is placed (no Ray)."""
+
+from pathlib import Path
+
+import pytest
+
+from t1.run.preflight import preflight
+from t1.run.ray.placement import placement_for
+from t1.run.runtimes import RUNTIMES, runtime_problems
+from t1_spec import RuntimeSpec, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "recipes" / "tiny-cpu.yaml"
+TINY_RAY = REPO / "recipes" / "tiny-ray.yaml"
+
+
+def test_default_runtime_keeps_every_recipe_embedded_and_sync():
+    for path in sorted((REPO / "recipes").glob("*.yaml")):
+        recipe = load_recipe(path)
+        if path.name != "tiny-ray.yaml":
+            assert recipe.runtime == RuntimeSpec(), path.name
+    assert RuntimeSpec().kind == "embedded" and RuntimeSpec().mode == "sync"
+
+
+def test_registry_names_both_loops():
+    assert RUNTIMES.kinds() == ("embedded", "ray")
+    assert RUNTIMES.load("embedded").__name__ == "EmbeddedRuntime"
+    assert RUNTIMES.load("ray").__name__ == "RayRun"
+
+
+def test_embedded_refuses_async_with_the_reason():
+    recipe = load_recipe(TINY, ["runtime.mode=async"])
+    (line,) = runtime_problems(recipe)
+    assert line.startswith("runtime.mode 'async'")
+    assert "one process" in line and "runtime.kind to ray" in line
+    assert line in preflight(recipe).problems
+
+
+def test_tiny_ray_passes_the_preflight():
+    verdict = preflight(load_recipe(TINY_RAY))
+    assert verdict.ok, verdict.message()
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("runtime.ray.trainer_workers=2", "runtime.ray.trainer_workers 2"),
+        (
+            "evaluation.enabled=true evaluation.suites=[builtin:mini] evaluation.context_tokens=4096",
+            "evaluation.enabled",
+        ),
+        ("trainer.checkpoint_every=1", "trainer.checkpoint_every 1"),
+        ("engine.device=cuda", "engine.device 'cuda'"),
+    ],
+)
+def test_ray_refuses_what_it_does_not_run_by_name(override, field):
+    lines = runtime_problems(load_recipe(TINY_RAY, override.split()))
+    assert any(line.startswith(field) for line in lines), lines
+
+
+def test_ray_with_sglang_is_refused_by_name():
+    from t1.run.ray.loop import RayRun
+
+    recipe = load_recipe(REPO / "recipes" / "t1-122b.yaml", ["runtime.kind=ray"])
+    assert any(line.startswith("engine.kind 'sglang'") for line in RayRun.preflight(recipe))
+
+
+def test_placement_has_one_cpu_bundle_per_actor_on_a_cpu_box():
+    placement = placement_for(load_recipe(TINY_RAY))
+    # 2 engine replicas, 1 trainer worker, 1 sandbox host (the recipe's runtime.ray)
+    assert placement.roles == {"engine": (0, 1), "trainer": (2,), "sandbox": (3,)}
+    assert placement.bundles == ({"CPU": 1.0},) * 4
+    assert placement.num_cpus == 4 and placement.num_gpus == 0
+
+
+def test_placement_gives_the_trainer_the_training_partition_on_cuda():
+    recipe = load_recipe(
+        TINY_RAY,
+        [
+            "trainer.device=cuda",
+            "plan.devices=4",
+            "plan.dp=4",
+            "ppo.batch_size=4",
+            "rollout.launched=5",
+            "runtime.ray.sandbox_hosts=3",
+        ],
+    )
+    placement = placement_for(recipe)
+    (trainer,) = placement.roles["trainer"]
+    # G - n = 4 - 0 training devices (T1 §7); the embedded replicas stay on CPU bundles
+    assert placement.bundles[trainer] == {"CPU": 1.0, "GPU": 4.0}
+    assert all("GPU" not in placement.bundles[i] for i in placement.roles["engine"])
+    assert len(placement.roles["sandbox"]) == 3
