@@ -20,11 +20,3 @@ TINY_RECIPE = REPO_ROOT / "recipes" / "tiny-cpu.yaml"
 def tiny_model_spec() -> ModelSpec:
     """The frozen `ModelSpec` of `recipes/tiny-cpu.yaml` (path from the repo root, not the cwd)."""
     return load_recipe(TINY_RECIPE).model
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """The ``ray`` marker (to move into the root ``pyproject.toml`` markers list with the others)."""
-    config.addinivalue_line(
-        "markers",
-        "ray: starts a local Ray cluster (the t1[ray] extra); skipped with the reason where Ray cannot start",
-    )
