@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             pool = load_pool(args.tasks, limit=args.limit, strict=False)
         except (TaskError, OSError, ValueError) as exc:
-            raise InputError(f"{args.tasks}: {_one_line(exc)}") from exc
+            raise InputError(_one_line(exc)) from exc  # load_pool's messages name the pool
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
     except (InputError, OSError) as exc:

@@ -276,6 +276,18 @@ def test_a_cut_file_or_a_state_without_optimizer_is_refused(tmp_path):
         load_state(ckpt)
 
 
+def test_open_run_names_a_missing_folder_a_file_and_a_folder_that_is_not_a_run(tmp_path):
+    with pytest.raises(ResumeError, match=r"missing: no such directory"):
+        open_run(tmp_path / "missing", [])
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ResumeError, match=r"afile: not a directory"):
+        open_run(tmp_path / "afile", [])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResumeError, match=r"empty/recipe\.yaml: not found"):
+        open_run(tmp_path / "empty", [])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "empty"]  # nothing created
+
+
 def test_open_run_allows_only_the_free_fields(tmp_path):
     recipe = load_recipe(TINY)
     resolved = recipe.model_dump(mode="json", by_alias=True)

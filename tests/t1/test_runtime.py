@@ -58,6 +58,27 @@ def test_ray_refuses_what_it_does_not_run_by_name(override, field):
     assert any(line.startswith(field) for line in lines), lines
 
 
+def test_ray_refuses_a_local_cluster_smaller_than_its_placement_group():
+    # tiny-ray places 2 engine replicas + 1 trainer worker + 1 sandbox host, one logical CPU each
+    lines = runtime_problems(load_recipe(TINY_RAY, ["runtime.ray.num_cpus=3"]))
+    assert any(line.startswith("runtime.ray.num_cpus 3: the local cluster needs 4 ") for line in lines), lines
+    assert not any(
+        line.startswith("runtime.ray.num_cpus")
+        for line in runtime_problems(load_recipe(TINY_RAY, ["runtime.ray.num_cpus=4"]))
+    )
+    # a joined cluster's size is not this recipe's to check: num_cpus is ignored with an address
+    joined = load_recipe(TINY_RAY, ["runtime.ray.num_cpus=1", "runtime.ray.address=auto"])
+    assert not any(line.startswith("runtime.ray.num_cpus") for line in runtime_problems(joined))
+
+
+def test_an_empty_ray_address_is_invalid_input_not_a_join():
+    from t1_spec import RecipeError
+
+    with pytest.raises(RecipeError, match="runtime.ray.address"):
+        load_recipe(TINY_RAY, ["runtime.ray.address=''"])
+    assert load_recipe(TINY_RAY, ["runtime.ray.address=auto"]).runtime.ray.address == "auto"
+
+
 def test_ray_with_sglang_is_refused_by_name():
     from t1.run.ray.loop import RayRun
 

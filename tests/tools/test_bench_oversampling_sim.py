@@ -91,3 +91,21 @@ def test_the_first_step_of_oversampling_is_never_slower(sim):
     ends = [max(0, k - 5) / 6 + p.total_s for k, p in enumerate(plans[:64])]
     assert walls["no_oversampling"] == pytest.approx(max(ends), abs=1e-2)
     assert walls["oversampled"] <= walls["no_oversampling"] + 1e-3
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+        (["--admitted", "0", "--launched", "4"], "--admitted must be >= 1, got 0"),
+        (["--launched", "4", "--admitted", "8"], "--launched 4 must be >= --admitted 8"),
+        (["--turns-sigma", "-1"], "--turns-sigma must be >= 0, got -1.0"),
+        (["--turns-median", "0"], "--turns-median must be > 0, got 0.0"),
+        (["--steps", "1"], "--steps must be >= 2"),
+    ],
+)
+def test_bad_sizes_are_usage_errors_named_by_option(sim, capsys, argv, named):
+    with pytest.raises(SystemExit) as exit_info:
+        sim.main(argv)
+    assert exit_info.value.code == 2
+    assert named in capsys.readouterr().err

@@ -134,7 +134,17 @@ def test_a_missing_folder_or_recipe_is_invalid_input(tmp_path, capsys):
     assert ct.main([str(tmp_path / "absent")]) == 2
     assert ct.main(["builtin:mini", "--recipe", str(tmp_path / "absent.yaml")]) == 2
     assert ct.main(["builtin:mini", "--image-map", "=x"]) == 2
-    assert "check_tasks:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "check_tasks:" in err
+    # the folder is named once per message, not once by the tool and again by load_pool
+    assert err.count(f"pool {tmp_path / 'absent'}: {tmp_path / 'absent'} is not a directory") == 1
+    assert err.count(str(tmp_path / "absent") + ":") == 1
+
+
+def test_an_empty_folder_is_invalid_input_named_once(tmp_path, capsys):
+    assert ct.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"check_tasks: pool {tmp_path}: no task bundles" in err
 
 
 def test_the_summary_counts_each_stage_independently():

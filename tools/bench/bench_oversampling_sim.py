@@ -329,7 +329,7 @@ def _print_table(tables: dict[str, dict], kept: str) -> None:
         print(f"  {b:10s}" + "".join(f"{c:>24s}" for c in cells))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=4)
@@ -339,9 +339,20 @@ def main() -> None:
     ap.add_argument("--turns-sigma", type=float, default=0.8)
     ap.add_argument("--turn-s-median", type=float, default=25.0)
     ap.add_argument("--long-turns", type=int, default=64)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps must be >= 2: continuation needs a step to continue into")
+    # bad sizes are usage errors (exit 2) named by option, not tracebacks from the scheduler or NumPy
+    for name in ("seeds", "admitted", "long_turns"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.launched < args.admitted:
+        ap.error(f"--launched {args.launched} must be >= --admitted {args.admitted} (T1 §7.4 launches more)")
+    for name in ("turns_median", "turn_s_median"):
+        if not getattr(args, name) > 0:
+            ap.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
+    if not args.turns_sigma >= 0:
+        ap.error(f"--turns-sigma must be >= 0, got {args.turns_sigma}")
     t0 = time.perf_counter()
     out = simulate(args)
     sim_s = time.perf_counter() - t0

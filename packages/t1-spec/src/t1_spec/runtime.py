@@ -23,14 +23,15 @@ class RaySpec(Spec):
     trainer workers and NCCL weight publication are not built: a dead actor fails the run.
     """
 
-    address: str | None = None
-    """Ray cluster to join (``ray.init(address=...)``, e.g. ``"auto"`` or ``"ray://head:10001"``); ``null``
-    starts a local cluster for the run and stops it on every exit path. A joined cluster is left running:
-    the run kills only the actors it created."""
+    address: str | None = Field(default=None, min_length=1)
+    """Ray cluster to join (``ray.init(address=...)``, e.g. ``"auto"`` or ``"ray://head:10001"``; not empty);
+    ``null`` starts a local cluster for the run and stops it on every exit path. A joined cluster is left
+    running: the run kills only the actors it created."""
 
     num_cpus: int | None = Field(default=None, gt=0)
     """Logical CPUs of the local cluster (CPUs); ``null`` = exactly what the placement group asks for (one
-    per actor). Logical, not cores: Ray schedules by them and does not pin. Ignored with ``address``."""
+    per actor). Logical, not cores: Ray schedules by them and does not pin. Fewer than one per actor is
+    refused by the preflight (the placement group could never be reserved). Ignored with ``address``."""
 
     engine_replicas: int = Field(default=1, gt=0)
     """Embedded engine replicas, each one Ray actor holding a copy of the policy (replicas). The paper runs

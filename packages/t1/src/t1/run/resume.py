@@ -228,16 +228,19 @@ def open_run(run_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Recipe
         ``(recipe, resolved, checkpoint)``: the validated recipe, it as plain data, the checkpoint folder.
 
     Raises:
-        ResumeError: ``run_dir`` has no ``recipe.yaml``; an override changes another field (each named);
-            no whole checkpoint; its ``state.json`` is unreadable, of another format or version, or of
-            another recipe; the recipe has ``trainer.checkpoint_optimizer: false`` in the checkpoint (no
-            optimizer state).
+        ResumeError: ``run_dir`` is not a folder or has no ``recipe.yaml``; an override changes another
+            field (each named); no whole checkpoint; its ``state.json`` is unreadable, of another format or
+            version, or of another recipe; the recipe has ``trainer.checkpoint_optimizer: false`` in the
+            checkpoint (no optimizer state).
         RecipeError: ``recipe.yaml`` or an override does not validate.
     """
     from t1_spec import load_recipe
 
     root = Path(run_dir)
     recipe_file = root / "recipe.yaml"
+    if not root.is_dir():
+        what = "not a directory" if root.exists() else "no such directory"
+        raise ResumeError(f"--resume {root}: {what}; --resume takes a run directory that t1 train wrote")
     if not recipe_file.is_file():
         raise ResumeError(f"{recipe_file}: not found; --resume takes a run directory that t1 train wrote")
     base = load_recipe(recipe_file).model_dump(mode="json", by_alias=True)

@@ -156,6 +156,14 @@ class RayRun:
                 f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: checkpoints (and resume) of "
                 "the Ray loop are not built; set it to 0 (the final weights are still saved)"
             )
+        # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
+        needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts
+        if rt.ray.address is None and rt.ray.num_cpus is not None and rt.ray.num_cpus < needed:
+            # the placement group could never be reserved: the run would wait out PLACEMENT_TIMEOUT_S
+            problems.append(
+                f"runtime.ray.num_cpus {rt.ray.num_cpus}: the local cluster needs {needed} logical CPUs, "
+                "one per actor (engine replicas, trainer workers, sandbox hosts); raise it or set it to null"
+            )
         return problems
 
     @property
