@@ -110,11 +110,20 @@ def placement_for(recipe: Recipe) -> Placement:
     return Placement(bundles=tuple(bundles), roles=roles)
 
 
-def _free_port() -> int:
-    """A TCP port free on the loopback now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free on every interface now (the OS picks them).
+
+    All ``n`` sockets stay bound until every port is chosen, so two agents never get the same port, and they
+    bind every interface, since Ray's agents listen on the node's address and not only on the loopback (a
+    port taken there made the runtime-env agent exit and the raylet with it).
+    """
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(n):
+            s = held.enter_context(socket.socket())
+            s.bind(("", 0))
+            ports.append(int(s.getsockname()[1]))
+        return ports
 
 
 @dataclass
@@ -174,14 +183,15 @@ class RayCluster:
         ray_constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False
 
         num_cpus = spec.num_cpus if spec.num_cpus is not None else max(1, int(-(-placement.num_cpus // 1)))
+        ports = _free_ports(4)
         params = RayParams(
             num_cpus=num_cpus,
             num_gpus=int(placement.num_gpus) if placement.num_gpus else None,
             include_dashboard=False,
-            metrics_agent_port=_free_port(),
-            metrics_export_port=_free_port(),
-            runtime_env_agent_port=_free_port(),
-            dashboard_agent_listen_port=_free_port(),
+            metrics_agent_port=ports[0],
+            metrics_export_port=ports[1],
+            runtime_env_agent_port=ports[2],
+            dashboard_agent_listen_port=ports[3],
             _system_config={
                 "agent_register_timeout_ms": AGENT_REGISTER_TIMEOUT_MS,
                 "worker_register_timeout_seconds": WORKER_REGISTER_TIMEOUT_S,
