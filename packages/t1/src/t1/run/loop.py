@@ -174,16 +174,29 @@ class Run:
             with deferred_signals():  # a second signal must not leave the status at "running"
                 reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's handler records none
                 self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
+                self._stop_engine()
             raise
         except BaseException as exc:
             with deferred_signals():
                 self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
+                self._stop_engine()
             raise
         summary.wall_s["total"] = time.monotonic() - t_total
         with deferred_signals():
             self.rundir.write_status("finished", summary.steps, None)
         self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
         return summary
+
+    def _stop_engine(self) -> None:
+        """Stop the engine's worker thread before the process exits on a stopped or failed run.
+
+        The embedded engine decodes on a thread of its own; left running into interpreter shutdown, a forward
+        it is inside aborts the process (``terminate called without an active exception``, exit -6 instead of
+        130). The cancelled trials' requests are dropped, so the thread ends after at most one decode step.
+        """
+        close = getattr(self.parts.engine, "close", None) if self.parts is not None else None
+        if close is not None:
+            close()
 
     def _run_steps(self, summary: RunSummary) -> None:
         from t1_tasks import StepTasks
