@@ -252,7 +252,10 @@ def test_a_missing_corrupt_or_foreign_state_is_refused_naming_the_file(tmp_path)
 
     shutil.rmtree(run / "checkpoints")
     assert "no checkpoint" in _refused(["--resume", str(run)])
-    assert "recipe.yaml" in _refused(["--resume", str(tmp_path / "nowhere")])
+    assert "no such directory" in _refused(["--resume", str(tmp_path / "nowhere")])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "recipe.yaml" in _refused(["--resume", str(empty)])
 
 
 def test_a_cut_file_or_a_state_without_optimizer_is_refused(tmp_path):
