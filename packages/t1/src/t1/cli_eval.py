@@ -169,17 +169,25 @@ def _evaluate(
             soft_wrap=True,
         )
 
-    return run_interruptible(
-        evaluate_pool(
-            pool,
-            what,
-            attempts=settings.attempts,
-            concurrency=settings.concurrency,
-            total_timeout_s=settings.total_timeout_s,
-            notes=settings.notes if policy == "model" else (),
-            on_trial=progress,
+    try:
+        return run_interruptible(
+            evaluate_pool(
+                pool,
+                what,
+                attempts=settings.attempts,
+                concurrency=settings.concurrency,
+                total_timeout_s=settings.total_timeout_s,
+                notes=settings.notes if policy == "model" else (),
+                on_trial=progress,
+            )
         )
-    )
+    finally:
+        # the embedded engine decodes on its own thread: stopped before exit, so an interrupt cannot find it
+        # inside a forward at interpreter shutdown (which aborts the process)
+        if policy == "model":
+            close = getattr(engine, "close", None)
+            if close is not None:
+                close()
 
 
 def _row(table: Table, name: str, g: dict[str, Any], ks: list[int]) -> None:
