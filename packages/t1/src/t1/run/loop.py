@@ -402,22 +402,7 @@ class Run:
     def _collect(self, stream: Any, label: str) -> tuple[Any, list[Any]]:
         """Roll out one batch; refuse to go on when nothing finished, and say when the batch is short."""
         batch = run_interruptible(self._rollout(stream, label))  # SIGTERM cancels it (t1.run.signals)
-        samples = [s for rec in batch.admitted for s in rec.samples]
-        wanted = self.recipe.rollout.admitted
-        if not samples:
-            causes = Counter(rec.cause for rec in batch.failed)
-            top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
-            raise RunFailed(
-                f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
-                f"Every trial's cause is in {self.rundir.root / 'trajectories' / label}"
-            )
-        if len(batch.admitted) < wanted:
-            self.console.print(
-                f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
-                f"({len(batch.failed)} failed); training on what finished",
-                highlight=False,
-            )
-        return batch, samples
+        return batch, admitted_samples(batch, label, self.recipe, self.rundir, self.console)
 
 
 def _reopen(checkpoint: Path, *, tensorboard: bool) -> RunDir:
@@ -431,6 +416,32 @@ def _reopen(checkpoint: Path, *, tensorboard: bool) -> RunDir:
     return RunDir(root, board, resumed_from=str(checkpoint.relative_to(root)))
 
 
+def admitted_samples(batch: Any, label: str, recipe: Recipe, rundir: RunDir, console: Console) -> list[Any]:
+    """The TITO samples of a batch's admitted trials; a batch with none stops the run, a short one is said.
+
+    Shared by the embedded loop and the Ray loop, so both refuse and warn alike.
+
+    Raises:
+        RunFailed: no trial finished (naming the three commonest causes and where every trial's record is).
+    """
+    samples = [s for rec in batch.admitted for s in rec.samples]
+    wanted = recipe.rollout.admitted
+    if not samples:
+        causes = Counter(rec.cause for rec in batch.failed)
+        top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
+        raise RunFailed(
+            f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
+            f"Every trial's cause is in {rundir.root / 'trajectories' / label}"
+        )
+    if len(batch.admitted) < wanted:
+        console.print(
+            f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
+            f"({len(batch.failed)} failed); training on what finished",
+            highlight=False,
+        )
+    return samples
+
+
 def _plain(metrics: Any) -> dict[str, Any]:
     """Turn a metrics object (dict or dataclass) into a flat dict of JSON-ready values."""
     if hasattr(metrics, "as_dict"):
@@ -440,4 +451,12 @@ def _plain(metrics: Any) -> dict[str, Any]:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in dict(metrics).items()}
 
 
-__all__ = ["Run", "RunFailed", "RunSummary", "planned_steps", "trial_seed", "warmup_steps"]
+__all__ = [
+    "Run",
+    "RunFailed",
+    "RunSummary",
+    "admitted_samples",
+    "planned_steps",
+    "trial_seed",
+    "warmup_steps",
+]

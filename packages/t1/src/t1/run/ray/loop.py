@@ -27,7 +27,6 @@ import dataclasses
 import importlib.util
 import signal
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from typing import Any
 from rich.console import Console
 
 from t1.run import console as out
-from t1.run.loop import RunFailed, RunSummary, planned_steps, trial_seed, warmup_steps
+from t1.run.loop import RunSummary, admitted_samples, planned_steps, trial_seed, warmup_steps
 from t1.run.preflight import preflight, refuse_unless_ok
 from t1.run.ray.placement import Placement, RayCluster, placement_for, reap, reserve
 from t1.run.run_dir import RunDir
@@ -419,21 +418,7 @@ class RayRun:
         t0 = time.monotonic()
         batch = run_interruptible(self._rollout(stream, label))
         rollout_s = time.monotonic() - t0
-        samples = [s for rec in batch.admitted for s in rec.samples]
-        wanted = self.recipe.rollout.admitted
-        if not samples:
-            causes = Counter(rec.cause for rec in batch.failed)
-            top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3)) or "no trial finished"
-            raise RunFailed(
-                f"{label}: no trial finished, nothing to train on ({len(batch.failed)} failed: {top}). "
-                f"Every trial's cause is in {self.rundir.root / 'trajectories' / label}"
-            )
-        if len(batch.admitted) < wanted:
-            self.console.print(
-                f"[yellow]warning:[/] {label}: short batch, {len(batch.admitted)} of {wanted} admitted "
-                f"({len(batch.failed)} failed); training on what finished",
-                highlight=False,
-            )
+        samples = admitted_samples(batch, label, self.recipe, self.rundir, self.console)
         return InFlight(index=index, batch=batch, samples=samples, rollout_s=rollout_s)
 
     async def _rollout(self, stream: Any, label: str) -> Any:
