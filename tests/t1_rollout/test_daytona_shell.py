@@ -177,8 +177,11 @@ def test_stop_agent_kills_the_shell_and_what_it_left_running(fake, tmp_path):
             await _send(shell, "(setsid sleep 301 &) ; sleep 302 & echo $! > /tmp/job\n")
             await asyncio.sleep(0.3)
             await sb.stop_agent()
+            # A SIGKILLed child whose new parent does not reap it stays a zombie (state Z), which
+            # `kill -0` still finds: only a process in any other state is alive.
             left = await sb.exec(
-                "kill -0 $(cat /tmp/job) 2>/dev/null && echo job-alive; "
+                "s=$(awk '{print $3}' /proc/$(cat /tmp/job)/stat 2>/dev/null); "
+                '[ -n "$s" ] && [ "$s" != Z ] && echo job-alive; '
                 "pgrep -f 'slee[p] 301' >/dev/null && echo setsid-alive; echo checked",
                 timeout_s=10,
             )
