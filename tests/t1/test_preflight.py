@@ -168,6 +168,17 @@ def test_unusable_pools_and_run_roots_are_invalid_input_for_validate_and_train(o
     assert not any(tmp_path.iterdir())
 
 
+def test_groups_count_as_one_task_each_against_the_pool_size():
+    """9 tasks x 2 samples launch 18 trials from the 9-task pool; 20 trials would draw 10 tasks."""
+    from t1.run.pools import pool_problems
+
+    fits = ["ppo.samples_per_task=2", "rollout.launched=18", "rollout.admitted=16", "ppo.batch_size=8"]
+    assert pool_problems(load_recipe(TINY, fits)) == []
+    over = [*fits[:1], "rollout.launched=20", *fits[2:]]
+    (line,) = pool_problems(load_recipe(TINY, over))
+    assert "rollout.launched=20 / ppo.samples_per_task 2 = 10 tasks per step exceeds the 9 tasks" in line
+
+
 def test_a_plan_of_several_training_devices_is_refused_by_the_torch_trainer():
     problems = preflight(load_recipe(TINY, ["plan.devices=2", "plan.dp=2"])).problems
     (line,) = [p for p in problems if p.startswith("plan:")]

@@ -28,6 +28,7 @@ from rich.console import Console
 
 from t1.run import console as out
 from t1.run.build import Components, build
+from t1.run.pools import tasks_per_step
 from t1.run.preflight import preflight, refuse_unless_ok
 from t1.run.run_dir import RunDir
 from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
@@ -73,7 +74,7 @@ def planned_steps(recipe: Recipe, pool_size: int) -> int:
     T1 §10), as in the task stream itself. Only whole steps that fit in ``epochs`` passes run (floor), so no
     step reaches into a pass beyond them; the tasks left over at the end are not drawn.
     """
-    by_epochs = pool_size * recipe.ppo.epochs // _tasks_per_step(recipe)
+    by_epochs = pool_size * recipe.ppo.epochs // tasks_per_step(recipe)
     return by_epochs if recipe.ppo.steps is None else min(recipe.ppo.steps, by_epochs)
 
 
@@ -83,12 +84,7 @@ def warmup_steps(recipe: Recipe, pool_size: int) -> int:
     Rounded up, so every task of the warm-up pool is drawn in each warm-up epoch (T1 §4.5); a step draws
     ``rollout.launched / ppo.samples_per_task`` tasks.
     """
-    return -(-pool_size * recipe.critic_warmup.epochs // _tasks_per_step(recipe))
-
-
-def _tasks_per_step(recipe: Recipe) -> int:
-    """Tasks one step draws: ``rollout.launched`` trials in groups of ``ppo.samples_per_task``."""
-    return max(1, recipe.rollout.launched // recipe.ppo.samples_per_task)
+    return -(-pool_size * recipe.critic_warmup.epochs // tasks_per_step(recipe))
 
 
 class Run:

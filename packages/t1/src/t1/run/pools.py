@@ -141,17 +141,24 @@ def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
     pool = loaded["pool"]
     warmup_pool = loaded.get("critic_warmup.pool", pool)
     for name, p, spec in (("pool", pool, r.pool), ("critic_warmup.pool", warmup_pool, warm)):
-        if r.rollout.launched > len(p):
+        if tasks_per_step(r) > len(p):
             cut = [f"{name}.limit {spec.limit}"] if spec.limit is not None else []
             cut += [f"{name}.audit (min_score {spec.audit.min_score:g})"] if spec.audit is not None else []
             cut_by = f" (cut by {' and '.join(cut)})" if cut else ""
+            g = r.ppo.samples_per_task
+            drawn = f" / ppo.samples_per_task {g} = {tasks_per_step(r)} tasks per step" if g > 1 else ""
             raise ValueError(
-                f"rollout.launched={r.rollout.launched} exceeds the {len(p)} tasks of {name} "
-                f"{p.source!r}{cut_by}: one step would run a task more than once (T1: one sample "
-                "per task per step); lower rollout.launched (and rollout.admitted, ppo.batch_size) "
-                "or use more tasks"
+                f"rollout.launched={r.rollout.launched}{drawn} exceeds the {len(p)} tasks of {name} "
+                f"{p.source!r}{cut_by}: one step would draw a task "
+                "twice (T1: one group per task per step); lower rollout.launched (and rollout.admitted, "
+                "ppo.batch_size) or use more tasks"
             )
     return pool, warmup_pool, warm
+
+
+def tasks_per_step(recipe: Recipe) -> int:
+    """Tasks one step draws (tasks): ``rollout.launched`` trials in groups of ``ppo.samples_per_task``."""
+    return max(1, recipe.rollout.launched // recipe.ppo.samples_per_task)
 
 
 def pool_problems(recipe: Recipe) -> list[str]:
