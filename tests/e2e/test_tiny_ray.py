@@ -36,41 +36,12 @@ def _run(tmp_path: Path, overrides: list[str]):
     return run, summary
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _alive(pids) -> list[int]:
-    """The processes of ``pids`` that still run (a zombie has exited; its parent has not reaped it yet)."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
-
-
-def _assert_no_ray_left(run) -> None:
-    from t1.run.ray.placement import session_processes
-
-    assert run.actor_pids and run.cluster is not None and run.cluster.pids
-    assert _alive(run.actor_pids) == []
-    assert _alive(run.cluster.pids) == []
-    assert session_processes() == ()
-    import ray
-
-    assert not ray.is_initialized()
-
-
-def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path):
+def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path, no_ray_left, rows_of):
     run, summary = _run(tmp_path, [])
     assert summary.steps == 3
     status = json.loads((summary.run_dir / "status.json").read_text())
     assert status["status"] == "finished"
-    rows = _rows(summary.run_dir)
+    rows = rows_of(summary.run_dir)
     assert [row["step"] for row in rows] == [0, 1, 2]
     # T1 Appendix 12: step 0 trains the batch of version 0 at staleness 0; step t >= 1 trains the batch
     # that version t - 1 drew while step t - 1 trained, one publication behind the trainer.
@@ -89,20 +60,20 @@ def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path):
         files = list((summary.run_dir / "trajectories" / f"step-{step:04d}").glob("*.json"))
         assert len(files) == rows[step]["trials_launched"] == 3
     assert (summary.run_dir / "weights").is_dir()
-    _assert_no_ray_left(run)
+    no_ray_left(run)
 
 
-def test_sync_mode_on_ray_trains_at_staleness_zero(tmp_path):
+def test_sync_mode_on_ray_trains_at_staleness_zero(tmp_path, no_ray_left, rows_of):
     run, summary = _run(tmp_path, ["runtime.mode=sync", "ppo.steps=2"])
-    rows = _rows(summary.run_dir)
+    rows = rows_of(summary.run_dir)
     # rollout, then training, then publication: every sample drawn by the trainer's own version
     assert [row["staleness"] for row in rows] == [0, 0]
     assert [sorted(set(row["policy_versions"])) for row in rows] == [[0], [1]]
     assert [row["weight_version_after"] for row in rows] == [1, 2]
-    _assert_no_ray_left(run)
+    no_ray_left(run)
 
 
-def test_a_failed_run_leaves_no_ray_process(tmp_path, monkeypatch):
+def test_a_failed_run_leaves_no_ray_process(tmp_path, monkeypatch, no_ray_left):
     from t1.run.ray.loop import RayRun
 
     def broken(self, *args, **kwargs):
@@ -123,4 +94,4 @@ def test_a_failed_run_leaves_no_ray_process(tmp_path, monkeypatch):
     (run_dir,) = tmp_path.iterdir()
     status = json.loads((run_dir / "status.json").read_text())
     assert status["status"] == "failed" and "injected failure" in status["message"]
-    _assert_no_ray_left(run)
+    no_ray_left(run)

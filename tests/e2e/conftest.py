@@ -1,0 +1,51 @@
+"""Shared checks of the end-to-end tests on a local Ray cluster (`test_tiny_ray.py`, `test_ray_faults.py`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _alive(pids) -> list[int]:
+    """The processes of ``pids`` that still run (a zombie has exited; its parent has not reaped it yet)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive
+
+
+def assert_no_ray_left(run) -> None:
+    """Every actor and cluster process of a finished or failed `RayRun` is gone, and Ray is shut down."""
+    from t1.run.ray.placement import session_processes
+
+    assert run.actor_pids and run.cluster is not None and run.cluster.pids
+    assert _alive(run.actor_pids) == []
+    assert _alive(run.cluster.pids) == []
+    assert session_processes() == ()
+    import ray
+
+    assert not ray.is_initialized()
+
+
+def metrics_rows(run_dir: Path) -> list[dict]:
+    """The rows of a run directory's ``metrics.jsonl``."""
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture
+def no_ray_left():
+    """`assert_no_ray_left`, for tests that run Ray."""
+    return assert_no_ray_left
+
+
+@pytest.fixture
+def rows_of():
+    """`metrics_rows`."""
+    return metrics_rows
