@@ -43,10 +43,17 @@ def test_compaction_threshold_says_what_the_harness_does_at_it() -> None:
     assert "compaction_failed" in source and "threshold_tokens" in source and "not built" not in source
 
 
-@pytest.mark.parametrize("section", [HarborSandboxSpec, LivenessSpec])
+@pytest.mark.parametrize("section", [HarborSandboxSpec])
 def test_unbuilt_sections_say_so(section) -> None:
     doc = " ".join((section.__doc__ or "").split())
     assert "Not built yet" in doc or "Not runnable yet" in doc
+
+
+def test_liveness_says_what_probes_it_and_what_is_not_probed() -> None:
+    doc = " ".join((LivenessSpec.__doc__ or "").split())
+    assert "Not built yet" not in doc and "t1.run.ray.liveness" in doc
+    assert pytest.importorskip("t1.run.ray.liveness").LivenessMonitor
+    assert "trainer worker is not probed" in doc
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from t1_spec._base import Spec, Violation, raise_if
 class LivenessSpec(Spec):
     """Deadlines that tell a dead participant from a slow one (cluster runs).
 
-    Not built yet: the section validates, but nothing probes participants (the actors of a ``runtime.kind:
-    ray`` run are not probed; a dead one fails the run) and the embedded run ignores it.
+    A ``runtime.kind: ray`` run probes its engine replicas and sandbox hosts on this schedule
+    (`t1.run.ray.liveness`); a lost one is killed at the next barrier and its trials are re-queued, never
+    scored. The trainer worker is not probed, and the embedded run has no remote participants to probe.
 
     Every control-plane operation carries a bounded deadline; bulk transfers (weight copies) do not (T1 §7).
     """

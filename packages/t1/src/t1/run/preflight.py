@@ -166,7 +166,12 @@ def loop_notes(recipe: Recipe) -> list[str]:
     """Settings the run accepts but does not act on, one line each (printed, never silent)."""
     ro = recipe.rollout
     if recipe.runtime.kind == "ray":
-        return ["liveness: probes of the Ray run's actors are not built; a dead actor fails the run"]
+        lv = recipe.liveness
+        return [
+            f"liveness: engine replicas and sandbox hosts probed after {lv.probe_grace_s:g} s, every "
+            f"{lv.probe_period_s:g} s, lost after {lv.probe_deadline_s:g} s unanswered; the trainer worker is "
+            "not probed (its loss fails the run)"
+        ]
     return [
         f"rollout.per_node_cap {ro.per_node_cap}: one rollout worker in this process, bounded by "
         f"rollout.concurrency ({ro.concurrency})",

@@ -14,7 +14,7 @@ it in its bundle, so this module imports Ray only inside the calls that need it.
   ``rollout.per_node_cap`` at once, each generating on the replica the driver assigned to it
   (`ReplicaEngine`); a cancelled trial's sandbox is reclaimed on the host and its record returned.
 
-Not built: liveness probes and recovery of a dead actor (a dead actor fails the run), NCCL publication.
+Every actor answers ``stats`` (the liveness probe of `t1.run.ray.liveness`). Not built: NCCL publication.
 """
 
 from __future__ import annotations

@@ -15,16 +15,23 @@ driver writes every trajectory into the same run directory layout as the embedde
 A local cluster is started by the run and stopped on every exit path (finished, failed, Ctrl-C, SIGTERM);
 with ``runtime.ray.address`` the run joins that cluster and kills only its own actors.
 
-Not built: liveness probes and fault recovery (a dead actor fails the run), partial-rollout continuation,
-checkpoints and resume of the Ray loop, data-parallel trainer workers, NCCL publication, evaluation during
-training.
+Liveness (T1 §7.3, `t1.run.ray.liveness`): engine replicas and sandbox hosts are probed on the recipe's
+``liveness`` schedule. A trial whose replica or host is lost (probe failed or unanswered, or a call to it
+failed because its actor died) is kept as an infrastructure failure under its own file
+(``<trial id>-lost<n>.json``, never scored) and re-queued on the live participants, at most `MAX_REQUEUES`
+times; the lost actor is killed at the next barrier and the run goes on with the rest. A run left with no
+engine replica or no sandbox host fails, naming the causes. The trainer worker is not probed (its loss fails
+the run), and sandboxes of a lost host are reclaimed as the host's process dies (local sandboxes die with
+their parent; Docker and Daytona ones carry the run's label for ``reclaim_run``).
+
+Not built: partial-rollout continuation, checkpoints and resume of the Ray loop, replacing a lost actor with a
+new one, data-parallel trainer workers, NCCL publication, evaluation during training.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib.util
 import signal
 import time
 from dataclasses import dataclass
@@ -36,7 +43,8 @@ from rich.console import Console
 from t1.run import console as out
 from t1.run.loop import RunSummary, admitted_samples, planned_steps, trial_seed, warmup_steps
 from t1.run.preflight import preflight, refuse_unless_ok
-from t1.run.ray.placement import Placement, RayCluster, placement_for, reap, reserve
+from t1.run.ray.liveness import lost_attempt, observe, probe_all, trial_or_loss
+from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.run_dir import RunDir
 from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
 from t1_spec import Recipe
@@ -48,6 +56,14 @@ loaded 2-core box four processes importing torch and building a model took about
 CANCEL_DEADLINE_S = 120.0
 """How long the driver waits for a cancelled trial's record after asking its host to cancel it (seconds):
 the host reclaims the sandbox first (T1 §7 probe deadline)."""
+
+MAX_REQUEUES = 3
+"""Times one trial is re-queued after losing its replica or host before it is recorded as failed
+(infrastructure, not scored): a bound, so that a run losing participants one after another still ends."""
+
+
+class ParticipantsLost(RuntimeError):
+    """Every engine replica, or every sandbox host, of the run was lost: nothing is left to go on with."""
 
 
 @dataclass
@@ -61,12 +77,14 @@ class InFlight:
         batch: the `t1_rollout.scheduler.BatchResult`.
         samples: its admitted samples.
         rollout_s: wall time of its rollout, seconds.
+        requeued: trials re-queued because their replica or host was lost (trials).
     """
 
     index: int
     batch: Any
     samples: list[Any]
     rollout_s: float
+    requeued: int = 0
 
 
 class RayRun:
@@ -113,6 +131,8 @@ class RayRun:
         self.trainer: Any = None
         self.actor_pids: list[int] = []
         self.in_flight: InFlight | None = None
+        self.liveness: Any = None
+        self._requeued = 0
         self._group: Any = None
         self._served = [0] * recipe.runtime.ray.engine_replicas
 
@@ -124,46 +144,7 @@ class RayRun:
     @classmethod
     def preflight(cls, recipe: Recipe) -> list[str]:
         """What stops ``recipe`` from running on Ray here, one line each (cheap: imports no Ray)."""
-        problems = []
-        rt = recipe.runtime
-        if importlib.util.find_spec("ray") is None:
-            problems.append(
-                "runtime.kind 'ray': the ray package is not installed (install the t1[ray] extra)"
-            )
-        if rt.ray.trainer_workers > 1:
-            problems.append(
-                f"runtime.ray.trainer_workers {rt.ray.trainer_workers}: data-parallel training across "
-                "trainer workers is not built; set it to 1"
-            )
-        if recipe.engine.kind != "embedded":
-            problems.append(
-                f"engine.kind '{recipe.engine.kind}': the Ray loop hosts embedded engine replicas only "
-                "(runtime.ray.engine_replicas); SGLang replicas on Ray are not built"
-            )
-        elif recipe.engine.device != "cpu":
-            problems.append(
-                f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
-                "Ray loop (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
-            )
-        if recipe.evaluation.enabled:
-            problems.append(
-                "evaluation.enabled: evaluation during a runtime.kind 'ray' run is not built; run `t1 eval` "
-                "on the saved weights, or use runtime.kind 'embedded'"
-            )
-        if recipe.trainer.checkpoint_every:
-            problems.append(
-                f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: checkpoints (and resume) of "
-                "the Ray loop are not built; set it to 0 (the final weights are still saved)"
-            )
-        # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
-        needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts
-        if rt.ray.address is None and rt.ray.num_cpus is not None and rt.ray.num_cpus < needed:
-            # the placement group could never be reserved: the run would wait out PLACEMENT_TIMEOUT_S
-            problems.append(
-                f"runtime.ray.num_cpus {rt.ray.num_cpus}: the local cluster needs {needed} logical CPUs, "
-                "one per actor (engine replicas, trainer workers, sandbox hosts); raise it or set it to null"
-            )
-        return problems
+        return ray_problems(recipe)
 
     @property
     def run_dir(self) -> Path | None:
@@ -273,6 +254,14 @@ class RayRun:
         calls = [a.stats.remote() for a in self.replicas + self.hosts] + [self.trainer.pid.remote()]
         answers = ray.get(calls, timeout=ACTOR_START_TIMEOUT_S)
         self.actor_pids = [a["pid"] if isinstance(a, dict) else int(a) for a in answers]
+        from t1.run.ray.liveness import LivenessMonitor, Participant
+
+        self.liveness = LivenessMonitor(
+            r.liveness,
+            [Participant("engine", i, h) for i, h in enumerate(self.replicas)]
+            + [Participant("sandbox", i, h) for i, h in enumerate(self.hosts)],
+        )
+        self.liveness.start()
         self.sampling = SamplingParams.from_spec(
             r.engine.sampling, max_new_tokens=r.rollout.max_new_tokens, seed=r.seed
         )
@@ -284,6 +273,8 @@ class RayRun:
             import ray
         except ImportError:
             return
+        if self.liveness is not None:
+            self.liveness.close()
         if ray.is_initialized():
             for actor in [*self.hosts, *self.replicas, self.trainer]:
                 if actor is not None:
@@ -341,7 +332,7 @@ class RayRun:
             t_wait = time.monotonic()
             train_metrics, train_s = ray.get(train_ref)
             wait_s = time.monotonic() - t_wait
-            publication = ray.get(self.trainer.publish.remote(self.replicas))
+            publication = self._publish()
             row = self._row(step, batch, train_metrics, publication)
             row["wall_s"] = {
                 "rollout": batch.rollout_s,
@@ -366,22 +357,75 @@ class RayRun:
         import ray
 
         r = self.recipe
-        versions = ray.get([h.weight_version.remote() for h in self.replicas], timeout=120)
+        live = self.liveness.live("engine")
+        versions = ray.get([self.replicas[i].weight_version.remote() for i in live], timeout=120)
         if set(versions) != {publication["version"]}:
             raise RuntimeError(
                 f"step {step}: after publication the replicas serve versions {versions}, the trainer "
                 f"{publication['version']}; publication must leave every replica on one version"
             )
-        stats = ray.get([h.stats.remote() for h in self.replicas], timeout=120)
+        live = self.liveness.live("engine")
+        stats = dict(
+            zip(live, ray.get([self.replicas[i].stats.remote() for i in live], timeout=120), strict=True)
+        )
         row: dict[str, Any] = {"phase": "ppo", "step": step, "epochs": sorted(set(batch.batch.epochs))}
         row["weight_version_after"] = publication["version"]
         row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
         row["batch_shortfall"] = r.rollout.admitted - len(batch.batch.admitted)
         row.update(metrics)
         row["runtime"] = {"kind": "ray", "mode": r.runtime.mode}
-        row["replica_requests"] = [int(s["requests"]) for s in stats]
+        row["replica_requests"] = [
+            int(stats[i]["requests"]) if i in stats else None for i in range(len(self.replicas))
+        ]
         row["publish_objects"] = publication["puts"]
+        row["trials_requeued"] = batch.requeued
+        row["participants_lost"] = self.liveness.summary()
         return row
+
+    def _publish(self) -> dict[str, Any]:
+        """Publish the trainer's weights to every live replica at the barrier (T1 Appendix 12).
+
+        A replica lost during publication is probed out and the publication retried once on the rest.
+        """
+        import ray
+        from ray.exceptions import RayError
+
+        from t1.run.ray.liveness import Participant
+
+        for attempt in (0, 1):
+            self._reclaim_lost()
+            live = [self.replicas[i] for i in self.liveness.live("engine")]
+            try:
+                return ray.get(self.trainer.publish.remote(live))
+            except RayError:
+                if attempt:
+                    raise
+                probes = [Participant("engine", i, self.replicas[i]) for i in self.liveness.live("engine")]
+                run_interruptible(probe_all(self.liveness, probes))
+                if len(self.liveness.live("engine")) == len(live):
+                    raise  # no replica was lost: the failure is the trainer's own
+        raise AssertionError("unreachable")
+
+    def _reclaim_lost(self) -> None:
+        """At a barrier: kill the participants lost since the last one; refuse to go on with none left."""
+        import ray
+
+        for p in self.liveness.to_reclaim():
+            try:
+                ray.kill(p.handle, no_restart=True)
+            except Exception:  # already gone
+                pass
+            left = len(self.liveness.live(p.role))
+            self.console.print(
+                f"[yellow]lost {p.name}[/]: {self.liveness.cause(p.role, p.index)}; killed at the barrier, "
+                f"{left} {'replica' if p.role == 'engine' else 'host'}{'s' * (left != 1)} go on"
+            )
+        for role, what in (("engine", "engine replica"), ("sandbox", "sandbox host")):
+            if not self.liveness.live(role):
+                causes = "; ".join(self.liveness.summary()[role].values())
+                raise ParticipantsLost(
+                    f"every {what} of the run was lost, nothing left to go on with: {causes}"
+                )
 
     def _warmup(self, summary: RunSummary) -> None:
         """Critic warm-up (T1 §4.5), synchronous in both modes: rollout, critic update, no publication."""
@@ -415,11 +459,15 @@ class RayRun:
     def _collect(self, stream: Any, index: int, label: str | None = None) -> InFlight:
         """Roll out one batch on the sandbox hosts; refuse to go on when nothing finished."""
         label = label or f"step-{index:04d}"
+        self._reclaim_lost()
         t0 = time.monotonic()
+        self._requeued = 0
         batch = run_interruptible(self._rollout(stream, label))
         rollout_s = time.monotonic() - t0
         samples = admitted_samples(batch, label, self.recipe, self.rundir, self.console)
-        return InFlight(index=index, batch=batch, samples=samples, rollout_s=rollout_s)
+        return InFlight(
+            index=index, batch=batch, samples=samples, rollout_s=rollout_s, requeued=self._requeued
+        )
 
     async def _rollout(self, stream: Any, label: str) -> Any:
         """Collect one oversampled batch; trials run on the hosts, each record is written when it ends."""
@@ -431,36 +479,61 @@ class RayRun:
         host_load = [0] * len(self.hosts)
         verifier_dir = str(self.rundir.verifier_dir)
 
+        def route() -> tuple[int, int]:
+            # least loaded live replica (ties: the one that served fewer trials), then least loaded live host
+            replicas, hosts = self.liveness.live("engine"), self.liveness.live("sandbox")
+            if not replicas or not hosts:
+                self._reclaim_lost()  # raises ParticipantsLost, naming the causes
+            k = min(replicas, key=lambda i: (replica_load[i], self._served[i], i))
+            h = min(hosts, key=lambda i: (host_load[i], i))
+            return k, h
+
         async def run_one(task: Any, record: Any) -> Any:
-            # least loaded replica (ties: the one that served fewer trials), then least loaded host
-            k = min(range(len(self.replicas)), key=lambda i: (replica_load[i], self._served[i], i))
-            h = min(range(len(self.hosts)), key=lambda i: (host_load[i], i))
-            replica_load[k] += 1
-            host_load[h] += 1
-            self._served[k] += 1
-            sampling = dataclasses.replace(self.sampling, seed=trial_seed(r.seed, label, record.launch_index))
-            order = TrialOrder(task, record, sampling, k, verifier_dir, self.validated.get(task.id))
-            future = asyncio.wrap_future(self.hosts[h].run_trial.remote(order).future())
-            try:
-                done = await asyncio.shield(future)
-            except asyncio.CancelledError:
-                self.hosts[h].cancel.remote(record.trial_id)
-                try:  # the host reclaims the sandbox, then answers with the cancelled record
-                    _fill(record, await asyncio.wait_for(future, CANCEL_DEADLINE_S))
-                except Exception as exc:  # the host did not answer in time: keep what the driver knows
-                    record.status = "cancelled"
-                    record.cause = record.cause or f"scheduler: cancelled; host gave no record ({exc!r})"
-                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
-                raise
-            except BaseException:
-                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
-                raise
-            finally:
-                replica_load[k] -= 1
-                host_load[h] -= 1
-            _fill(record, done)
+            for attempt in range(MAX_REQUEUES + 1):
+                k, h = route()
+                replica_load[k] += 1
+                host_load[h] += 1
+                self._served[k] += 1
+                seed = trial_seed(r.seed, label, record.launch_index)
+                order = TrialOrder(
+                    task,
+                    record,
+                    dataclasses.replace(self.sampling, seed=seed),
+                    k,
+                    verifier_dir,
+                    self.validated.get(task.id),
+                )
+                future = asyncio.wrap_future(self.hosts[h].run_trial.remote(order).future())
+                future.add_done_callback(observe)
+                try:
+                    done, lost = await self._trial_or_loss(future, record, k, h)
+                except asyncio.CancelledError:
+                    try:  # the host reclaims the sandbox, then answers with the cancelled record
+                        if self.liveness.is_lost("sandbox", h):
+                            raise LookupError(self.liveness.cause("sandbox", h)) from None
+                        self.hosts[h].cancel.remote(record.trial_id)
+                        _fill(record, await asyncio.wait_for(future, CANCEL_DEADLINE_S))
+                    except Exception as exc:  # the host did not answer in time: keep what the driver knows
+                        record.status = "cancelled"
+                        record.cause = record.cause or f"scheduler: cancelled; host gave no record ({exc!r})"
+                    self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                    raise
+                except BaseException:
+                    self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                    raise
+                finally:
+                    replica_load[k] -= 1
+                    host_load[h] -= 1
+                if lost is None:
+                    _fill(record, done)
+                    self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                    self.stop.check()
+                    out.print_trial(self.console, label, record)
+                    return record
+                self._keep_lost_attempt(label, record, done, lost, attempt, requeued=attempt < MAX_REQUEUES)
+            record.status = "failed"
+            record.cause = f"infrastructure: lost its participants {MAX_REQUEUES + 1} times; last: {lost}"
             self.rundir.write_trajectory(label, record.trial_id, record.to_json())
-            self.stop.check()
             out.print_trial(self.console, label, record)
             return record
 
@@ -471,6 +544,25 @@ class RayRun:
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
         return batch
 
+    async def _trial_or_loss(self, future: Any, record: Any, k: int, h: int) -> tuple[Any, str | None]:
+        """`t1.run.ray.liveness.trial_or_loss` for this run's replicas and hosts."""
+        return await trial_or_loss(
+            self.liveness, future, record, (k, self.replicas[k]), (h, self.hosts[h]), CANCEL_DEADLINE_S
+        )
+
+    def _keep_lost_attempt(
+        self, label: str, record: Any, partial: Any, cause: str | None, attempt: int, *, requeued: bool
+    ) -> None:
+        """Write a lost attempt as its own failed trajectory (infrastructure, unscored); reset ``record``."""
+        kept = lost_attempt(record, partial, cause, attempt, requeued=requeued)
+        self.rundir.write_trajectory(label, kept.trial_id, kept.to_json())
+        out.print_trial(self.console, label, kept)
+        self._requeued += requeued
+        _fill(
+            record,
+            type(record)(record.trial_id, record.task_id, record.family, launch_index=record.launch_index),
+        )
+
 
 def _fill(record: Any, answer: Any) -> None:
     """Copy the host's record of a trial into the scheduler's own record object (it keeps that identity)."""
@@ -478,4 +570,11 @@ def _fill(record: Any, answer: Any) -> None:
         setattr(record, f.name, getattr(answer, f.name))
 
 
-__all__ = ["ACTOR_START_TIMEOUT_S", "InFlight", "RayRun"]
+__all__ = [
+    "ACTOR_START_TIMEOUT_S",
+    "CANCEL_DEADLINE_S",
+    "MAX_REQUEUES",
+    "InFlight",
+    "ParticipantsLost",
+    "RayRun",
+]

@@ -22,6 +22,7 @@ that cluster instead and leaves it running.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import time
@@ -108,6 +109,48 @@ def placement_for(recipe: Recipe) -> Placement:
     add("trainer", ray_spec.trainer_workers, trainer)
     add("sandbox", ray_spec.sandbox_hosts, {"CPU": 1.0})
     return Placement(bundles=tuple(bundles), roles=roles)
+
+
+def ray_problems(recipe: Recipe) -> list[str]:
+    """What stops ``recipe`` from running on Ray here, one line each (cheap: imports no Ray)."""
+    problems = []
+    rt = recipe.runtime
+    if importlib.util.find_spec("ray") is None:
+        problems.append("runtime.kind 'ray': the ray package is not installed (install the t1[ray] extra)")
+    if rt.ray.trainer_workers > 1:
+        problems.append(
+            f"runtime.ray.trainer_workers {rt.ray.trainer_workers}: data-parallel training across "
+            "trainer workers is not built; set it to 1"
+        )
+    if recipe.engine.kind != "embedded":
+        problems.append(
+            f"engine.kind '{recipe.engine.kind}': the Ray loop hosts embedded engine replicas only "
+            "(runtime.ray.engine_replicas); SGLang replicas on Ray are not built"
+        )
+    elif recipe.engine.device != "cpu":
+        problems.append(
+            f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
+            "Ray loop (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
+        )
+    if recipe.evaluation.enabled:
+        problems.append(
+            "evaluation.enabled: evaluation during a runtime.kind 'ray' run is not built; run `t1 eval` "
+            "on the saved weights, or use runtime.kind 'embedded'"
+        )
+    if recipe.trainer.checkpoint_every:
+        problems.append(
+            f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: checkpoints (and resume) of "
+            "the Ray loop are not built; set it to 0 (the final weights are still saved)"
+        )
+    # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
+    needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts
+    if rt.ray.address is None and rt.ray.num_cpus is not None and rt.ray.num_cpus < needed:
+        # the placement group could never be reserved: the run would wait out PLACEMENT_TIMEOUT_S
+        problems.append(
+            f"runtime.ray.num_cpus {rt.ray.num_cpus}: the local cluster needs {needed} logical CPUs, "
+            "one per actor (engine replicas, trainer workers, sandbox hosts); raise it or set it to null"
+        )
+    return problems
 
 
 def _free_ports(n: int) -> list[int]:
@@ -414,6 +457,7 @@ __all__ = [
     "AGENT_REGISTER_TIMEOUT_MS",
     "ROLES",
     "Placement",
+    "ray_problems",
     "RayCluster",
     "alive",
     "placement_for",
