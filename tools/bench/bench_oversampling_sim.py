@@ -331,14 +331,33 @@ def _print_table(tables: dict[str, dict], kept: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=4)
-    ap.add_argument("--launched", type=int, default=560)
-    ap.add_argument("--admitted", type=int, default=512)
-    ap.add_argument("--turns-median", type=float, default=24.0)
-    ap.add_argument("--turns-sigma", type=float, default=0.8)
-    ap.add_argument("--turn-s-median", type=float, default=25.0)
-    ap.add_argument("--long-turns", type=int, default=64)
+    ap.add_argument("--seeds", type=int, default=5, help="simulated runs, one seed each (default 5)")
+    ap.add_argument("--steps", type=int, default=4, help="steps per simulated run (default 4)")
+    ap.add_argument(
+        "--launched", type=int, default=560, help="trials launched per step with oversampling (T1 §7.4: 560)"
+    )
+    ap.add_argument("--admitted", type=int, default=512, help="trials admitted per step (T1 §7.4: 512)")
+    ap.add_argument(
+        "--turns-median",
+        type=float,
+        default=24.0,
+        help="median turns of a trajectory (log-normal; default 24)",
+    )
+    ap.add_argument(
+        "--turns-sigma", type=float, default=0.8, help="log-normal sigma of the turn count (default 0.8)"
+    )
+    ap.add_argument(
+        "--turn-s-median",
+        type=float,
+        default=25.0,
+        help="median seconds per turn (log-normal, sigma 0.4; default 25)",
+    )
+    ap.add_argument(
+        "--long-turns",
+        type=int,
+        default=64,
+        help="turns from which a trajectory counts as long in the retention figures (default 64)",
+    )
     args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps must be >= 2: continuation needs a step to continue into")
