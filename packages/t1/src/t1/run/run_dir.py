@@ -67,10 +67,13 @@ class RunDir:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         root = run_root / f"{name}-{stamp}-{digest}"
         suffix = 1
-        while root.exists():
-            suffix += 1
-            root = run_root / f"{name}-{stamp}-{digest}-{suffix}"
-        root.mkdir(parents=True)
+        while True:  # mkdir, not exists(), decides: two runs of one recipe started in one second differ
+            try:
+                root.mkdir(parents=True)
+                break
+            except FileExistsError:
+                suffix += 1
+                root = run_root / f"{name}-{stamp}-{digest}-{suffix}"
         (root / "recipe.yaml").write_text(text)
         for sub in ("trajectories", "verifier"):  # weights/ appears with the final weights only
             (root / sub).mkdir()
