@@ -373,7 +373,8 @@ class SandboxHost:
             record.cause = record.cause or "scheduler: cancelled before it started"
             return record
         finally:
-            self._running.pop(record.trial_id, None)
+            if self._running.get(record.trial_id) is task:  # a re-queued attempt may reuse the id
+                del self._running[record.trial_id]
 
     def cancel(self, trial_id: str) -> bool:
         """Cancel one running trial (the oversampling tail, T1 §7.4); False when it is not running here."""

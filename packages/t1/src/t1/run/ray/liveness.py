@@ -8,8 +8,10 @@ process hangs or is stopped) marks the participant lost, with that cause. The dr
 participant lost at once when a call to it fails because its actor died, without waiting for a probe.
 
 The driver routes no new trial to a lost participant, re-queues the trials it held (`t1.run.ray.loop`), and
-kills it at the next barrier (`LivenessMonitor.to_reclaim`); the run goes on with the rest. The trainer
-worker is not probed here: it is a single worker whose loss fails the run.
+kills it (`LivenessMonitor.to_reclaim`) when it acts on the loss, at the latest at the next barrier; the
+run goes on with the rest. A transient outage (``ActorUnavailableError``) counts as a loss too: its trials
+are re-queued, never scored. The trainer worker is not probed here: it is a single worker whose loss fails
+the run.
 
 The probes run in a daemon thread with its own event loop, so they go on while the driver waits on training
 or publication as well as during rollout.
@@ -18,6 +20,7 @@ or publication as well as during rollout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import threading
 import time
@@ -119,11 +122,17 @@ class LivenessMonitor:
             ]
 
     async def lost(self, role: Role, index: int) -> str:
-        """Return (with the cause) once that participant is recorded lost; polls every `LOST_POLL_S`."""
+        """Return (with the cause) once that participant is recorded lost; polls every `LOST_POLL_S`.
+
+        Raises:
+            RuntimeError: the probe thread ended while the monitor is open (nothing would find a hang).
+        """
         while True:
             cause = self.cause(role, index)
             if cause is not None:
                 return cause
+            if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+                raise RuntimeError("the liveness probe thread ended while the run is going on")
             await asyncio.sleep(LOST_POLL_S)
 
     def to_reclaim(self) -> list[Participant]:
@@ -152,7 +161,8 @@ class LivenessMonitor:
         if self.is_lost(participant.role, participant.index):
             return False
         deadline = self.spec.probe_deadline_s
-        self.probes_sent += 1
+        with self._lock:
+            self.probes_sent += 1
         try:
             await asyncio.wait_for(self.probe(participant), deadline)
             return True
@@ -169,7 +179,10 @@ class LivenessMonitor:
             return
         while not self.is_lost(participant.role, participant.index):
             began = self.clock()
-            await self.probe_once(participant)
+            try:
+                await self.probe_once(participant)
+            except Exception as exc:  # noqa: BLE001 - a probe's own failure must not end the schedule
+                self.mark_lost(participant.role, participant.index, _one_line(f"{participant.name}: {exc!r}"))
             if await self._sleep(max(0.0, self.spec.probe_period_s - (self.clock() - began))):
                 return
 
@@ -196,7 +209,10 @@ class LivenessMonitor:
         self._thread.start()
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Stop the probe thread (probes in flight are abandoned after ``timeout_s``)."""
+        """Stop the probe schedule and wait at most ``timeout_s`` for the thread.
+
+        A probe in flight runs to its deadline in the daemon thread.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -223,12 +239,17 @@ async def trial_or_loss(
         host: ``(index, handle)`` of the sandbox host it runs on.
         cancel_deadline_s: how long a live host has to answer with the cancelled record (seconds).
 
+    Every answer is checked before it is accepted: a trial whose replica or host was recorded lost, or
+    whose replica fails a probe right after it (a hung replica makes a trial end on the agent's deadline,
+    which would otherwise be verified and scored), is a lost attempt, never a result.
+
     Returns:
         ``(record, None)`` for a trial that ended on live participants; ``(partial record or None, cause)``
-        for one whose replica or host was lost: the host's cancelled record when it could still answer (it
-        reclaimed the sandbox first), None when the host itself was lost.
+        for one whose replica or host was lost: the host's record when it answered (after a cancel it
+        reclaimed the sandbox first), None when the host was lost or gave no record within
+        ``cancel_deadline_s``.
     """
-    from ray.exceptions import RayActorError
+    from ray.exceptions import NodeDiedError, ObjectLostError, RayActorError
 
     (k, replica_handle), (h, host_handle) = replica, host
     watchers = {
@@ -243,13 +264,12 @@ async def trial_or_loss(
     if future in finished:
         try:
             answer = future.result()
-        except RayActorError as exc:  # the host's actor died under the trial
+        except (RayActorError, ObjectLostError, NodeDiedError) as exc:  # the host died under the trial
             monitor.mark_lost("sandbox", h, f"sandbox host {h} died during a trial ({type(exc).__name__})")
             return None, monitor.cause("sandbox", h)
-        if answer.status == "failed" and not monitor.is_lost("engine", k):
-            # a failed engine call is the replica's loss only when the replica fails its probe too
-            await monitor.probe_once(Participant("engine", k, replica_handle))
-        if answer.status == "failed" and monitor.is_lost("engine", k):
+        if monitor.is_lost("sandbox", h):
+            return answer, monitor.cause("sandbox", h)
+        if not await monitor.probe_once(Participant("engine", k, replica_handle)):
             return answer, monitor.cause("engine", k)
         return answer, None
     if any(watchers[w] == "sandbox" for w in finished if w in watchers):
@@ -261,6 +281,55 @@ async def trial_or_loss(
         return await asyncio.wait_for(asyncio.shield(future), cancel_deadline_s), monitor.cause("engine", k)
     except Exception:  # the host gave no record in time: the driver's own is kept
         return None, monitor.cause("engine", k)
+
+
+def ask_live(
+    monitor: LivenessMonitor, role: Role, handles: list[Any], method: str, deadline_s: float
+) -> dict:
+    """Call ``method`` on every live participant of ``role`` together; return ``{index: answer}``.
+
+    A participant whose call raises, or is not answered within ``deadline_s`` seconds, is marked lost with
+    that cause and left out of the answer.
+    """
+    import ray
+
+    refs = {i: getattr(handles[i], method).remote() for i in monitor.live(role)}
+    if not refs:
+        return {}
+    ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=deadline_s)
+    answered = set(ready)
+    out: dict[int, Any] = {}
+    for i, ref in refs.items():
+        name = Participant(role, i, None).name
+        if ref not in answered:
+            monitor.mark_lost(role, i, f"{name} did not answer {method} within {deadline_s:g} s")
+            continue
+        try:
+            out[i] = ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - the actor died: Ray raises its own error types
+            monitor.mark_lost(role, i, _one_line(f"{name} failed {method} ({type(exc).__name__}: {exc})"))
+    return out
+
+
+def wait_publication(monitor: LivenessMonitor, ref: Any, indices: list[int], handles: list[Any]) -> Any:
+    """Wait for the trainer's publication to the replicas ``indices``; kill any of them lost meanwhile.
+
+    Weight transfers carry no deadline (bulk, T1 §7.3); a replica that hangs during one is found by the
+    probes, and killing it ends the trainer's call to it with an error, so this wait always ends.
+
+    Raises:
+        ray.exceptions.RayError: the publication failed (a replica lost during it, or the trainer's own).
+    """
+    import ray
+
+    while True:
+        ready, _ = ray.wait([ref], timeout=LOST_POLL_S * 5)
+        if ready:
+            return ray.get(ref)
+        for i in indices:
+            if monitor.is_lost("engine", i):
+                with contextlib.suppress(Exception):
+                    ray.kill(handles[i], no_restart=True)
 
 
 def lost_attempt(record: Any, partial: Any, cause: str | None, attempt: int, *, requeued: bool) -> Any:
@@ -306,9 +375,11 @@ __all__ = [
     "LOST_POLL_S",
     "LivenessMonitor",
     "Participant",
+    "ask_live",
     "lost_attempt",
     "observe",
     "probe_all",
     "ray_probe",
     "trial_or_loss",
+    "wait_publication",
 ]

@@ -19,10 +19,13 @@ Liveness (T1 §7.3, `t1.run.ray.liveness`): engine replicas and sandbox hosts ar
 ``liveness`` schedule. A trial whose replica or host is lost (probe failed or unanswered, or a call to it
 failed because its actor died) is kept as an infrastructure failure under its own file
 (``<trial id>-lost<n>.json``, never scored) and re-queued on the live participants, at most `MAX_REQUEUES`
-times; the lost actor is killed at the next barrier and the run goes on with the rest. A run left with no
-engine replica or no sandbox host fails, naming the causes. The trainer worker is not probed (its loss fails
-the run), and sandboxes of a lost host are reclaimed as the host's process dies (local sandboxes die with
-their parent; Docker and Daytona ones carry the run's label for ``reclaim_run``).
+times, its verifier files apart (``verifier/requeued-<n>/``); the lost actor is killed when the driver acts on
+the loss, at the latest at the next barrier, and the run goes on with the rest. A run left with no engine
+replica or no sandbox host fails after that rollout, naming the causes (`ParticipantsLost`). The trainer
+worker is not probed (its loss fails the run). Local sandboxes of a lost host die with its process; Docker
+and Daytona sandboxes of a lost host carry the run's label but are not reclaimed by the loop (their
+backends' ``reclaim_run`` removes them; not called here). Re-queued attempts do not take sandbox creation
+tokens again (`t1_rollout.scheduler` paces first attempts only).
 
 Not built: partial-rollout continuation, checkpoints and resume of the Ray loop, replacing a lost actor with a
 new one, data-parallel trainer workers, NCCL publication, evaluation during training.
@@ -43,7 +46,7 @@ from rich.console import Console
 from t1.run import console as out
 from t1.run.loop import RunSummary, admitted_samples, planned_steps, trial_seed, warmup_steps
 from t1.run.preflight import preflight, refuse_unless_ok
-from t1.run.ray.liveness import lost_attempt, observe, probe_all, trial_or_loss
+from t1.run.ray.liveness import ask_live, lost_attempt, observe, trial_or_loss, wait_publication
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.run_dir import RunDir
 from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
@@ -77,7 +80,8 @@ class InFlight:
         batch: the `t1_rollout.scheduler.BatchResult`.
         samples: its admitted samples.
         rollout_s: wall time of its rollout, seconds.
-        requeued: trials re-queued because their replica or host was lost (trials).
+        requeued: attempts re-queued because their replica or host was lost (a trial re-queued twice counts
+            twice).
     """
 
     index: int
@@ -133,6 +137,7 @@ class RayRun:
         self.in_flight: InFlight | None = None
         self.liveness: Any = None
         self._requeued = 0
+        self._fatal: ParticipantsLost | None = None
         self._group: Any = None
         self._served = [0] * recipe.runtime.ray.engine_replicas
 
@@ -354,20 +359,15 @@ class RayRun:
 
     def _row(self, step: int, batch: InFlight, metrics: dict[str, Any], publication: dict) -> dict[str, Any]:
         """The metrics row of one PPO step: the embedded loop's keys plus the replicas' view."""
-        import ray
-
         r = self.recipe
-        live = self.liveness.live("engine")
-        versions = ray.get([self.replicas[i].weight_version.remote() for i in live], timeout=120)
-        if set(versions) != {publication["version"]}:
+        deadline = r.liveness.probe_deadline_s
+        versions = ask_live(self.liveness, "engine", self.replicas, "weight_version", deadline)
+        if set(versions.values()) - {publication["version"]}:
             raise RuntimeError(
                 f"step {step}: after publication the replicas serve versions {versions}, the trainer "
                 f"{publication['version']}; publication must leave every replica on one version"
             )
-        live = self.liveness.live("engine")
-        stats = dict(
-            zip(live, ray.get([self.replicas[i].stats.remote() for i in live], timeout=120), strict=True)
-        )
+        stats = ask_live(self.liveness, "engine", self.replicas, "stats", deadline)
         row: dict[str, Any] = {"phase": "ppo", "step": step, "epochs": sorted(set(batch.batch.epochs))}
         row["weight_version_after"] = publication["version"]
         row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
@@ -385,29 +385,38 @@ class RayRun:
     def _publish(self) -> dict[str, Any]:
         """Publish the trainer's weights to every live replica at the barrier (T1 Appendix 12).
 
-        A replica lost during publication is probed out and the publication retried once on the rest.
+        A replica lost during publication is probed out and the publication retried once, to the replicas
+        still behind the trainer's next version only (those a partial publication updated keep it), so every
+        live replica ends on one version.
         """
         import ray
         from ray.exceptions import RayError
 
-        from t1.run.ray.liveness import Participant
-
+        deadline = self.recipe.liveness.probe_deadline_s
         for attempt in (0, 1):
             self._reclaim_lost()
-            live = [self.replicas[i] for i in self.liveness.live("engine")]
+            targets = self.liveness.live("engine")
+            if attempt:  # after a partial publication: only the replicas still behind the next version
+                version = ray.get(self.trainer.policy_version.remote(), timeout=deadline) + 1
+                held = ask_live(self.liveness, "engine", self.replicas, "weight_version", deadline)
+                targets = [i for i in self.liveness.live("engine") if held.get(i, version) < version]
+            ref = self.trainer.publish.remote([self.replicas[i] for i in targets])
             try:
-                return ray.get(self.trainer.publish.remote(live))
+                return wait_publication(self.liveness, ref, targets, self.replicas)
             except RayError:
                 if attempt:
                     raise
-                probes = [Participant("engine", i, self.replicas[i]) for i in self.liveness.live("engine")]
-                run_interruptible(probe_all(self.liveness, probes))
-                if len(self.liveness.live("engine")) == len(live):
+                ask_live(self.liveness, "engine", self.replicas, "stats", deadline)
+                if not any(self.liveness.is_lost("engine", i) for i in targets):
                     raise  # no replica was lost: the failure is the trainer's own
         raise AssertionError("unreachable")
 
-    def _reclaim_lost(self) -> None:
-        """At a barrier: kill the participants lost since the last one; refuse to go on with none left."""
+    def _reclaim_lost(self, *, check: bool = True) -> None:
+        """Kill the participants lost since the last call; with ``check``, refuse to go on with none left.
+
+        Raises:
+            ParticipantsLost: ``check`` and no engine replica or no sandbox host is left.
+        """
         import ray
 
         for p in self.liveness.to_reclaim():
@@ -417,11 +426,11 @@ class RayRun:
                 pass
             left = len(self.liveness.live(p.role))
             self.console.print(
-                f"[yellow]lost {p.name}[/]: {self.liveness.cause(p.role, p.index)}; killed at the barrier, "
-                f"{left} {'replica' if p.role == 'engine' else 'host'}{'s' * (left != 1)} go on"
+                f"[yellow]lost {p.name}[/]: {self.liveness.cause(p.role, p.index)}; killed, "
+                f"{left} {'replica' if p.role == 'engine' else 'host'}{'s' * (left != 1)} left"
             )
         for role, what in (("engine", "engine replica"), ("sandbox", "sandbox host")):
-            if not self.liveness.live(role):
+            if check and not self.liveness.live(role):
                 causes = "; ".join(self.liveness.summary()[role].values())
                 raise ParticipantsLost(
                     f"every {what} of the run was lost, nothing left to go on with: {causes}"
@@ -461,8 +470,10 @@ class RayRun:
         label = label or f"step-{index:04d}"
         self._reclaim_lost()
         t0 = time.monotonic()
-        self._requeued = 0
+        self._requeued, self._fatal = 0, None
         batch = run_interruptible(self._rollout(stream, label))
+        if self._fatal is not None:
+            raise self._fatal
         rollout_s = time.monotonic() - t0
         samples = admitted_samples(batch, label, self.recipe, self.rundir, self.console)
         return InFlight(
@@ -490,7 +501,13 @@ class RayRun:
 
         async def run_one(task: Any, record: Any) -> Any:
             for attempt in range(MAX_REQUEUES + 1):
-                k, h = route()
+                try:
+                    k, h = route()
+                except ParticipantsLost as exc:  # failed after collect_batch, not as one trial's cause
+                    self._fatal = self._fatal or exc
+                    record.status, record.cause = "failed", f"infrastructure: {exc}"
+                    self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                    return record
                 replica_load[k] += 1
                 host_load[h] += 1
                 self._served[k] += 1
@@ -500,7 +517,8 @@ class RayRun:
                     record,
                     dataclasses.replace(self.sampling, seed=seed),
                     k,
-                    verifier_dir,
+                    # a re-queued attempt writes its verifier files apart from the lost one's
+                    verifier_dir if not attempt else f"{verifier_dir}/requeued-{attempt}",
                     self.validated.get(task.id),
                 )
                 future = asyncio.wrap_future(self.hosts[h].run_trial.remote(order).future())
@@ -531,6 +549,7 @@ class RayRun:
                     out.print_trial(self.console, label, record)
                     return record
                 self._keep_lost_attempt(label, record, done, lost, attempt, requeued=attempt < MAX_REQUEUES)
+                self._reclaim_lost(check=False)  # kill it now: a slow, not dead, actor must not write on
             record.status = "failed"
             record.cause = f"infrastructure: lost its participants {MAX_REQUEUES + 1} times; last: {lost}"
             self.rundir.write_trajectory(label, record.trial_id, record.to_json())
