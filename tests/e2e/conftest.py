@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+TINY_RAY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-ray.yaml"
+
 
 def _alive(pids) -> list[int]:
     """The processes of ``pids`` that still run (a zombie has exited; its parent has not reaped it yet)."""
@@ -37,6 +39,33 @@ def assert_no_ray_left(run) -> None:
 def metrics_rows(run_dir: Path) -> list[dict]:
     """The rows of a run directory's ``metrics.jsonl``."""
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def run_tiny_ray(tmp_path: Path, overrides: list[str]):
+    """Run ``recipes/tiny-ray.yaml`` in this process; skip with the reason when Ray cannot start here.
+
+    Returns:
+        ``(run, summary)``: the `RayRun` and its `RunSummary`.
+    """
+    pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
+    from t1.run.ray.loop import RayRun
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(TINY_RAY, [*overrides, f"logging.run_root={tmp_path}"])
+    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
+    try:
+        summary = run.run()
+    except RuntimeError as exc:
+        if "did not start" in str(exc):
+            pytest.skip(f"a local Ray cluster cannot start on this machine: {exc}")
+        raise
+    return run, summary
+
+
+@pytest.fixture
+def tiny_ray():
+    """`run_tiny_ray`."""
+    return run_tiny_ray
 
 
 @pytest.fixture

@@ -17,11 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from t1_spec import load_recipe
-
-REPO = Path(__file__).resolve().parents[2]
-TINY_RAY = REPO / "recipes" / "tiny-ray.yaml"
-
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 
 FAULTS = [
@@ -35,7 +30,7 @@ FAULTS = [
 ]
 
 
-def _faulty_run(tmp_path: Path, monkeypatch, faults: list[tuple[str, int]]):
+def _faulty_run(tmp_path: Path, monkeypatch, tiny_ray, faults: list[tuple[str, int]]):
     """Run tiny-ray, sending ``faults[i]`` = (role, signal) to the participant of the i-th trial sent."""
     pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
     from t1.run.ray.loop import RayRun
@@ -53,14 +48,7 @@ def _faulty_run(tmp_path: Path, monkeypatch, faults: list[tuple[str, int]]):
         return await original(self, future, record, k, h)
 
     monkeypatch.setattr(RayRun, "_trial_or_loss", trial_or_loss)
-    recipe = load_recipe(TINY_RAY, [*FAULTS, f"logging.run_root={tmp_path}"])
-    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
-    try:
-        summary = run.run()
-    except RuntimeError as exc:
-        if "did not start" in str(exc):
-            pytest.skip(f"a local Ray cluster cannot start on this machine: {exc}")
-        raise
+    run, summary = tiny_ray(tmp_path, FAULTS)
     return run, summary, injected
 
 
@@ -101,10 +89,10 @@ def _check_the_run_went_on(run, summary, injected, no_ray_left, rows_of) -> list
 
 
 def test_a_killed_replica_and_a_killed_host_are_reclaimed_and_the_run_goes_on(
-    tmp_path, monkeypatch, no_ray_left, rows_of
+    tmp_path, monkeypatch, tiny_ray, no_ray_left, rows_of
 ):
     run, summary, injected = _faulty_run(
-        tmp_path, monkeypatch, [("engine", signal.SIGKILL), ("sandbox", signal.SIGKILL)]
+        tmp_path, monkeypatch, tiny_ray, [("engine", signal.SIGKILL), ("sandbox", signal.SIGKILL)]
     )
     rows = _check_the_run_went_on(run, summary, injected, no_ray_left, rows_of)
     assert len(rows[-1]["participants_lost"]["engine"]) == 1
@@ -112,10 +100,10 @@ def test_a_killed_replica_and_a_killed_host_are_reclaimed_and_the_run_goes_on(
 
 
 def test_a_hung_replica_and_a_hung_host_are_found_by_their_probes(
-    tmp_path, monkeypatch, no_ray_left, rows_of
+    tmp_path, monkeypatch, tiny_ray, no_ray_left, rows_of
 ):
     run, summary, injected = _faulty_run(
-        tmp_path, monkeypatch, [("engine", signal.SIGSTOP), ("sandbox", signal.SIGSTOP)]
+        tmp_path, monkeypatch, tiny_ray, [("engine", signal.SIGSTOP), ("sandbox", signal.SIGSTOP)]
     )
     rows = _check_the_run_went_on(run, summary, injected, no_ray_left, rows_of)
     causes = [

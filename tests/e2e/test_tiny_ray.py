@@ -20,24 +20,8 @@ TINY_RAY = REPO / "recipes" / "tiny-ray.yaml"
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 
 
-def _run(tmp_path: Path, overrides: list[str]):
-    """Run tiny-ray in this process; skip with the reason when Ray cannot start a local cluster here."""
-    pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
-    from t1.run.ray.loop import RayRun
-
-    recipe = load_recipe(TINY_RAY, [*overrides, f"logging.run_root={tmp_path}"])
-    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
-    try:
-        summary = run.run()
-    except RuntimeError as exc:
-        if "did not start" in str(exc):
-            pytest.skip(f"a local Ray cluster cannot start on this machine: {exc}")
-        raise
-    return run, summary
-
-
-def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path, no_ray_left, rows_of):
-    run, summary = _run(tmp_path, [])
+def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path, tiny_ray, no_ray_left, rows_of):
+    run, summary = tiny_ray(tmp_path, [])
     assert summary.steps == 3
     status = json.loads((summary.run_dir / "status.json").read_text())
     assert status["status"] == "finished"
@@ -63,8 +47,8 @@ def test_async_loop_trains_at_staleness_one_after_the_first_step(tmp_path, no_ra
     no_ray_left(run)
 
 
-def test_sync_mode_on_ray_trains_at_staleness_zero(tmp_path, no_ray_left, rows_of):
-    run, summary = _run(tmp_path, ["runtime.mode=sync", "ppo.steps=2"])
+def test_sync_mode_on_ray_trains_at_staleness_zero(tmp_path, tiny_ray, no_ray_left, rows_of):
+    run, summary = tiny_ray(tmp_path, ["runtime.mode=sync", "ppo.steps=2"])
     rows = rows_of(summary.run_dir)
     # rollout, then training, then publication: every sample drawn by the trainer's own version
     assert [row["staleness"] for row in rows] == [0, 0]
