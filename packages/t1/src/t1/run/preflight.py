@@ -169,8 +169,8 @@ def loop_notes(recipe: Recipe) -> list[str]:
         lv = recipe.liveness
         return [
             f"liveness: engine replicas and sandbox hosts probed after {lv.probe_grace_s:g} s, every "
-            f"{lv.probe_period_s:g} s, lost after {lv.probe_deadline_s:g} s unanswered; the trainer worker is "
-            "not probed (its loss fails the run)"
+            f"{lv.probe_period_s:g} s, lost after {lv.probe_deadline_s:g} s unanswered; the trainer worker "
+            "is not probed (its loss fails the run)"
         ]
     return [
         f"rollout.per_node_cap {ro.per_node_cap}: one rollout worker in this process, bounded by "
