@@ -11,7 +11,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from t1.cli import app
-from t1.plots import FIGURES, RunDirError, ema, load_metrics, plot_run, series
+from t1.plots import COMPARE_FIGURE, FIGURES, RunDirError, ema, load_metrics, plot_compare, plot_run, series
 
 # Two rows of a real `t1 train recipes/tiny-cpu.yaml` run, as metrics.jsonl wrote them.
 REAL_ROWS = [
@@ -141,3 +141,67 @@ def test_cli_fails_when_no_figure_can_be_drawn(tmp_path):
     run = _run_dir(tmp_path, [{"phase": "ppo", "step": 0}, {"phase": "ppo", "step": 1}], trials=False)
     result = CliRunner().invoke(app, ["plot", str(run)])
     assert result.exit_code == 1 and "no figure" in result.output
+
+
+def _arm(tmp_path: Path, name: str, rewards: list[float]) -> Path:
+    rows = []
+    for s, r in enumerate(rewards):
+        row = copy.deepcopy(REAL_ROWS[0])
+        row.update(step=s, reward_mean=r, assertions_passed_mean=20 * r)
+        rows.append(row)
+    folder = tmp_path / name
+    folder.mkdir()
+    _run_dir(folder, rows, trials=False)
+    return folder / "run"
+
+
+def test_compare_draws_each_runs_own_reward_curve(tmp_path, monkeypatch):
+    import t1.plots as plots
+
+    drawn = []
+    real = plots._smoothed
+    monkeypatch.setattr(
+        plots,
+        "_smoothed",
+        lambda ax, xs, ys, label, color=None: (drawn.append((label, ys)), real(ax, xs, ys, label, color)),
+    )
+    learn = _arm(tmp_path, "a", [0.10, 0.12, 0.15])
+    control = _arm(tmp_path, "b", [0.10, 0.09, 0.10])
+    report = plot_compare([("learn", learn), ("shuffled", control)], tmp_path / "out", dpi=50)
+    assert report.written == [tmp_path / "out" / COMPARE_FIGURE]
+    with Image.open(report.written[0]) as img:
+        assert img.size == (10 * 50, int(3.6 * 50))
+    assert drawn == [
+        ("learn (EMA)", [0.10, 0.12, 0.15]),
+        ("learn (EMA)", pytest.approx([2.0, 2.4, 3.0])),
+        ("shuffled (EMA)", [0.10, 0.09, 0.10]),
+        ("shuffled (EMA)", pytest.approx([2.0, 1.8, 2.0])),
+    ]
+
+
+def test_compare_notes_a_run_without_reward_and_refuses_bad_input(tmp_path):
+    learn = _arm(tmp_path, "a", [0.1, 0.2])
+    empty = _run_dir(tmp_path, [{"phase": "ppo", "step": 0}], trials=False)
+    report = plot_compare([("learn", learn), ("broken", empty)], tmp_path / "out")
+    assert report.written and "broken" in report.notes[0] and "reward_mean" in report.notes[0]
+    with pytest.raises(ValueError, match="at least two runs"):
+        plot_compare([("learn", learn)], tmp_path / "out")
+    with pytest.raises(ValueError, match="distinct"):
+        plot_compare([("x", learn), ("x", empty)], tmp_path / "out")
+    with pytest.raises(RunDirError, match="not a directory"):
+        plot_compare([("learn", learn), ("gone", tmp_path / "gone")], tmp_path / "out2")
+    assert not (tmp_path / "out2").exists()
+
+
+def test_cli_compares_runs_with_labels(tmp_path):
+    a, b = _arm(tmp_path, "a", [0.1, 0.2]), _arm(tmp_path, "b", [0.1, 0.1])
+    out = tmp_path / "o"
+    ok = CliRunner().invoke(
+        app, ["plot", str(a), str(b), "--out", str(out), "--label", "learn", "--label", "ctl"]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert (out / COMPARE_FIGURE).read_bytes()[:8] == PNG_MAGIC
+    no_out = CliRunner().invoke(app, ["plot", str(a), str(b)])
+    assert no_out.exit_code == 2 and "--out" in no_out.output
+    one_label = CliRunner().invoke(app, ["plot", str(a), str(b), "--out", str(out), "--label", "learn"])
+    assert one_label.exit_code == 2 and "one per run" in one_label.output

@@ -1,7 +1,8 @@
 """`t1 plot`: draw a run directory's figures as PNGs (reward, EV, log-prob gap, turns and tokens, ...).
 
 The figures are those of `t1.plots.FIGURES`, drawn from ``metrics.jsonl`` and ``trajectories/``; a figure
-whose metrics the run did not log is skipped with a note.
+whose metrics the run did not log is skipped with a note. Given two or more run directories it draws their
+reward curves on shared axes instead (`t1.plots.plot_compare`).
 
 Exit codes: 0 at least one figure was written; 1 none could be drawn (no PPO row carries any plotted metric);
 2 invalid input (not a directory, no ``metrics.jsonl``, an empty one, a malformed line: the message names
@@ -25,23 +26,50 @@ def register(app: typer.Typer) -> None:
 
     @app.command("plot")
     def plot(
-        run_dir: Annotated[Path, typer.Argument(help="A run directory of t1 train (holds metrics.jsonl).")],
+        run_dirs: Annotated[
+            list[Path],
+            typer.Argument(
+                help="A run directory of t1 train (holds metrics.jsonl); two or more draw their reward "
+                "curves side by side (compare_reward.png).",
+                metavar="RUN_DIR...",
+            ),
+        ],
         out: Annotated[
-            Path | None, typer.Option("--out", help="Folder for the PNGs (default RUN_DIR/plots).")
+            Path | None,
+            typer.Option(
+                "--out", help="Folder for the PNGs (default RUN_DIR/plots; required with two runs)."
+            ),
+        ] = None,
+        label: Annotated[
+            list[str] | None,
+            typer.Option("--label", help="A name per run directory, in order, for the comparison's legend."),
         ] = None,
         dpi: Annotated[int, typer.Option("--dpi", min=20, max=600, help="PNG resolution.")] = 80,
         debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
     ) -> None:
-        """Draw a run's figures from metrics.jsonl, one PNG per concern.
+        """Draw a run's figures from metrics.jsonl, one PNG per concern; or compare several runs' rewards.
 
-        Reward and passed assertions, critic EV, the log-prob gap, turns and tokens per trajectory, retention
-        by family, fallbacks and failures by stage. Exit 0 at least one figure written, 1 none could be
-        drawn, 2 not a run directory or a malformed metrics.jsonl (the line is named).
+        One run: reward and passed assertions, critic EV, the log-prob gap, turns and tokens per trajectory,
+        retention by family, fallbacks and failures by stage. Two or more: their reward and passed-assertion
+        curves on shared axes (compare_reward.png in --out). Exit 0 at least one figure written, 1 none could
+        be drawn, 2 not a run directory or a malformed metrics.jsonl (the line is named).
         """
         with reported(debug):
-            from t1.plots import plot_run
+            from t1.plots import plot_compare, plot_run
 
-            report = plot_run(run_dir, out, dpi=dpi)
+            if len(run_dirs) == 1 and not label:
+                report = plot_run(run_dirs[0], out, dpi=dpi)
+            else:
+                names = list(label) if label else [p.name for p in run_dirs]
+                if len(names) != len(run_dirs):
+                    raise ValueError(
+                        f"{len(names)} --label for {len(run_dirs)} run directories: give one per run"
+                    )
+                if len(run_dirs) < 2:
+                    raise ValueError("--label names runs to compare: give two or more run directories")
+                if out is None:
+                    raise ValueError("comparing runs needs --out DIR (no one run owns the figure)")
+                report = plot_compare(list(zip(names, run_dirs, strict=True)), out, dpi=dpi)
         console = run_console()
         for path in report.written:
             console.print(f"wrote {escape(str(path))}", highlight=False, soft_wrap=True)

@@ -20,7 +20,8 @@ the rows carry; a figure whose metrics no row has is skipped with a note naming 
 
 matplotlib is imported inside the drawing function with the Agg backend, so importing this module costs
 nothing and no display is needed. PPO rows are plotted against their step; critic warm-up rows appear only in
-the EV figure; evaluation rows are not plotted.
+the EV figure; evaluation rows are not plotted. `plot_compare` draws the reward curves of several runs (an arm
+and its control, ablations) on shared axes.
 """
 
 from __future__ import annotations
@@ -370,6 +371,77 @@ FIGURES: tuple[tuple[str, Callable[[Any, RunData, list[str]], Any]], ...] = (
     ("failures.png", _failures),
 )
 """Every figure `plot_run` draws: file name and drawing function (the table of the module docstring)."""
+
+
+COMPARE_FIGURE = "compare_reward.png"
+"""The file `plot_compare` writes: the reward curves of several runs on shared axes."""
+
+
+def plot_compare(runs: list[tuple[str, Path]], out_dir: Path, *, dpi: int = 80) -> PlotReport:
+    """Draw the reward curves of several runs on shared axes, one colour per run (``compare_reward.png``).
+
+    Left: the mean dense reward of the admitted trials per PPO step (``reward_mean``, T1 Fig. 8); right: the
+    assertions passed per trajectory (``assertions_passed_mean``, T1 §5). Each run is drawn in the paper's
+    style, faint per-step values under their bold EMA (``alpha = 0.25``), so an arm and its control (a
+    shuffled-reward run, an ablation) read side by side.
+
+    Args:
+        runs: ``(label, run_dir)`` pairs, at least two, labels distinct; each a run directory of
+            ``t1 train``.
+        out_dir: where the PNG goes (created if missing).
+        dpi: resolution of the PNG.
+
+    Returns:
+        The `PlotReport`: the file written (none when no run has a PPO row with ``reward_mean``) and a note
+        per run that has no reward to draw.
+
+    Raises:
+        ValueError: fewer than two runs, or a label given twice.
+        RunDirError: a run directory as `load_metrics` refuses it (named), before anything is written.
+    """
+    if len(runs) < 2:
+        raise ValueError(f"plot_compare needs at least two runs, got {len(runs)}")
+    labels = [label for label, _ in runs]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"plot_compare: labels must be distinct, got {labels}")
+    loaded = [(label, load_run(path)[0]) for label, path in runs]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    report = PlotReport()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    try:
+        drawn = 0
+        for (label, run), (_, path) in zip(loaded, runs, strict=True):
+            xs, ys = series(run.ppo, "reward_mean")
+            if not xs:
+                report.notes.append(f"{label} ({path}): no PPO row has a number for reward_mean")
+                continue
+            color = f"C{drawn}"
+            _smoothed(left, xs, ys, f"{label} (EMA)", color=color)
+            px, py = series(run.ppo, "assertions_passed_mean")
+            if px:
+                _smoothed(right, px, py, f"{label} (EMA)", color=color)
+            drawn += 1
+        if not drawn:
+            return report
+        left.set(title="Mean dense reward (admitted trials)", xlabel="PPO step", ylabel="reward")
+        right.set(title="Assertions passed per trajectory", xlabel="PPO step", ylabel="assertions")
+        for ax in (left, right):
+            ax.grid(alpha=0.3)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if ax.lines:
+                ax.legend(fontsize=8)
+        fig.tight_layout()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out_dir / COMPARE_FIGURE, dpi=dpi)
+        report.written.append(out_dir / COMPARE_FIGURE)
+    finally:
+        plt.close(fig)
+    return report
 
 
 def plot_run(run_dir: Path, out_dir: Path | None = None, *, dpi: int = 80) -> PlotReport:
