@@ -49,13 +49,18 @@ def test_tiny_ray_passes_the_preflight():
             "evaluation.enabled=true evaluation.suites=[builtin:mini] evaluation.context_tokens=4096",
             "evaluation.enabled",
         ),
-        ("trainer.checkpoint_every=1", "trainer.checkpoint_every 1"),
         ("engine.device=cuda", "engine.device 'cuda'"),
     ],
 )
 def test_ray_refuses_what_it_does_not_run_by_name(override, field):
     lines = runtime_problems(load_recipe(TINY_RAY, override.split()))
     assert any(line.startswith(field) for line in lines), lines
+
+
+def test_ray_runs_checkpoints_and_their_resume():
+    recipe = load_recipe(TINY_RAY, ["trainer.checkpoint_every=1", "trainer.checkpoint_optimizer=true"])
+    assert not any("checkpoint" in line for line in runtime_problems(recipe))
+    assert preflight(recipe).ok
 
 
 def test_ray_refuses_a_local_cluster_smaller_than_its_placement_group():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -246,6 +249,54 @@ class Sample:
     def num_tokens(self) -> int:
         """T, the stream length (tokens)."""
         return int(self.token_ids.shape[0])
+
+    def to_json(self) -> dict[str, Any]:
+        """The sample as JSON-ready data that `from_json` turns back into an equal sample, bit for bit.
+
+        Every field under its name; each array as ``{"dtype": ..., "shape": [...], "base64": ...}`` of its
+        C-order bytes (exact for the float32 log-probs, and a third of the size of a list of numbers for
+        the routing rows). For a run's rollout buffer in a checkpoint (`t1.run.resume`).
+        """
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
+                value = {"dtype": value.dtype.str, "shape": list(value.shape), "base64": data}
+            elif isinstance(value, np.generic):
+                value = value.item()
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "sample") -> Sample:
+        """The sample `to_json` wrote, checked (`validate`).
+
+        Raises:
+            StreamMisalignmentError: a field missing or unknown, an array record that does not decode to its
+                dtype and shape, or a decoded sample that breaks the four-stream invariant; ``where`` names
+                the record.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING}
+        if not isinstance(data, Mapping) or not required <= set(data) or not set(data) <= names:
+            got = sorted(data) if isinstance(data, Mapping) else type(data).__name__
+            raise StreamMisalignmentError(f"{where}: not a sample record (fields {got})")
+        values = {}
+        for name, value in data.items():
+            if isinstance(value, Mapping) and set(value) == {"dtype", "shape", "base64"}:
+                try:
+                    raw = base64.b64decode(value["base64"], validate=True)
+                    value = np.frombuffer(raw, dtype=np.dtype(value["dtype"])).reshape(value["shape"]).copy()
+                except (ValueError, TypeError) as exc:
+                    raise StreamMisalignmentError(f"{where}: {name}: not an array record ({exc})") from None
+            values[name] = value
+        sample = cls(**values)
+        try:
+            sample.validate()
+        except StreamMisalignmentError as exc:
+            raise StreamMisalignmentError(f"{where}: {exc}") from None
+        return sample
 
     def validate(self) -> None:
         """Check the four-stream invariant.

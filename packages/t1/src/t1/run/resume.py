@@ -18,15 +18,27 @@ counters ``ppo_steps`` and ``warmup_steps``; ``weight_version`` (the engine's, T
 cadence of ``trainer.logprob_gap_every``; ``version``, its actor optimizer steps; ``policy_version``, the
 weight version it last published); ``task_stream``, the position of the PPO pool's draws
 (`t1_tasks.StepTasks.position`: epoch, offset, deferred draws); ``rng``, the states of Python's ``random``,
-NumPy's global generator and torch's CPU (and CUDA) generators; ``metrics_rows``, the lines of
-``metrics.jsonl`` written up to the checkpoint; ``files``, the byte size of every file above.
+NumPy's global generator and torch's CPU (and CUDA) generators in the trainer's process; ``metrics_rows``,
+the lines of ``metrics.jsonl`` written up to the checkpoint; ``rollout_buffer``, its record count
+(``records``) and the PPO steps whose batch it holds (``steps``); ``files``, the byte size of every file
+above.
+
+One layout, written from one or two processes. The trainer's part (``weights/``, ``state/optimizer.pt``,
+the counters and the RNG states) is written by `save_trainer_state` and loaded by `restore_trainer` in the
+process that holds the trainer backend: the embedded loop's one process, or the Ray loop's trainer worker
+(`t1.run.ray.actors.TrainerWorker`), writing to the run directory the driver names. The driver writes the
+rest with `save_state` and reads it with `load_state`; a file the trainer wrote that the driver cannot see
+at its size is refused at once (on a multi-node Ray cluster the run directory must be shared storage).
+In the Ray loop the driver and the engine replicas draw from no global generator (every trial samples
+with a generator seeded by the recipe seed, its step and its slot), so the trainer's states are the ones
+saved.
 
 The embedded loop keeps no rollout buffer between steps (every step's batch is trained on in that step), so
-its ``rollout_buffer.jsonl`` is empty and ``state.json`` says ``"rollout_buffer": {"records": 0}``. A loop
-that carries trials across a step boundary (the one-step asynchronous loop's in-flight batch, partial
-trajectories) passes them to `save_state` as ``rollout_buffer`` (JSON-ready records, e.g.
-``TrialRecord.to_json()``) and reads them back from `RunState.rollout_buffer`; turning them back into
-running trials is that loop's part.
+its ``rollout_buffer.jsonl`` is empty (``"records": 0``, ``"steps": []``). A loop that carries trials across
+a step boundary passes them to `save_state` as ``rollout_buffer`` (JSON-ready records) with the steps they
+belong to, and reads them back from `RunState.rollout_buffer`; turning them back into a batch is that
+loop's part: the Ray loop's one-step asynchronous pipeline saves the batch rolled out for the next step
+(`t1.run.ray.checkpoint`).
 
 Resuming (`open_run`, then `load_state` and `restore`) rebuilds the run from its ``recipe.yaml``, loads the
 latest whole checkpoint into the trainer, the engine and the task stream, sets the RNG states last, and
@@ -56,11 +68,15 @@ __all__ = [
     "ResumeError",
     "RunState",
     "latest_checkpoint",
+    "load_engines",
     "load_state",
     "open_run",
     "recipe_identity",
     "restore",
+    "restore_stream",
+    "restore_trainer",
     "save_state",
+    "save_trainer_state",
     "supersede_after",
 ]
 
@@ -105,6 +121,7 @@ class RunState:
         rng: the generators' states (``python``, ``numpy``, ``torch``, ``cuda``).
         metrics_rows: lines of ``metrics.jsonl`` up to the checkpoint.
         rollout_buffer: the records the loop passed to `save_state` (empty for the embedded loop).
+        buffered_steps: the PPO steps whose batch ``rollout_buffer`` holds (empty for the embedded loop).
     """
 
     checkpoint: Path
@@ -116,6 +133,7 @@ class RunState:
     rng: dict[str, Any]
     metrics_rows: int
     rollout_buffer: list[dict[str, Any]] = field(default_factory=list)
+    buffered_steps: list[int] = field(default_factory=list)
 
 
 def recipe_identity(resolved: Mapping[str, Any]) -> str:
@@ -127,38 +145,21 @@ def recipe_identity(resolved: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def save_state(
-    checkpoint: Path,
-    *,
-    recipe: Recipe,
-    resolved: Mapping[str, Any],
-    backend: Any,
-    engine: Any,
-    stream: Any,
-    ppo_steps: int,
-    warmup_steps: int,
-    metrics_rows: int,
-    rollout_buffer: Sequence[Mapping[str, Any]] = (),
-) -> Path:
-    """Write a whole run state into ``checkpoint`` (the layout of the module docstring).
+def save_trainer_state(checkpoint: Path, backend: Any, *, optimizer: bool) -> dict[str, Any]:
+    """Write the trainer's part of a checkpoint, in the process that holds the trainer backend.
 
-    ``state.json`` is written last, through a temporary file and a rename, so a process killed while saving
-    leaves a folder without it, which `latest_checkpoint` passes over.
+    The embedded loop calls it through `save_state`; the Ray loop calls it in its trainer worker (its own
+    process, `t1.run.ray.actors.TrainerWorker.save_checkpoint`) and hands the result to `save_state`, so
+    both loops write one layout.
 
     Args:
-        checkpoint: the folder, ``<run>/checkpoints/step-NNNN`` (created).
-        recipe: the run's recipe (``trainer.checkpoint_optimizer`` says whether optimizer states go in).
-        resolved: the resolved recipe as plain data (its `recipe_identity` goes in).
+        checkpoint: the folder, ``<run>/checkpoints/step-NNNN`` (``weights/`` and ``state/`` are created).
         backend: the trainer backend (``actor``, ``critic``, ``actor_opt``, ``critic_opt``, its counters).
-        engine: the engine (its ``weight_version``).
-        stream: the PPO task stream (`t1_tasks.StepTasks`).
-        ppo_steps: PPO steps completed.
-        warmup_steps: critic warm-up steps completed.
-        metrics_rows: lines of ``metrics.jsonl`` written so far.
-        rollout_buffer: JSON-ready records of trials the loop carries into the next step.
+        optimizer: also write both optimizer states (``trainer.checkpoint_optimizer``).
 
     Returns:
-        The path of ``state.json``.
+        JSON-ready: ``files`` (name under ``checkpoint`` -> bytes), ``backend_counters`` (its
+        `BACKEND_COUNTERS`) and ``rng`` (this process's generators, `t1_trainer.rng.rng_state`).
     """
     import torch
 
@@ -169,26 +170,95 @@ def save_state(
     state_dir = checkpoint / "state"
     state_dir.mkdir(parents=True, exist_ok=True)
     sized = {f"weights/{p.name}": p for p in files.values()}
-    if recipe.trainer.checkpoint_optimizer:
+    if optimizer:
         opt = state_dir / "optimizer.pt"
         torch.save({"actor": backend.actor_opt.state_dict(), "critic": backend.critic_opt.state_dict()}, opt)
         sized["state/optimizer.pt"] = opt
+    return {
+        "files": {name: p.stat().st_size for name, p in sized.items()},
+        "backend_counters": {n: int(getattr(backend, n)) for n in BACKEND_COUNTERS if hasattr(backend, n)},
+        "rng": rng_state(),
+    }
+
+
+def save_state(
+    checkpoint: Path,
+    *,
+    recipe: Recipe,
+    resolved: Mapping[str, Any],
+    stream: Any,
+    ppo_steps: int,
+    warmup_steps: int,
+    metrics_rows: int,
+    backend: Any = None,
+    engine: Any = None,
+    trainer: Mapping[str, Any] | None = None,
+    weight_version: int | None = None,
+    rollout_buffer: Sequence[Mapping[str, Any]] = (),
+    buffered_steps: Sequence[int] = (),
+) -> Path:
+    """Write a whole run state into ``checkpoint`` (the layout of the module docstring).
+
+    The trainer's part comes from ``backend`` (saved here, `save_trainer_state`) or, when the backend lives
+    in another process, from ``trainer`` (what `save_trainer_state` returned there); each of its files must
+    then be visible here at the size the trainer wrote (on a multi-node cluster: the run directory on
+    storage shared at one path). ``state.json`` is written last, through a temporary file and a rename, so
+    a process killed while saving leaves a folder without it, which `latest_checkpoint` passes over.
+
+    Args:
+        checkpoint: the folder, ``<run>/checkpoints/step-NNNN`` (created).
+        recipe: the run's recipe (``trainer.checkpoint_optimizer`` says whether optimizer states go in).
+        resolved: the resolved recipe as plain data (its `recipe_identity` goes in).
+        stream: the PPO task stream (`t1_tasks.StepTasks`).
+        ppo_steps: PPO steps completed.
+        warmup_steps: critic warm-up steps completed.
+        metrics_rows: lines of ``metrics.jsonl`` written so far.
+        backend: the trainer backend, in this process; or None with ``trainer``.
+        engine: the engine (its ``weight_version``); or None with ``weight_version``.
+        trainer: the trainer's part, written by `save_trainer_state` in the trainer's process.
+        weight_version: the engines' weight version, without ``engine``.
+        rollout_buffer: JSON-ready records of trials the loop carries into the next step.
+        buffered_steps: the PPO steps whose batch ``rollout_buffer`` holds (their ``trajectories/``
+            folders are kept by `supersede_after`).
+
+    Returns:
+        The path of ``state.json``.
+
+    Raises:
+        ValueError: not exactly one of ``backend`` and ``trainer``, or of ``engine`` and ``weight_version``.
+        RuntimeError: a file ``trainer`` lists is missing here or of another size (naming it).
+    """
+    if (backend is None) == (trainer is None) or (engine is None) == (weight_version is None):
+        raise ValueError("save_state: give backend or trainer, and engine or weight_version (one of each)")
+    if trainer is None:
+        trainer = save_trainer_state(checkpoint, backend, optimizer=recipe.trainer.checkpoint_optimizer)
+    for name, size in trainer["files"].items():
+        f = checkpoint / name
+        if not f.is_file() or f.stat().st_size != size:
+            raise RuntimeError(
+                f"{f}: the trainer wrote {size} bytes there, but this process "
+                f"{'sees ' + str(f.stat().st_size) + ' bytes' if f.is_file() else 'does not see it'}; the "
+                "run directory must be one folder for the driver and the trainer (shared storage, mounted at "
+                "the same path on every node of the cluster)"
+            )
+    state_dir = checkpoint / "state"
+    state_dir.mkdir(parents=True, exist_ok=True)
     buffer = state_dir / "rollout_buffer.jsonl"
     buffer.write_text("".join(json.dumps(rec, default=str) + "\n" for rec in rollout_buffer))
-    sized["state/rollout_buffer.jsonl"] = buffer
+    files = {**trainer["files"], "state/rollout_buffer.jsonl": buffer.stat().st_size}
     payload = {
         "format": FORMAT,
         "version": STATE_VERSION,
         "recipe_identity": recipe_identity(resolved),
         "ppo_steps": ppo_steps,
         "warmup_steps": warmup_steps,
-        "weight_version": int(engine.weight_version),
-        "backend_counters": {n: int(getattr(backend, n)) for n in BACKEND_COUNTERS if hasattr(backend, n)},
+        "weight_version": int(engine.weight_version if engine is not None else weight_version),
+        "backend_counters": dict(trainer["backend_counters"]),
         "task_stream": stream.position(),
-        "rng": rng_state(),
+        "rng": trainer["rng"],
         "metrics_rows": metrics_rows,
-        "rollout_buffer": {"records": len(rollout_buffer)},
-        "files": {name: p.stat().st_size for name, p in sized.items()},
+        "rollout_buffer": {"records": len(rollout_buffer), "steps": [int(k) for k in buffered_steps]},
+        "files": files,
     }
     path = state_dir / "state.json"
     tmp = state_dir / "state.json.tmp"
@@ -298,26 +368,43 @@ def load_state(checkpoint: Path) -> RunState:
         rng=payload["rng"],
         metrics_rows=payload["metrics_rows"],
         rollout_buffer=records,
+        buffered_steps=[int(k) for k in payload.get("rollout_buffer", {}).get("steps", [])],
     )
 
 
 def restore(state: RunState, *, backend: Any, engine: Any, stream: Any) -> None:
     """Load a checkpoint's run state into a freshly built run: weights, optimizers, counters, stream, RNG.
 
-    The actor weights go into the backend (`t1_trainer.checkpoint.load_actor`) and from it to the engine
-    under the saved weight version (paused, updated, resumed, as a publication); the critic and both
-    optimizer states load as saved; the backend's counters and the task stream's position are set; the RNG
-    states are set last, after everything that could draw from them.
+    The trainer's part as `restore_trainer` loads it; then the actor weights go from the backend to the
+    engine under the saved weight version (`load_engines`: paused, updated, resumed, as a publication); the
+    task stream's position is set (`restore_stream`); the RNG states are set last, after everything that
+    could draw from them.
 
     Raises:
         ResumeError: a weights or optimizer file does not load, naming it; the backend lacks a counter the
             state holds; the backend's actor is not held under the Hugging Face names of the actor file
-            (resuming the Megatron backend is not built).
+            (resuming the Megatron backend is not built); the task stream's position does not fit its pool.
+    """
+    restore_trainer(state, backend, rng=False)
+    load_engines(backend, [engine], state.weight_version)
+    restore_stream(state, stream)
+    _set_rng(state)
+
+
+def restore_trainer(state: RunState, backend: Any, *, rng: bool = True) -> None:
+    """Load the trainer's part of a checkpoint into ``backend``, in the process that holds it.
+
+    The actor (`t1_trainer.checkpoint.load_actor`) and the critic weights, both optimizer states and the
+    backend's counters; with ``rng``, then this process's generator states (the trainer's: `save_state`
+    takes them from the process that ran `save_trainer_state`). The Ray loop's trainer worker calls it
+    with the state less its rollout buffer.
+
+    Raises:
+        ResumeError: as `restore`, for the trainer's files and counters.
     """
     import torch
 
     from t1_trainer.checkpoint import load_actor
-    from t1_trainer.rng import set_rng_state
 
     ckpt = state.checkpoint
     actor_file = ckpt / "weights" / "actor.safetensors"
@@ -343,20 +430,65 @@ def restore(state: RunState, *, backend: Any, engine: Any, stream: Any) -> None:
         if not hasattr(backend, name):
             raise ResumeError(f"{ckpt / 'state' / 'state.json'}: the backend has no counter {name!r}")
         setattr(backend, name, int(value))
-    if state.weight_version > engine.weight_version:
-        engine.pause()
-        try:
-            engine.update_weights(backend.export_weights(), weight_version=state.weight_version)
-        finally:
-            engine.resume()
+    if rng:
+        _set_rng(state)
+
+
+def load_engines(backend: Any, receivers: Sequence[Any], weight_version: int) -> float:
+    """Give the restored actor weights to every receiver behind ``weight_version``, under that version.
+
+    As a publication (`t1_trainer.publish.publish_weights`): all of them are paused first, the weights
+    exported once, each receiver updated, and every paused one resumed even when an update fails; unlike
+    a publication the version does not advance (it is the checkpoint's). Receivers already at the version
+    (none, after a fresh build) are left alone.
+
+    Args:
+        backend: the trainer backend holding the restored actor.
+        receivers: engines or replica receivers (``weight_version``, ``pause``, ``update_weights``,
+            ``resume``).
+        weight_version: the checkpoint's weight version.
+
+    Returns:
+        Wall time, seconds (pause to resume); 0 when no receiver was behind.
+    """
+    import time
+    from contextlib import ExitStack
+
+    behind = [r for r in receivers if r.weight_version < weight_version]
+    if not behind:
+        return 0.0
+    t0 = time.monotonic()
+    with ExitStack() as paused:
+        for receiver in behind:
+            receiver.pause()
+            paused.callback(receiver.resume)
+        weights = backend.export_weights()
+        for receiver in behind:
+            receiver.update_weights(weights, weight_version=weight_version)
+    return time.monotonic() - t0
+
+
+def restore_stream(state: RunState, stream: Any) -> None:
+    """Put the PPO task stream (a fresh `t1_tasks.StepTasks`) at the checkpoint's position.
+
+    Raises:
+        ResumeError: the position does not fit the stream's pool (naming ``state.json``).
+    """
     try:
         stream.restore(state.task_stream)
     except (KeyError, ValueError) as exc:
-        raise ResumeError(f"{ckpt / 'state' / 'state.json'}: task_stream: {exc}") from None
+        raise ResumeError(f"{state.checkpoint / 'state' / 'state.json'}: task_stream: {exc}") from None
+
+
+def _set_rng(state: RunState) -> None:
+    from t1_trainer.rng import set_rng_state
+
     try:
         set_rng_state(state.rng)
     except (KeyError, ValueError, TypeError, RuntimeError) as exc:
-        raise ResumeError(f"{ckpt / 'state' / 'state.json'}: rng: not a generator state ({exc})") from None
+        raise ResumeError(
+            f"{state.checkpoint / 'state' / 'state.json'}: rng: not a generator state ({exc})"
+        ) from None
 
 
 def supersede_after(run_dir: Path, state: RunState) -> int:
@@ -365,7 +497,9 @@ def supersede_after(run_dir: Path, state: RunState) -> int:
     Of the lines of ``metrics.jsonl`` beyond ``state.metrics_rows``, those of a step the resumed run takes
     again (``"step"`` >= ``state.ppo_steps``, or unreadable) are appended to ``metrics.superseded.jsonl``;
     the evaluation rows of the checkpoint's own step, written after it, stay. The
-    ``trajectories/step-NNNN`` folders of the steps to be run again move under ``trajectories/superseded/``.
+    ``trajectories/step-NNNN`` folders of the steps to be rolled out again move under
+    ``trajectories/superseded/``; those of the batches in the rollout buffer (`RunState.buffered_steps`,
+    rolled out before the checkpoint and trained after it) stay.
 
     Returns:
         The number of metrics lines moved.
@@ -382,7 +516,8 @@ def supersede_after(run_dir: Path, state: RunState) -> int:
         tmp.write_text("".join(keep))
         tmp.replace(metrics)
     for folder in sorted((run_dir / "trajectories").glob("step-*")):
-        if int(folder.name.split("-")[1]) >= state.ppo_steps:
+        step = int(folder.name.split("-")[1])
+        if step >= state.ppo_steps and step not in state.buffered_steps:
             dest = run_dir / "trajectories" / "superseded" / f"{folder.name}-{os.getpid()}"
             dest.parent.mkdir(exist_ok=True)
             shutil.move(str(folder), str(dest))

@@ -9,7 +9,9 @@ it in its bundle, so this module imports Ray only inside the calls that need it.
 - `TrainerWorker` holds the trainer backend (``trainer.backend``) on a copy of the same policy, runs the PPO
   and critic warm-up steps, and publishes its weights: exported once, put once into Ray's object store, and
   loaded by every replica from that one object at the barrier (`t1_trainer.publish.publish_weights` does the
-  quiesce, update and resume; `ReplicaReceiver` is its view of one replica).
+  quiesce, update and resume; `ReplicaReceiver` is its view of one replica). It writes and loads the
+  trainer's part of a checkpoint itself (`t1.run.resume.save_trainer_state`, ``restore_trainer``), in the
+  run directory the driver names.
 - `SandboxHost` runs whole trials (`t1_rollout.trial.run_trial`) on its node, at most
   ``rollout.per_node_cap`` at once, each generating on the replica the driver assigned to it
   (`ReplicaEngine`); a cancelled trial's sandbox is reclaimed on the host and its record returned.
@@ -275,6 +277,52 @@ class TrainerWorker:
     def policy_version(self) -> int:
         """The version of the actor weights last published (`TrainerBackend.policy_version`)."""
         return int(getattr(self.backend, "policy_version", 0))
+
+    def save_checkpoint(self, checkpoint: str, optimizer: bool) -> dict[str, Any]:
+        """Write the trainer's part of a checkpoint into ``checkpoint`` (`t1.run.resume.save_trainer_state`).
+
+        ``checkpoint`` is the driver's path (``<run>/checkpoints/step-NNNN``): the same folder on a local
+        cluster; on a multi-node one the run directory must be shared storage at the same path on every
+        node, which the driver checks when it writes the rest (`t1.run.resume.save_state`).
+
+        Returns:
+            The files written with their sizes, the backend's counters and this process's RNG states.
+        """
+        from t1.run.resume import save_trainer_state
+
+        return save_trainer_state(Path(checkpoint), self.backend, optimizer=optimizer)
+
+    def restore_checkpoint(self, state: Any) -> int:
+        """Load the trainer's part of a checkpoint (`t1.run.resume.restore_trainer`, RNG states last).
+
+        Args:
+            state: the `t1.run.resume.RunState` the driver read (its rollout buffer left out).
+
+        Returns:
+            The restored ``policy_version``.
+
+        Raises:
+            t1.run.resume.ResumeError: a file does not load, or the backend is not one a resume rebuilds.
+        """
+        from t1.run.resume import restore_trainer
+
+        restore_trainer(state, self.backend)
+        return self.policy_version()
+
+    def load_replicas(self, replicas: list[Any], weight_version: int) -> float:
+        """Give the restored actor weights to every replica under the checkpoint's ``weight_version``.
+
+        `t1.run.resume.load_engines` over `ReplicaReceiver`s: every replica paused, the weights put into
+        the object store once, loaded by each, all resumed; the version is the checkpoint's (no advance).
+        Called before any generation of a resumed run.
+
+        Returns:
+            Wall time, seconds.
+        """
+        from t1.run.resume import load_engines
+
+        channel = _ObjectStoreChannel()
+        return load_engines(self.backend, [ReplicaReceiver(h, channel) for h in replicas], weight_version)
 
     def save_weights(self, run_dir: str) -> None:
         """Save the actor and critic weights under ``run_dir`` (`t1_trainer.weights.save_weights`)."""

@@ -27,8 +27,12 @@ and Daytona sandboxes of a lost host carry the run's label but are not reclaimed
 backends' ``reclaim_run`` removes them; not called here). Re-queued attempts do not take sandbox creation
 tokens again (`t1_rollout.scheduler` paces first attempts only).
 
-Not built: partial-rollout continuation, checkpoints and resume of the Ray loop, replacing a lost actor with a
-new one, data-parallel trainer workers, NCCL publication, evaluation during training.
+Checkpoints (every ``trainer.checkpoint_every`` PPO steps, at the barrier, in the embedded loop's format) and
+``t1 train --resume``: `t1.run.ray.checkpoint`; the asynchronous loop saves the batch in flight, and a resumed
+run trains it at staleness 1.
+
+Not built: partial-rollout continuation, replacing a lost actor with a new one, data-parallel trainer
+workers, NCCL publication, evaluation during training.
 """
 
 from __future__ import annotations
@@ -37,15 +41,15 @@ import asyncio
 import dataclasses
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from t1.run import console as out
-from t1.run.loop import RunSummary, admitted_samples, planned_steps, trial_seed, warmup_steps
+from t1.run.loop import RunSummary, _reopen, admitted_samples, planned_steps, trial_seed, warmup_steps
 from t1.run.preflight import preflight, refuse_unless_ok
+from t1.run.ray.checkpoint import InFlight, RayCheckpoints
 from t1.run.ray.liveness import ask_live, lost_attempt, observe, trial_or_loss, wait_publication
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.run_dir import RunDir
@@ -69,29 +73,7 @@ class ParticipantsLost(RuntimeError):
     """Every engine replica, or every sandbox host, of the run was lost: nothing is left to go on with."""
 
 
-@dataclass
-class InFlight:
-    """The rollout buffer of the asynchronous loop: the batch collected and not trained yet.
-
-    Kept in one attribute (`RayRun.in_flight`) so that a later checkpoint can save it.
-
-    Attributes:
-        index: the PPO step that will train it.
-        batch: the `t1_rollout.scheduler.BatchResult`.
-        samples: its admitted samples.
-        rollout_s: wall time of its rollout, seconds.
-        requeued: attempts re-queued because their replica or host was lost (a trial re-queued twice counts
-            twice).
-    """
-
-    index: int
-    batch: Any
-    samples: list[Any]
-    rollout_s: float
-    requeued: int = 0
-
-
-class RayRun:
+class RayRun(RayCheckpoints):
     """One training run of a recipe on Ray (``runtime.kind: ray``); same outputs as `t1.run.loop.Run`.
 
     Args:
@@ -99,11 +81,12 @@ class RayRun:
         resolved: the resolved recipe as plain data (written into the run directory).
         console: where progress and the per-step table go.
         stop: the stop token the signal handlers set (`t1.run.signals.stop_signals`).
-        resume_from: must be None: resuming a Ray run is not built.
+        resume_from: a checkpoint folder of an earlier run of this recipe (``<run>/checkpoints/step-NNNN``,
+            `t1.run.resume.open_run`): the run continues in that run directory from that checkpoint's state
+            (`t1.run.ray.checkpoint`).
 
     Raises:
         PreflightError: the recipe cannot run here (the shared preflight, with this runtime's own lines).
-        ValueError: ``resume_from`` was given.
     """
 
     def __init__(
@@ -114,12 +97,8 @@ class RayRun:
         stop: StopToken | None = None,
         resume_from: Path | None = None,
     ) -> None:
-        if resume_from is not None:
-            raise ValueError(
-                f"--resume {resume_from}: resuming a runtime.kind 'ray' run is not built; resume runs "
-                "with runtime.kind 'embedded'"
-            )
         self.recipe = recipe
+        self.resume_from = resume_from
         self.resolved = resolved
         self.console = console or out.run_console()
         self.stop = stop or StopToken()
@@ -193,9 +172,12 @@ class RayRun:
         self._place(default_run_id(r))
         actors_s = time.monotonic() - t_actors
         try:
-            self.rundir = RunDir.create(
-                Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
-            )
+            if self.resume_from is not None:  # the same run directory, metrics appended
+                self.rundir = _reopen(self.resume_from, tensorboard=r.logging.tensorboard)
+            else:
+                self.rundir = RunDir.create(
+                    Path(r.logging.run_root), r.name, self.resolved, tensorboard=r.logging.tensorboard
+                )
         except OSError as exc:
             raise ValueError(
                 f"logging.run_root={r.logging.run_root!r}: cannot create the run directory there ({exc})"
@@ -316,24 +298,26 @@ class RayRun:
         )
         for key in ("warmup", "rollout", "train", "publish"):
             summary.wall_s[key] = 0.0
-        if r.critic_warmup.enabled:
+        stream = StepTasks.from_spec(self.pool, r.pool)
+        start = self._resume(summary, stream) if self.resume_from is not None else 0
+        if r.critic_warmup.enabled and self.resume_from is None:  # a checkpoint follows the warm-up
             self._warmup(summary)
 
-        stream = StepTasks.from_spec(self.pool, r.pool)
-        asynchronous = r.runtime.mode == "async"
-        self.progress.phase("PPO steps", steps)
-        if asynchronous and steps:
-            self.in_flight = self._collect(stream, 0)
-        for step in range(steps):
+        asynchronous, every = r.runtime.mode == "async", r.trainer.checkpoint_every
+        self.progress.phase("PPO steps", steps - start)
+        if asynchronous and start < steps and self.in_flight is None:
+            self.in_flight = self._collect(stream, start)  # the pipeline starts: staleness 0
+        for step in range(start, steps):
             self.stop.check()
             t_step = time.monotonic()
             if not asynchronous:
                 self.in_flight = self._collect(stream, step)
             batch = self.in_flight
-            train_ref = self.trainer.ppo_step.remote(batch.samples, 0 if step == 0 or not asynchronous else 1)
+            train_ref = self.trainer.ppo_step.remote(batch.samples, batch.staleness)
             self.in_flight = None
-            if asynchronous and step + 1 < steps:
-                self.in_flight = self._collect(stream, step + 1)  # overlaps the training of this step
+            due = bool(every) and (step + 1) % every == 0
+            if asynchronous and (step + 1 < steps or due):  # overlaps the training of this step
+                self.in_flight = self._collect_next(stream, step + 1, planned=step + 1 < steps)
             t_wait = time.monotonic()
             train_metrics, train_s = ray.get(train_ref)
             wait_s = time.monotonic() - t_wait
@@ -353,6 +337,8 @@ class RayRun:
                 summary.wall_s[key] += row["wall_s"][key]
             summary.steps += 1
             summary.last_metrics = row
+            if due:
+                self._checkpoint(summary, stream, publication["version"])
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
         ray.get(self.trainer.save_weights.remote(str(self.rundir.root)))
@@ -368,10 +354,10 @@ class RayRun:
                 f"{publication['version']}; publication must leave every replica on one version"
             )
         stats = ask_live(self.liveness, "engine", self.replicas, "stats", deadline)
-        row: dict[str, Any] = {"phase": "ppo", "step": step, "epochs": sorted(set(batch.batch.epochs))}
+        row: dict[str, Any] = {"phase": "ppo", "step": step, "epochs": batch.epochs}
         row["weight_version_after"] = publication["version"]
-        row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
-        row["batch_shortfall"] = r.rollout.admitted - len(batch.batch.admitted)
+        row.update(batch.rollout_metrics)
+        row["batch_shortfall"] = r.rollout.admitted - batch.admitted
         row.update(metrics)
         row["runtime"] = {"kind": "ray", "mode": r.runtime.mode}
         row["replica_requests"] = [
@@ -450,9 +436,8 @@ class RayRun:
             t0 = time.monotonic()
             batch = self._collect(stream, w, label=f"warmup-{w:04d}")
             metrics, train_s = ray.get(self.trainer.critic_warmup_step.remote(batch.samples))
-            row = {"phase": "critic_warmup", "step": w, "epochs": sorted(set(batch.batch.epochs))}
-            row.update(batch.batch.metrics(compaction_max_failure_rate=r.rollout.compaction_max_failure_rate))
-            row["batch_shortfall"] = r.rollout.admitted - len(batch.batch.admitted)
+            row = {"phase": "critic_warmup", "step": w, "epochs": batch.epochs, **batch.rollout_metrics}
+            row["batch_shortfall"] = r.rollout.admitted - batch.admitted
             row.update(metrics)
             row["wall_s"] = {"rollout": batch.rollout_s, "train": train_s, "step": time.monotonic() - t0}
             self.rundir.append_metrics(row)
@@ -465,8 +450,8 @@ class RayRun:
 
     # ---- rollout
 
-    def _collect(self, stream: Any, index: int, label: str | None = None) -> InFlight:
-        """Roll out one batch on the sandbox hosts; refuse to go on when nothing finished."""
+    def _collect(self, stream: Any, index: int, label: str | None = None, staleness: int = 0) -> InFlight:
+        """Roll out one batch on the hosts, to train at ``staleness``; refuse to go on if nothing finished."""
         label = label or f"step-{index:04d}"
         self._reclaim_lost()
         t0 = time.monotonic()
@@ -476,8 +461,14 @@ class RayRun:
             raise self._fatal
         rollout_s = time.monotonic() - t0
         samples = admitted_samples(batch, label, self.recipe, self.rundir, self.console)
-        return InFlight(
-            index=index, batch=batch, samples=samples, rollout_s=rollout_s, requeued=self._requeued
+        return InFlight.of(
+            batch,
+            samples,
+            recipe=self.recipe,
+            index=index,
+            staleness=staleness,
+            rollout_s=rollout_s,
+            requeued=self._requeued,
         )
 
     async def _rollout(self, stream: Any, label: str) -> Any:

@@ -137,11 +137,6 @@ def ray_problems(recipe: Recipe) -> list[str]:
             "evaluation.enabled: evaluation during a runtime.kind 'ray' run is not built; run `t1 eval` "
             "on the saved weights, or use runtime.kind 'embedded'"
         )
-    if recipe.trainer.checkpoint_every:
-        problems.append(
-            f"trainer.checkpoint_every {recipe.trainer.checkpoint_every}: checkpoints (and resume) of "
-            "the Ray loop are not built; set it to 0 (the final weights are still saved)"
-        )
     # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
     needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts
     if rt.ray.address is None and rt.ray.num_cpus is not None and rt.ray.num_cpus < needed:
