@@ -76,6 +76,9 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
     # pool
     ("pool.source_empty", "tiny", ("pool.source=' '",), "pool.source", "builtin:mini"),
     ("pool.quality_rank_needs_shuffle", "prod", ("pool.shuffle=none",), "pool.shuffle", "shuffle: per_epoch"),
+    ("pool.tasks_empty", "tiny", ("pool.tasks=[]",), "pool.tasks", "null for all"),
+    ("pool.tasks_duplicate", "tiny", ("pool.tasks=[a,b,a]",), "pool.tasks", "['a'] more than once"),
+    ("pool.tasks_and_limit", "tiny", ("pool.tasks=[a]", "pool.limit=1"), "pool.tasks", "give one"),
     (
         "pool.category_mix_range",
         "tiny",

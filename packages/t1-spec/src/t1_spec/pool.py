@@ -57,6 +57,11 @@ class PoolSpec(Spec):
     """Use only the first ``limit`` tasks (tasks), after ordering, before shuffling); ``None`` uses the whole
     pool."""
 
+    tasks: list[str] | None = None
+    """Train only on these task ids (a named split of the pool, e.g. the tasks a warm-started policy
+    sometimes solves), kept in the pool's stored order; an id the pool does not hold is refused by name.
+    ``None`` uses every task. Exclusive with ``limit``."""
+
     audit: PoolAuditSpec | None = None
     """Require an audit of the pool (``t1 tasks audit``) and train only on the tasks it admits; ``None``
     trains on every task of the pool (T1 §3.2 audits T1-15k before any training)."""
@@ -93,6 +98,21 @@ def pool_violations(p: PoolSpec) -> list[Violation]:
                 "source is empty: give 'builtin:mini', a directory of task bundles or a named pool",
             )
         )
+    if p.tasks is not None:
+        if not p.tasks:
+            v.append(Violation("pool.tasks_empty", "tasks", "tasks is empty: list task ids, or null for all"))
+        dupes = sorted({t for t in p.tasks if p.tasks.count(t) > 1})
+        if dupes:
+            v.append(Violation("pool.tasks_duplicate", "tasks", f"tasks lists {dupes} more than once"))
+        if p.limit is not None:
+            v.append(
+                Violation(
+                    "pool.tasks_and_limit",
+                    "tasks",
+                    "tasks and limit both cut the pool: give one (tasks names the split, limit takes the "
+                    "first N)",
+                )
+            )
     if p.order == "quality_rank" and p.shuffle != "per_epoch":
         v.append(
             Violation(

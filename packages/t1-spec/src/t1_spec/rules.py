@@ -86,6 +86,16 @@ RULES: tuple[Rule, ...] = (
         "`order: quality_rank` uses `shuffle: per_epoch`",
         "T1 §5.4: otherwise the reward drifts with task quality",
     ),
+    Rule(
+        "pool.tasks_empty", "pool.tasks", "null or at least one task id", "an empty split trains on nothing"
+    ),
+    Rule("pool.tasks_duplicate", "pool.tasks", "each task id once", "a split names tasks, not weights"),
+    Rule(
+        "pool.tasks_and_limit",
+        "pool.tasks",
+        "`tasks` or `limit`, not both",
+        "both cut the pool; one cut keeps the split unambiguous",
+    ),
     Rule("pool.category_mix_range", "pool.category_mix", "every share in [0, 1]", "shares are fractions"),
     Rule(
         "pool.category_mix_sum", "pool.category_mix", "shares sum to 1 (within 1e-3)", "shares are fractions"

@@ -1,16 +1,17 @@
 """A run's task pools as the recipe names them, and why they cannot be used, found before any work.
 
-Loading is the same for the preflight and the run: the pool source, its ``limit``, its ``audit`` (only the
-tasks the audit admits, T1 §3.2), its ``validation`` record (the observed assertion counts reports are held
-to), a size check (one step draws ``rollout.launched`` distinct tasks, T1: one sample per task per step),
-and each task's environment held against the chosen sandbox backend (its ``check_environment``, through the
-``SANDBOXES`` registry), all before any model is built. Every broken bundle and every task the backend
-cannot run is reported at once, one line each (`PoolProblems`). A problem here is invalid input (a path in
-the recipe), so ``t1 train`` and ``t1 recipe validate`` exit 2 on it.
+Loading is the same for the preflight and the run: the pool source, its ``limit`` or ``tasks`` (a named
+split), its ``audit`` (only the tasks the audit admits, T1 §3.2), its ``validation`` record (the observed
+assertion counts reports are held to), a size check (one step draws ``rollout.launched`` distinct tasks, T1:
+one sample per task per step), and each task's environment held against the chosen sandbox backend (its
+``check_environment``, through the ``SANDBOXES`` registry), all before any model is built. Every broken
+bundle and every task the backend cannot run is reported at once, one line each (`PoolProblems`). A problem
+here is invalid input (a path in the recipe), so ``t1 train`` and ``t1 recipe validate`` exit 2 on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -35,7 +36,7 @@ class PoolProblems(ValueError):
 
 
 def load_one(name: str, spec: PoolSpec) -> Pool:
-    """The pool of ``spec`` (recipe section ``name``), cut to ``limit``, restricted to what its audit admits.
+    """The pool of ``spec`` (recipe section ``name``): cut to ``limit`` or ``tasks``, then to its audit.
 
     Raises:
         PoolProblems: bundles of the pool are broken: one line per bundle with its cause.
@@ -51,6 +52,8 @@ def load_one(name: str, spec: PoolSpec) -> Pool:
         raise PoolProblems([f"{head}: bundle {b.id}: {b.message}" for b in exc.broken]) from exc
     except (TaskError, OSError) as exc:
         raise ValueError(f"{name}.source {spec.source!r}: {exc}") from exc
+    if spec.tasks is not None:
+        pool = select_tasks(name, pool, spec.tasks)
     if spec.audit is None:
         return pool
     from t1_tasks.audit import admitted_tasks
@@ -59,6 +62,20 @@ def load_one(name: str, spec: PoolSpec) -> Pool:
         return admitted_tasks(pool, spec.audit)
     except (ValueError, OSError) as exc:
         raise ValueError(f"{name}.audit.file {spec.audit.file!r}: {exc}") from exc
+
+
+def select_tasks(name: str, pool: Pool, ids: list[str]) -> Pool:
+    """The tasks of ``pool`` named in ``ids`` (``<name>.tasks``), in the pool's stored order.
+
+    Raises:
+        ValueError: an id the pool does not hold, naming every such id and the pool's ids.
+    """
+    have = {t.id for t in pool}
+    missing = [i for i in ids if i not in have]
+    if missing:
+        raise ValueError(f"{name}.tasks: {missing} not in {pool.source!r}, whose tasks are {sorted(have)}")
+    keep = set(ids)
+    return dataclasses.replace(pool, tasks=tuple(t for t in pool if t.id in keep))
 
 
 def load_validation(name: str, spec: PoolSpec, pool: Pool) -> ValidationRecord | None:
@@ -143,6 +160,7 @@ def load_pools(recipe: Recipe) -> tuple[Pool, Pool, PoolSpec]:
     for name, p, spec in (("pool", pool, r.pool), ("critic_warmup.pool", warmup_pool, warm)):
         if tasks_per_step(r) > len(p):
             cut = [f"{name}.limit {spec.limit}"] if spec.limit is not None else []
+            cut += [f"{name}.tasks ({len(spec.tasks)} ids)"] if spec.tasks is not None else []
             cut += [f"{name}.audit (min_score {spec.audit.min_score:g})"] if spec.audit is not None else []
             cut_by = f" (cut by {' and '.join(cut)})" if cut else ""
             g = r.ppo.samples_per_task
