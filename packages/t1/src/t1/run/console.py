@@ -125,10 +125,28 @@ def print_step(console: Console, row: dict[str, Any], *, steps: int, table: bool
 
 
 def print_warnings(console: Console, row: dict[str, Any]) -> None:
-    """The warnings a step's metrics row carries (``compaction_warning``), one yellow line each."""
+    """The warnings a step's metrics row carries, one yellow line each.
+
+    ``compaction_warning``, and admitted trials scored 0 on a verifier timeout (``fallbacks``): the policy
+    of `t1_reward.judge` scores a timeout in a healthy sandbox as the agent's 0, which is right when the
+    agent's program hangs the tests and wrong when the host is too loaded to run them in time (measured here:
+    with nine trials, two trainers and other jobs on two cores, the mini pool's verifiers took 70-90 s, so a
+    60 s deadline scored most trials 0).
+    The line says so, so that a short ``rollout.verifier_deadline_s`` does not silently feed the trainer 0s.
+    """
     if row.get("compaction_warning"):
         console.print(
             f"[yellow]warning:[/] {escape(row['compaction_warning'])}", highlight=False, soft_wrap=True
+        )
+    fallbacks = row.get("fallbacks")
+    timeouts = fallbacks.get("verifier_timeout", 0) if isinstance(fallbacks, dict) else 0
+    if timeouts:
+        console.print(
+            f"[yellow]warning:[/] {timeouts} of {row.get('trials_admitted', '?')} admitted trials scored 0 "
+            "on a verifier timeout; if the host is loaded rather than the agent's program hung, raise "
+            "rollout.verifier_deadline_s or lower rollout.concurrency",
+            highlight=False,
+            soft_wrap=True,
         )
 
 
