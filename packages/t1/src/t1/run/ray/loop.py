@@ -501,6 +501,7 @@ class RayRun:
 
         async def run_one(task: Any, record: Any) -> Any:
             for attempt in range(MAX_REQUEUES + 1):
+                record.steps = [label]  # a lost attempt's reset (_keep_lost_attempt) clears it
                 try:
                     k, h = route()
                 except ParticipantsLost as exc:  # failed after collect_batch, not as one trial's cause
@@ -560,6 +561,7 @@ class RayRun:
         batch = await collect_batch(stream, run_one, self.scheduler, on_trial_done=self.progress.trial_done)
         for rec in batch.cancelled:  # cancelled before they started never reached run_one
             if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+                rec.steps = rec.steps or [label]
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
         return batch
 
