@@ -200,9 +200,15 @@ class Run:
         return summary
 
     def _close_loop(self, cause: str) -> None:
-        """Cancel and record the trials still parked (`release_parked`), then close the run's event loop."""
+        """Cancel and record the trials still parked (`release_parked`), then close the run's event loop.
+
+        Whatever else the loop still holds (a trial whose cancellation a stop interrupted before it had
+        reclaimed its sandbox) is cancelled and awaited too, with every signal absorbed, before the loop
+        closes: ``asyncio.Runner.close`` would do the same, but a signal could cut it short.
+        """
         try:
             self.release_parked(cause)
+            run_shielded(_cancel_the_rest(), self.runner)
         finally:
             self.runner.close()
 
@@ -473,9 +479,11 @@ class Run:
             on_trial_done=self.progress.trial_done,
             continuation=continuation,
         )
-        for _, rec in batch.outcomes():  # cancelled before they started never reached run_one
+        # cancelled before they started never reached run_one; the scheduler may add to a cancelled
+        # trial's cause after the trial wrote its record; a parked one is written as it stands
+        for _, rec in batch.outcomes():
             if (
-                rec.status == "parked"
+                rec.status in ("parked", "cancelled")
                 or not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists()
             ):
                 rec.steps = rec.steps or [label]
@@ -487,6 +495,16 @@ class Run:
         # SIGTERM cancels it (t1.run.signals); the runner's loop outlives it, with the parked trials
         batch = run_interruptible(self._rollout(stream, label, continuation), self.runner)
         return batch, admitted_samples(batch, label, self.recipe, self.rundir, self.console)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait until each has ended (its clean-up run)."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for t in others:
+        t.cancel()
+    if others:
+        await asyncio.gather(*others, return_exceptions=True)
 
 
 def _reopen(checkpoint: Path, *, tensorboard: bool) -> RunDir:
