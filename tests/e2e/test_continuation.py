@@ -22,8 +22,12 @@ CONTINUED = [
     "rollout.launched=5",
     "ppo.batch_size=2",
     "rollout.concurrency=5",
-    "rollout.max_turns=4",  # the engine serves turns in turn: a parked trial has sampled some of its own
-    "rollout.max_new_tokens=32",
+    "rollout.max_turns=6",
+    "rollout.max_new_tokens=48",
+    # one sandbox creation every 5 s: the trials of a step start apart, so when the first two have finished
+    # the others are in the middle of their episodes (the engine serves the trials' turns in turn, so
+    # trials started together would all be in their verifiers by then, and carried as finished records)
+    "rollout.creation_rate_per_s=0.2",
     "logging.print_table=false",
 ]
 
@@ -86,21 +90,22 @@ def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_no
     assert _json(run / "status.json")["status"] == "finished"
 
 
-def _bwrap_pids() -> set[str]:
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True).stdout
-    return {
-        pid
-        for pid, stat, comm in (line.split(None, 2) for line in out.splitlines())
-        if comm.startswith("bwrap") and not stat.startswith("Z")
-    }
+LAUNCH = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); from leaks import apply_isolation; "
+    "apply_isolation(json.loads(sys.argv[2])); sys.argv = ['t1', *sys.argv[3:]]; "
+    "from t1.cli import app; app()"
+)
+"""``python -c`` program: ``t1`` with the sandboxes in the test's own uid range and slot directory."""
 
 
 @pytest.mark.e2e
-def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_them(tmp_path):
+def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_them(tmp_path, monkeypatch):
+    config = leaks.isolate("local", monkeypatch, tmp_path)
     runs = tmp_path / "runs"
-    before = _bwrap_pids()
+    suite = str(Path(leaks.__file__).parent)
+    args = ["train", str(TINY), *CONTINUED, f"logging.run_root={runs}"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "t1.cli", "train", str(TINY), *CONTINUED, f"logging.run_root={runs}"],
+        [sys.executable, "-c", LAUNCH, suite, json.dumps(config), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -127,7 +132,4 @@ def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_the
         assert record["status"] in {"cancelled", "finished"}, record
         if record["status"] == "cancelled":
             assert "cancelled" in record["cause"]
-    deadline = time.monotonic() + 10
-    while not _bwrap_pids() <= before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _bwrap_pids() <= before
+    assert not leaks.settled(config, owners=(proc.pid,)), leaks.leftovers(config, owners=(proc.pid,))
