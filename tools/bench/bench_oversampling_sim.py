@@ -58,11 +58,12 @@ Figures, per seed and then min / median / max over seeds:
 Ratios: step time oversampled / no_oversampling (the named baseline) and continuation / oversampled; long
 retention continuation / oversampled. Nothing asserts. Ends with one JSON line of the figures.
 
-Measured 2026-12-01 (2 shared CPU cores, defaults, 105 s of real time, most of it the scheduler's own
-``asyncio.wait`` over 560 pending trials per completion), median over seeds (min-max): step time 2136 s
-oversampled, 3742 s without oversampling (ratio 0.57, 0.54-0.61), 2030 s with continuation (0.95 of
-oversampled); retention of trajectories of >= 64 turns 0.42 (0.41-0.45) oversampled, 1.00 with continuation
-(2.4x, 2.23-2.47); long share of the admitted 0.053 oversampled against 0.114 launched.
+Measured 2026-12-01 (2 shared CPU cores, defaults), median over seeds (min-max): step time 2136 s
+oversampled, 3742 s without oversampling (ratio 0.57, 0.54-0.61); retention of trajectories of >= 64 turns
+0.42 (0.41-0.45) oversampled; long share of the admitted 0.053 oversampled against 0.114 launched. Measured
+2026-12-02 with the continuation arm on the real `Continuation` (271 s of real time; the two other arms gave
+the same figures): step time 2044 s with continuation (0.96 of oversampled, 0.95-0.97), retention of
+trajectories of >= 64 turns 1.00 (2.4x, 2.23-2.47), all 48 continued trials of each step admitted in the next.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class TrialRecord:
             with continuation also ``parked`` (seconds parked between steps, not in ``agent`` nor ``total``).
         launch_index: position of the trial in its first batch's launch order (seeds its sampling).
         steps: labels of the steps the trial ran in (``step-0003``), in order; more than one when it was
-            continued (partial-rollout continuation, T1 §10).
+            continued (partial-rollout continuation, T1 §10), none when it was cancelled before it started.
         resumes: later steps the trial was continued in (0 unless continued).
         parking: the scheduler's continuation handle (`t1_rollout.parking.Parking`), None when the tail is
             cancelled rather than parked; not written out.

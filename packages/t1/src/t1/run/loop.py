@@ -486,7 +486,6 @@ class Run:
                 rec.status in ("parked", "cancelled")
                 or not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists()
             ):
-                rec.steps = rec.steps or [label]
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
         return batch
 

@@ -561,7 +561,6 @@ class RayRun:
         batch = await collect_batch(stream, run_one, self.scheduler, on_trial_done=self.progress.trial_done)
         for rec in batch.cancelled:  # cancelled before they started never reached run_one
             if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
-                rec.steps = rec.steps or [label]
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
         return batch
 
