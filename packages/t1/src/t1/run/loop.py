@@ -135,6 +135,7 @@ class Run:
         self.rundir: RunDir | None = None
         self.parts: Components | None = None
         self.runner = asyncio.Runner()  # the one event loop of every rollout (parked trials live on it)
+        self._loop_closed = False
         self.continuation: Any = None  # t1_rollout.continuation.Continuation, with rollout.continuation on
 
     @property
@@ -179,36 +180,48 @@ class Run:
         try:
             with self.progress:
                 self._run_steps(summary)
+            self._close_loop("the run ended")
         except KeyboardInterrupt:
-            self._close_loop("the run was interrupted")
+            self._close_loop("the run was interrupted", quiet=True)
             with deferred_signals():  # a second signal must not leave the status at "running"
                 reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's handler records none
                 self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
                 self._stop_engine()
             raise
         except BaseException as exc:
-            self._close_loop("the run failed")
+            self._close_loop("the run failed", quiet=True)
             with deferred_signals():
                 self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
                 self._stop_engine()
             raise
-        self._close_loop("the run ended")
         summary.wall_s["total"] = time.monotonic() - t_total
         with deferred_signals():
             self.rundir.write_status("finished", summary.steps, None)
         self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
         return summary
 
-    def _close_loop(self, cause: str) -> None:
+    def _close_loop(self, cause: str, *, quiet: bool = False) -> None:
         """Cancel and record the trials still parked (`release_parked`), then close the run's event loop.
 
         Whatever else the loop still holds (a trial whose cancellation a stop interrupted before it had
         reclaimed its sandbox) is cancelled and awaited too, with every signal absorbed, before the loop
-        closes: ``asyncio.Runner.close`` would do the same, but a signal could cut it short.
+        closes: ``asyncio.Runner.close`` would do the same, but a signal could cut it short. Once only.
+
+        Args:
+            cause: why the parked trials are cancelled.
+            quiet: print an error of the recording instead of raising it (on a failed or interrupted run's
+                way out, where it must not hide the run's own cause).
         """
+        if self._loop_closed:
+            return
+        self._loop_closed = True
         try:
             self.release_parked(cause)
             run_shielded(_cancel_the_rest(), self.runner)
+        except Exception as exc:
+            if not quiet:
+                raise
+            self.console.print(f"[yellow]warning:[/] closing the event loop: {type(exc).__name__}: {exc}")
         finally:
             self.runner.close()
 
