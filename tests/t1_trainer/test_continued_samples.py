@@ -155,3 +155,35 @@ def test_update_actor_refuses_a_per_sample_list_of_the_wrong_length(tiny_model_s
         be.update_actor(mixed_batch, advs, old_logprobs=["rollout"])
     with pytest.raises(TrainerConfigError, match="'proximal'"):
         be.update_actor(mixed_batch, advs, old_logprobs=["rollout", "proximal"])  # type: ignore[list-item]
+
+
+def test_the_megatron_backend_takes_the_rollouts_logprobs_per_sample_too(tiny_model_spec, sample_with):
+    pytest.importorskip(
+        "megatron.core", reason="megatron-core (the t1-trainer[megatron] extra) is not installed"
+    )
+    import torch
+
+    from t1_policy import build_model
+    from t1_spec import ModelSpec
+    from t1_trainer.megatron.backend import MegatronBackend
+
+    # every layer full attention: megatron's Gated DeltaNet needs CUDA (as in test_megatron_backend.py)
+    spec = ModelSpec(**{**tiny_model_spec.model_dump(), "full_attention_interval": 1})
+    sampler = build_model(spec, seed=0)
+    batch = []
+    for i, r in enumerate([0.1, 0.6]):
+        s = sample_with(sampler, prompt_len=24, turns=[(6, 8), (6, 0)], reward=r, seed=i, task_id=f"t{i}")
+        lp = np.where(s.loss_mask == 1, s.rollout_logprobs - SHIFT, 0.0).astype(np.float32)
+        batch.append(dataclasses.replace(s, rollout_logprobs=lp, policy_version=1))
+    batch[1] = dataclasses.replace(batch[1], policy_version=0, policy_versions_mixed=True)
+    hp = PPOSpec(batch_size=2)
+    be = MegatronBackend(model_spec=spec, ppo_spec=hp, plan=load_recipe(TINY).plan, seed=0, actor=sampler)
+    be.policy_version = 1
+    be.actor.train()
+    cont = batch[1]
+    with torch.no_grad(), be._replayed(cont):
+        logp = be.actor_logprobs(cont).double().numpy()
+    expected = np.exp(logp - cont.rollout_logprobs[cont.loss_mask.astype(bool)].astype(np.float64))
+    m = ppo_step(be, batch, hp, continuation_lag=1)
+    assert m["actor/ratio_min"] == 1.0  # the fresh sample: recomputed, the same forward
+    assert m["actor/ratio_max"] == pytest.approx(expected.max(), rel=1e-5)

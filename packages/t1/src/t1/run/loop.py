@@ -83,7 +83,9 @@ def planned_steps(recipe: Recipe, pool_size: int) -> int:
     A pass counts the tasks drawn, ``rollout.launched / ppo.samples_per_task`` per step (a group of trials
     per task): a cancelled trial used up its task's turn in the epoch (the oversampling tail is lost signal,
     T1 §10), as in the task stream itself. Only whole steps that fit in ``epochs`` passes run (floor), so no
-    step reaches into a pass beyond them; the tasks left over at the end are not drawn.
+    step reaches into a pass beyond them; the tasks left over at the end are not drawn. With partial-rollout
+    continuation a step draws fewer fresh tasks (the continued trials hold launch slots, and keep the epoch
+    they were drawn in), so the run makes at most ``epochs`` passes, never more.
     """
     by_epochs = pool_size * recipe.ppo.epochs // tasks_per_step(recipe)
     return by_epochs if recipe.ppo.steps is None else min(recipe.ppo.steps, by_epochs)
