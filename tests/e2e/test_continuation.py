@@ -22,12 +22,17 @@ CONTINUED = [
     "rollout.launched=5",
     "ppo.batch_size=2",
     "rollout.concurrency=5",
-    "rollout.max_turns=6",
-    "rollout.max_new_tokens=48",
-    # one sandbox creation every 5 s: the trials of a step start apart, so when the first two have finished
-    # the others are in the middle of their episodes (the engine serves the trials' turns in turn, so
-    # trials started together would all be in their verifiers by then, and carried as finished records)
-    "rollout.creation_rate_per_s=0.2",
+    # Some trial must be in the middle of its episode when the batch is full: trials started together reach
+    # their verifiers together (the engine serves their turns in turn) and would all be carried as finished
+    # records, none mixing versions. So the episode lasts the agent deadline, E = 75 s (50 turns take
+    # longer), and the sandboxes start 30 s apart (trial k at 30 (k - 1) s). The batch fills when the second
+    # trial has verified, at 30 + E + V s (V its verifier): trial 3 is then mid-episode with some turns for
+    # V < 30 s, trial 4 (run for 15 + V s) for V < 60 s, trial 5 for 15 s < V < 90 s (on a loaded 2-core
+    # box a verifier has taken 13 to 55 s; unloaded, about 3 s).
+    "rollout.max_turns=50",
+    "rollout.max_new_tokens=16",
+    "rollout.agent_deadline_s=75",
+    "rollout.creation_rate_per_s=0.0333",
     "logging.print_table=false",
 ]
 
