@@ -204,3 +204,31 @@ def test_a_value_error_once_the_run_has_started_is_a_failed_run_not_invalid_inpu
     monkeypatch.setattr(loop.Run, "run", fail)
     result = CliRunner().invoke(app, ["train", str(TINY), f"logging.run_root={tmp_path}"])
     assert result.exit_code == 1 and "a sample's streams disagree" in result.output
+
+
+def test_continuation_is_runnable_on_the_embedded_loop_and_off_by_default():
+    assert load_recipe(TINY).rollout.continuation.enabled is False  # as in the paper (T1 §7.4)
+    verdict = preflight(load_recipe(TINY, ["rollout.continuation.enabled=true"]))
+    assert verdict.ok, verdict.problems
+
+
+@pytest.mark.parametrize(
+    ("recipe", "overrides", "says"),
+    [
+        ("tiny-ray.yaml", [], "partial-rollout continuation is not built on the Ray loop"),
+        (
+            "tiny-cpu.yaml",
+            ["ppo.samples_per_task=2", "rollout.launched=10", "rollout.admitted=8"],
+            "groups of ppo.samples_per_task 2 are not built with it",
+        ),
+        ("tiny-cpu.yaml", ["trainer.checkpoint_every=1"], "checkpoints with partial-rollout continuation"),
+    ],
+    ids=["ray", "groups", "checkpoints"],
+)
+def test_what_continuation_is_not_built_with_is_refused_by_name(recipe, overrides, says):
+    args = [str(REPO / "recipes" / recipe), "rollout.continuation.enabled=true", *overrides]
+    problems = preflight(load_recipe(args[0], args[1:])).problems
+    lines = [p for p in problems if p.startswith("rollout.continuation.enabled:")]
+    assert len(lines) == 1 and says in lines[0], problems
+    checked = CliRunner().invoke(app, ["recipe", "validate", *args])
+    assert checked.exit_code == 1 and says in " ".join(checked.output.split())

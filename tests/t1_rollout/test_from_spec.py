@@ -113,6 +113,10 @@ TRAJECTORY_KEYS = [
     "prompt_tokens",
     "completion_tokens",
     "policy_versions",
+    "turn_policy_versions",
+    "steps",
+    "resumes",
+    "resampled_turns",
     "messages",
     "reward",
     "assertions_passed",
@@ -176,6 +180,8 @@ def test_to_json_has_the_trajectory_files_keys_and_values(tmp_path):
     assert list(data) == TRAJECTORY_KEYS
     assert (data["turns"], data["prompt_tokens"], data["completion_tokens"]) == (2, [3, 6], [2, 1])
     assert data["policy_versions"] == [2] and data["finish"] == "max_turns" and data["parse_failures"] == 1
+    assert data["turn_policy_versions"] == [2, 2] and (data["steps"], data["resumes"]) == ([], 0)
+    assert data["resampled_turns"] == 0
     assert data["reward"] == pytest.approx(1 / 20) and (
         data["assertions_passed"],
         data["assertions_total"],

@@ -72,3 +72,24 @@ def test_from_spec_follows_the_pool_sections_shuffle_and_seed(pool6):
     assert listed.draw(4) + listed.draw(4) == [(0, t) for t in pool6.tasks] + [
         (1, t) for t in pool6.tasks[:2]
     ]
+
+
+def test_tasks_held_by_continued_trials_are_not_drawn_and_their_epoch_turn_is_deferred_not_lost(pool6):
+    # Partial-rollout continuation (T1 §10): a step continues 2 trials and draws 3 fresh tasks, none of the
+    # 2 held; a draw of a held task waits for the next step, so each (epoch, task) pair is drawn exactly once.
+    steps = StepTasks(pool6, 0)
+    seen, held = [], frozenset()
+    for _ in range(12):
+        drawn = steps.draw(3, exclude=held)
+        ids = [t.id for _, t in drawn]
+        assert len(set(ids)) == 3 and not set(ids) & held
+        seen += [(e, t.id) for e, t in drawn]
+        held = frozenset(ids[:2])  # two of them are parked and continued in the next step
+    assert len(seen) == len(set(seen)) == 36  # no pair twice, none made up
+    per_epoch = Counter(e for e, _ in seen)
+    assert all(per_epoch[e] == 6 for e in range(5))  # the first five epochs ran every task once
+
+
+def test_a_step_whose_fresh_and_held_tasks_exceed_the_pool_is_refused(pool6):
+    with pytest.raises(ValueError, match="4 distinct tasks besides 3 it already runs"):
+        StepTasks(pool6, 0).draw(4, exclude=frozenset({"a", "b", "c"}))

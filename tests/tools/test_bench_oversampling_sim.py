@@ -28,7 +28,7 @@ def sim():
 def _args(**kw):
     base = dict(
         seeds=2, steps=3, launched=70, admitted=64, turns_median=24.0, turns_sigma=0.8, turn_s_median=25.0,
-        long_turns=48,
+        long_turns=48, max_resumes=1,
     )  # fmt: skip
     return argparse.Namespace(**{**base, **kw})
 
@@ -74,6 +74,9 @@ def test_oversampling_shortens_the_step_and_continuation_keeps_the_long_tail(sim
     # the run's own metric counts every launched trial of every step
     launched = sum(r["launched"] for r in out["retention_by_turns_metric"]["oversampled"].values())
     assert launched == 2 * 3 * 70
+    # with the loop's continuation, the tail is parked (outcome continued), not cancelled, in each step
+    cont = out["retention_by_turns_metric"]["continuation"].values()
+    assert sum(r["continued"] for r in cont) > 0 and sum(r["launched"] for r in cont) == 2 * 3 * 70
 
 
 def test_the_first_step_of_oversampling_is_never_slower(sim):

@@ -3,7 +3,7 @@
 Run (from the repository root):
 
     uv run python tools/bench/bench_oversampling_sim.py [--seeds 5] [--steps 4] [--launched 560]
-        [--admitted 512] [--long-turns 64]
+        [--admitted 512] [--long-turns 64] [--max-resumes 1]
 
 The admission policy is the real one: `t1_rollout.scheduler.collect_batch` with a `SchedulerConfig` (token
 bucket of 6 creations per second under a 600 per minute quota, T1 §7.3; ``concurrency`` = launched, every
@@ -31,10 +31,16 @@ Three arms per seed, ``--steps`` steps each:
 
 - ``oversampled``: ``--launched`` 560 for ``--admitted`` 512 (T1 §7.4); the cancelled tail is dropped;
 - ``no_oversampling``: 512 launched for 512: every trial is admitted and the step waits for the slowest;
-- ``continuation``: 560 for 512, and the cancelled tail of step t is launched first in step t+1 under the
-  same plan, its completed turns and elapsed time kept (its sandbox kept, so no second start), with fresh
-  tasks filling the rest of the 560. This is a model of partial-rollout continuation (T1 §10); the training
-  loop's continuation is not built (no recipe field turns it on), so this arm only measures what it would buy.
+- ``continuation``: 560 for 512 with the training loop's own partial-rollout continuation (T1 §10,
+  `t1_rollout.continuation`, ``rollout.continuation``): when the batch is full the tail is parked at a turn
+  boundary (a turn in progress is discarded and sampled again after the resume; a trial in its verifier
+  finishes within the park bound of 60 s, ``park_timeout_s``'s default, and is carried as a finished
+  record), continued first in step t+1 under the same plan with its completed turns kept and no second
+  sandbox start, fresh tasks filling the rest of the 560; a trial continued ``--max-resumes`` times (1,
+  the recipe's default) is cancelled like a plain tail. Its trials run turn by turn (one sleep per turn,
+  so they have boundaries to park at); the other two arms' trials sleep their whole plan at once, as
+  before. The agent deadline caps a plan's turns as drawn: the time of a discarded partial turn is not
+  charged to it (the loop stops the deadline while parked, not while re-sampling).
 
 Figures, per seed and then min / median / max over seeds:
 
@@ -52,11 +58,12 @@ Figures, per seed and then min / median / max over seeds:
 Ratios: step time oversampled / no_oversampling (the named baseline) and continuation / oversampled; long
 retention continuation / oversampled. Nothing asserts. Ends with one JSON line of the figures.
 
-Measured 2026-12-01 (2 shared CPU cores, defaults, 105 s of real time, most of it the scheduler's own
-``asyncio.wait`` over 560 pending trials per completion), median over seeds (min-max): step time 2136 s
-oversampled, 3742 s without oversampling (ratio 0.57, 0.54-0.61), 2030 s with continuation (0.95 of
-oversampled); retention of trajectories of >= 64 turns 0.42 (0.41-0.45) oversampled, 1.00 with continuation
-(2.4x, 2.23-2.47); long share of the admitted 0.053 oversampled against 0.114 launched.
+Measured 2026-12-01 (2 shared CPU cores, defaults), median over seeds (min-max): step time 2136 s
+oversampled, 3742 s without oversampling (ratio 0.57, 0.54-0.61); retention of trajectories of >= 64 turns
+0.42 (0.41-0.45) oversampled; long share of the admitted 0.053 oversampled against 0.114 launched. Measured
+2026-12-02 with the continuation arm on the real `Continuation` (271 s of real time; the two other arms gave
+the same figures): step time 2044 s with continuation (0.96 of oversampled, 0.95-0.97), retention of
+trajectories of >= 64 turns 1.00 (2.4x, 2.23-2.47), all 48 continued trials of each step admitted in the next.
 """
 
 from __future__ import annotations
@@ -72,15 +79,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from t1_rollout.continuation import Continuation, ContinuationConfig
 from t1_rollout.harness import Episode
+from t1_rollout.parking import ParkRequested
 from t1_rollout.retention import length_bucket
 from t1_rollout.scheduler import BatchResult, SchedulerConfig, collect_batch
+from t1_spec import ContinuationSpec
 from t1_tito import Turn
 
 AGENT_DEADLINE_S = 3600.0  # T1 §7.3, rollout.agent_deadline_s
 CREATION_RATE_PER_S = 6.0  # T1 §7.3
 CREATION_QUOTA_PER_MIN = 600.0  # T1 §7.3
 ARMS = ("oversampled", "no_oversampling", "continuation")
+PARK_TIMEOUT_S = ContinuationSpec.model_fields["park_timeout_s"].default  # rollout.continuation's, 60 s
 
 
 TICK_S = 1e-6
@@ -175,19 +186,17 @@ def _episode(plan: Plan, turns: int) -> Episode:
 
 
 class Source:
-    """Carried (cancelled, to continue) tasks first, then fresh ones, as a `TaskSource`."""
+    """Fresh tasks, each plan once, as a `TaskSource` (the continued ones come from the `Continuation`)."""
 
     def __init__(self) -> None:
-        self.carried: list[int] = []
         self.next_fresh = 0
         self.fresh_this_step: list[int] = []
 
-    def draw(self, n: int) -> list[tuple[int, SimTask]]:
-        ids = self.carried[:n]
-        self.fresh_this_step = list(range(self.next_fresh, self.next_fresh + n - len(ids)))
-        self.next_fresh += len(self.fresh_this_step)
-        self.carried = []
-        return [(0, SimTask(f"t{k}")) for k in ids + self.fresh_this_step]
+    def draw(self, n: int, *, exclude: frozenset[str] = frozenset()) -> list[tuple[int, SimTask]]:
+        del exclude  # a fresh plan is never one a continued trial holds
+        self.fresh_this_step = list(range(self.next_fresh, self.next_fresh + n))
+        self.next_fresh += n
+        return [(0, SimTask(f"t{k}")) for k in self.fresh_this_step]
 
 
 async def _run_arm(arm: str, plans: list[Plan], args: argparse.Namespace) -> dict:
@@ -200,34 +209,61 @@ async def _run_arm(arm: str, plans: list[Plan], args: argparse.Namespace) -> dic
         creation_rate_per_s=CREATION_RATE_PER_S,
         creation_quota_per_min=CREATION_QUOTA_PER_MIN,
     )
-    spent: dict[int, float] = {}  # seconds of its timeline a cancelled trial has behind it
     source = Source()
+    continuation = None
+    if arm == "continuation":
+        continuation = Continuation(ContinuationConfig(args.max_resumes, PARK_TIMEOUT_S))
 
-    async def run_one(task: SimTask, record):
-        k = int(task.id[1:])
-        plan, done, t0 = plans[k], spent.get(k, 0.0), loop.time()
+    async def run_whole(task: SimTask, record):
+        plan, t0 = plans[int(task.id[1:])], loop.time()
         try:
-            await asyncio.sleep(plan.total_s - done)
+            await asyncio.sleep(plan.total_s)
         except asyncio.CancelledError:
-            spent[k] = done + loop.time() - t0
-            record.episode = _episode(plan, plan.turns_by(spent[k]))
+            record.episode = _episode(plan, plan.turns_by(loop.time() - t0))
             record.status, record.cause = "cancelled", "sim: cancelled by the scheduler"
             raise
         record.episode = _episode(plan, plan.final_turns)
         record.status = "finished"
         return record
 
+    async def run_by_turn(task: SimTask, record):
+        plan, parking, done = plans[int(task.id[1:])], record.parking, 0
+        record.episode = _episode(plan, 0)
+        # the agent phase as turns, the deadline's cut of a capped plan as one last partial piece
+        pieces = [plan.turn_s] * plan.final_turns + [plan.agent_s - plan.final_turns * plan.turn_s]
+        try:
+            await asyncio.sleep(plan.start_s)
+            for piece in pieces:
+                while True:
+                    await parking.boundary()
+                    try:
+                        await parking.unless_asked(asyncio.sleep(piece))
+                    except ParkRequested:
+                        continue  # the partial turn is discarded and sampled again after the resume
+                    break
+                done = min(done + 1, plan.final_turns)
+                record.episode = _episode(plan, done)
+            await asyncio.sleep(plan.verifier_s)
+        except asyncio.CancelledError:
+            record.status, record.cause = "cancelled", "sim: cancelled by the scheduler"
+            raise
+        record.status = "finished"
+        return record
+
+    run_one = run_whole if continuation is None else run_by_turn
     steps, fresh_by_step, admitted_step, tables = [], [], {}, []
     for step in range(args.steps):
-        carried = set(source.carried)
-        batch: BatchResult = await collect_batch(source, run_one, config, clock=loop.time)
+        carried = {int(t[1:]) for t in continuation.task_ids()} if continuation is not None else set()
+        batch: BatchResult = await collect_batch(
+            source, run_one, config, clock=loop.time, continuation=continuation
+        )
         kept = [int(r.task_id[1:]) for r in batch.admitted]
         steps.append((batch.wall_s, sum(k in carried for k in kept)))
         fresh_by_step.append(source.fresh_this_step)
         admitted_step.update(dict.fromkeys(kept, step))
         tables.append(batch.metrics()["retention_by_turns"])
-        if arm == "continuation":
-            source.carried = [int(r.task_id[1:]) for r in batch.cancelled]
+    if continuation is not None:
+        await continuation.cancel_all("the simulation ended")
     return {"steps": steps, "fresh": fresh_by_step, "admitted": admitted_step, "tables": tables}
 
 
@@ -276,7 +312,7 @@ def _ratios(top: list[dict], bottom: list[dict], key: str) -> dict[str, float] |
 
 def _merge_tables(into: dict, table: dict) -> None:
     for bucket, row in table.items():
-        acc = into.setdefault(bucket, dict.fromkeys(("launched", "kept", "cancelled"), 0))
+        acc = into.setdefault(bucket, dict.fromkeys(("launched", "kept", "cancelled", "continued"), 0))
         for key in acc:
             acc[key] += row[key]
 
@@ -353,6 +389,12 @@ def main(argv: list[str] | None = None) -> None:
         help="median seconds per turn (log-normal, sigma 0.4; default 25)",
     )
     ap.add_argument(
+        "--max-resumes",
+        type=int,
+        default=1,
+        help="steps one trial may be continued in (rollout.continuation.max_resumes; default 1)",
+    )
+    ap.add_argument(
         "--long-turns",
         type=int,
         default=64,
@@ -362,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps < 2:
         ap.error("--steps must be >= 2: continuation needs a step to continue into")
     # bad sizes are usage errors (exit 2) named by option, not tracebacks from the scheduler or NumPy
-    for name in ("seeds", "admitted", "long_turns"):
+    for name in ("seeds", "admitted", "long_turns", "max_resumes"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.launched < args.admitted:
@@ -393,7 +435,12 @@ def main(argv: list[str] | None = None) -> None:
     _print_table(out["retention_by_final_turns"], "admitted")
     print("the run's metric retention_by_turns (turns reached when cancelled): kept / launched, all steps")
     _print_table(out["retention_by_turns_metric"], "kept")
-    head = {"bench": "oversampling_sim", "seeds": args.seeds, "steps": args.steps}
+    head = {
+        "bench": "oversampling_sim",
+        "seeds": args.seeds,
+        "steps": args.steps,
+        "max_resumes": args.max_resumes,
+    }
     print(json.dumps({**head, "launched": args.launched, "admitted": args.admitted, "sim_s": sim_s, **out}))
 
 

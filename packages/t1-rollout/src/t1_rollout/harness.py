@@ -18,6 +18,13 @@ empty, no room left) ends the episode with ``finish = "compaction_failed"``; an 
 propagates like any engine error. Every attempt is kept in ``Episode.compactions``. Without compaction
 (``HarnessConfig.compaction`` None), or when a turn would still overflow, the episode ends with
 ``finish = "context_exhausted"``.
+
+Partial-rollout continuation (T1 §10; `t1_rollout.parking`): with a `Parking` handle, the episode parks at a
+turn boundary when the scheduler asks, before a generation: a request in flight is aborted and its partial
+turn discarded (``Episode.resampled_turns``), then sampled again in full after the resume, under the weights
+the engine serves then. Earlier turns are never touched (their ids, log-probs, routing rows and version), and
+the routing request of the re-sampled turn starts where the chunk's rows end, as before the park. Parked time
+counts neither toward ``agent_deadline_s`` nor toward ``agent_time_s``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from t1_rollout.compaction import (
     summary_request,
 )
 from t1_rollout.engine.base import Engine, Generation, SamplingParams
+from t1_rollout.parking import Parking, ParkRequested
 from t1_rollout.sandbox.base import ShellDied
 from t1_spec import RolloutSpec
 from t1_tito import PromptBuffer, TitoSession, Turn
@@ -123,6 +131,8 @@ class Episode:
         generate_time_s: wall time spent waiting for the engine, seconds.
         compactions: every compaction attempt, in order, succeeded or failed with its cause.
         summary_turns: indices in ``turns`` of the summary turns (sampled summaries, failed ones included).
+        resampled_turns: generations aborted because the trial parked (partial-rollout continuation); their
+            partial turns were discarded and sampled again after the resume, so they are in no ``turns``.
     """
 
     turns: list[Turn] = field(default_factory=list)
@@ -133,6 +143,7 @@ class Episode:
     generate_time_s: float = 0.0
     compactions: list[CompactionAttempt] = field(default_factory=list)
     summary_turns: list[int] = field(default_factory=list)
+    resampled_turns: int = 0
 
     @property
     def agent_turns(self) -> int:
@@ -174,6 +185,7 @@ async def run_episode(
     sampling: SamplingParams,
     config: HarnessConfig,
     episode: Episode | None = None,
+    parking: Parking | None = None,
 ) -> Episode:
     """Run the agent loop until the task is declared complete or a limit is reached.
 
@@ -187,6 +199,8 @@ async def run_episode(
         config: the episode's limits.
         episode: filled in place when given, so a caller that cancels the loop (a hard deadline) keeps
             the turns sampled so far.
+        parking: the trial's continuation handle (`t1_rollout.parking.Parking`): the episode parks at a turn
+            boundary when asked (see the module docstring); None = never parks.
 
     Returns:
         The :class:`Episode`. Engine and shell errors propagate (they are infrastructure failures, recorded
@@ -209,7 +223,7 @@ async def run_episode(
         if episode.agent_turns >= config.max_turns:
             episode.finish = "max_turns"
             break
-        if time.monotonic() - start >= config.agent_deadline_s:
+        if _active_s(start, parking) >= config.agent_deadline_s:
             episode.finish = "agent_deadline"
             break
         budget = config.context_tokens - len(prompt_ids)
@@ -225,6 +239,7 @@ async def run_episode(
             rows_covered,
             episode,
             starts_chunk=starts_chunk,
+            parking=parking,
         )
         starts_chunk = False
         rows_covered = _rows_covered(gen, rows_covered)
@@ -258,6 +273,7 @@ async def run_episode(
                 new_message=new_message,
                 tokens_before=len(next_ids),
                 rows_covered=rows_covered,
+                parking=parking,
             )
             if compacted is None:
                 episode.finish = "compaction_failed"
@@ -265,8 +281,13 @@ async def run_episode(
             buffer = PromptBuffer(compacted)  # the compacted history starts a new chunk
             next_ids, rows_covered, starts_chunk = buffer.view(), 0, True
         prompt_ids = next_ids
-    episode.agent_time_s = time.monotonic() - start
+    episode.agent_time_s = _active_s(start, parking)
     return episode
+
+
+def _active_s(start: float, parking: Parking | None) -> float:
+    """Seconds since ``start`` (``time.monotonic``) that the episode was not parked."""
+    return time.monotonic() - start - (parking.parked_s if parking is not None else 0.0)
 
 
 async def _sample(
@@ -279,11 +300,14 @@ async def _sample(
     episode: Episode,
     *,
     starts_chunk: bool = False,
+    parking: Parking | None = None,
 ) -> Generation:
     """One engine call on ``prompt_ids``, recorded as a `Turn` of ``episode``; engine errors propagate.
 
     The routing request starts at ``rows_covered`` (the rows the current chunk already has), and the seed
-    advances with every call of the episode, summary turns included.
+    advances with every call of the episode, summary turns included. With ``parking``, the call is a turn
+    boundary: the trial parks before it when asked, and a call aborted by a park request is made again, in
+    full, after the resume (same prompt, same seed, same routing start; the new weights).
     """
     turn_sampling = SamplingParams(
         temperature=sampling.temperature,
@@ -293,13 +317,21 @@ async def _sample(
         stop_token_ids=tuple(tito.tokenizer.eos_ids),
         seed=None if sampling.seed is None else sampling.seed + len(episode.turns),
     )
-    t0 = time.monotonic()
-    try:
-        gen = await engine.generate(
-            prompt_ids.tolist(), turn_sampling, routed_experts_start_len=rows_covered
-        )  # engines take SGLang's list of ids
-    finally:
-        episode.generate_time_s += time.monotonic() - t0
+    while True:
+        if parking is not None:
+            await parking.boundary()
+        t0 = time.monotonic()
+        try:
+            call = engine.generate(
+                prompt_ids.tolist(), turn_sampling, routed_experts_start_len=rows_covered
+            )  # engines take SGLang's list of ids
+            gen = await (call if parking is None else parking.unless_asked(call))
+        except ParkRequested:
+            episode.resampled_turns += 1  # the partial turn is discarded: no turn mixes two weight versions
+            continue
+        finally:
+            episode.generate_time_s += time.monotonic() - t0
+        break
     episode.turns.append(
         Turn(
             prompt_ids=prompt_ids,  # a view of the episode's buffer, never written again
@@ -335,6 +367,7 @@ async def _compact(
     new_message: dict[str, str],
     tokens_before: int,
     rows_covered: int,
+    parking: Parking | None = None,
 ) -> list[int] | None:
     """Have the agent summarise its history; the compacted prompt ids, or None when the attempt failed.
 
@@ -369,7 +402,9 @@ async def _compact(
         return None
     cap = min(cfg.summary_max_tokens, room)
     try:
-        gen = await _sample(engine, tito, summary_prompt, sampling, cap, rows_covered, episode)
+        gen = await _sample(
+            engine, tito, summary_prompt, sampling, cap, rows_covered, episode, parking=parking
+        )
     except Exception as exc:
         failed("engine_error", f"{type(exc).__name__}: {exc}", 0)
         raise

@@ -7,8 +7,11 @@ and the fraction of each bucket's launched trials that was kept.
 
 Outcomes (`OUTCOMES`): ``kept`` (admitted, trained on), ``finished_late`` (finished after the batch was full),
 ``cancelled`` (the straggler tail, and unfinished siblings of a failed group member), ``failed`` (an
-infrastructure or harness failure, with its cause) and ``dropped`` (finished, but its group lost a member).
-Partial-rollout continuation of the cancelled tail (T1 §10) is not built, so no outcome says ``continued``.
+infrastructure or harness failure, with its cause), ``dropped`` (finished, but its group lost a member) and
+``continued`` (carried to the next step by partial-rollout continuation, T1 §10, `t1_rollout.continuation`:
+parked at a turn boundary, or finished after the batch was full and carried as a finished record). A trial
+continued into a later step is counted again there, under the outcome it has in that step, so the tables of
+consecutive steps show which parked trials were kept and which were cancelled after ``max_resumes``.
 
 Groupings:
 
@@ -23,7 +26,8 @@ Groupings:
 
 A cancelled trial's length is the length it had reached when it was cancelled: `t1_rollout.trial.run_trial`
 fills the scheduler's record in place, so the partial episode survives the cancellation; a trial cancelled
-before its sandbox started has no episode and counts 0 turns and 0 tokens.
+before its sandbox started has no episode and counts 0 turns and 0 tokens. A parked trial counts at the
+length it had reached when it parked, and a continued one at its whole length (every step it ran in).
 """
 
 from __future__ import annotations
@@ -33,15 +37,16 @@ from collections.abc import Callable, Iterable
 
 from t1_rollout.trial import TrialRecord
 
-OUTCOMES = ("kept", "finished_late", "cancelled", "failed", "dropped")
-"""Trial outcomes of one batch, in the order every table row lists them."""
+OUTCOMES = ("kept", "finished_late", "cancelled", "failed", "dropped", "continued")
+"""Trial outcomes of one batch, in the order every table row lists them (``continued`` last: it is 0 in every
+row of a run without continuation)."""
 
 REWARD_EDGES = (0.25, 0.5, 0.75, 1.0)
 """Upper edges of the reward buckets above 0: ``0``, ``(0, 0.25]``, ..., ``(0.75, 1]``, then ``>1`` (a dense
 reward P / S exceeds 1 when more than S = 20 assertions pass, T1 §5.2), then ``unscored``."""
 
 UNSCORED = "unscored"
-"""The reward row of trials without a reward: cancelled and failed ones."""
+"""The reward row of trials without a reward: cancelled, failed and parked ones."""
 
 REWARD_BUCKETS = (
     "0",

@@ -13,6 +13,10 @@ The cancelled tail is not a uniform sample: it concentrates the slowest task fam
 trajectories (T1 §10). :class:`BatchResult` therefore reports retention by family, and by trajectory length
 (turns and sampled tokens, the length a cancelled trial had reached) and reward (`t1_rollout.retention`), so
 the selection bias is visible in the run's metrics (`BatchResult.metrics`).
+
+With a `t1_rollout.continuation.Continuation` (``rollout.continuation.enabled``, off by default as in the
+paper), the tail is parked at turn boundaries instead of cancelled and continued first in the next batch
+(partial-rollout continuation, T1 §10; see that module for what happens to each trial of the tail).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from t1_rollout.compaction import compaction_metrics
+from t1_rollout.continuation import Continuation, Parked, settle_tail
+from t1_rollout.parking import Parking
 from t1_rollout.retention import OUTCOMES, retention_tables
 from t1_rollout.trial import TrialRecord, new_trial_id
 from t1_spec import RolloutSpec
@@ -37,8 +43,12 @@ from t1_tito import DriftAudit
 class TaskSource(Protocol):
     """Where a batch's tasks come from: `t1_tasks.pool.StepTasks` (the pool's per-epoch seeded order)."""
 
-    def draw(self, n: int) -> list[tuple[int, Task]]:
-        """The next ``n`` distinct tasks as ``(epoch, task)`` pairs, in launch order."""
+    def draw(self, n: int, *, exclude: frozenset[str] = frozenset()) -> list[tuple[int, Task]]:
+        """The next ``n`` distinct tasks as ``(epoch, task)`` pairs, in launch order, none in ``exclude``.
+
+        ``exclude`` (task ids held by trials continued from the previous batch) is passed only when a batch
+        continues trials; a source used without continuation may take ``n`` alone.
+        """
         ...
 
 
@@ -179,6 +189,12 @@ class BatchResult:
         groups_admitted: whole groups admitted (``len(admitted) / samples_per_task``).
         groups_dropped: groups that lost a member to failure (their finished members are in ``dropped``).
         wall_s: wall time of the batch, seconds.
+        parked: trials carried to the next batch (partial-rollout continuation, outcome ``continued``):
+            parked at a turn boundary, or finished within the park bound after the batch was full.
+        resumed: trials continued from the previous batch (they are also in the list of their outcome here).
+        cancelled_max_resumes: tail trials cancelled because they were continued ``max_resumes`` times.
+        cancelled_unparked: tail trials cancelled because they neither parked nor ended within the bound.
+        continuation: whether the batch ran with continuation (its metrics then carry its figures).
     """
 
     admitted: list[TrialRecord] = field(default_factory=list)
@@ -192,18 +208,25 @@ class BatchResult:
     groups_admitted: int = 0
     groups_dropped: int = 0
     wall_s: float = 0.0
+    parked: list[TrialRecord] = field(default_factory=list)
+    resumed: list[TrialRecord] = field(default_factory=list)
+    cancelled_max_resumes: int = 0
+    cancelled_unparked: int = 0
+    continuation: bool = False
+
+    def _everyone(self) -> list[TrialRecord]:
+        """Every trial of the batch, whatever its outcome."""
+        return self.admitted + self.finished_late + self.failed + self.cancelled + self.dropped + self.parked
 
     def retention_by_family(self) -> dict[str, float]:
         """Fraction of launched trials of each family that were admitted (T1 §10 oversampling bias)."""
-        launched = Counter(
-            r.family for r in self.admitted + self.finished_late + self.failed + self.cancelled + self.dropped
-        )
+        launched = Counter(r.family for r in self._everyone())
         kept = Counter(r.family for r in self.admitted)
         return {family: kept[family] / n for family, n in sorted(launched.items())}
 
     def outcomes(self) -> list[tuple[str, TrialRecord]]:
         """Every launched trial with its outcome (`t1_rollout.retention.OUTCOMES`: admitted ones are kept)."""
-        lists = (self.admitted, self.finished_late, self.cancelled, self.failed, self.dropped)
+        lists = (self.admitted, self.finished_late, self.cancelled, self.failed, self.dropped, self.parked)
         return [(outcome, r) for outcome, records in zip(OUTCOMES, lists, strict=True) for r in records]
 
     def metrics(self, *, compaction_max_failure_rate: float | None = None) -> dict[str, Any]:
@@ -227,7 +250,8 @@ class BatchResult:
             (``retention_by_family_outcome``, ``retention_by_turns``, ``retention_by_tokens``,
             ``retention_by_reward``): per bucket, the launched trials, the count of each outcome and the
             kept fraction; a cancelled trial counts at the length it had reached and in the ``unscored``
-            reward row.
+            reward row; a parked one likewise, under the outcome ``continued``. With continuation
+            (`continuation_metrics`): the trials parked, continued and cancelled past ``max_resumes``.
         """
         admitted = self.admitted
         rewards = [r.reward.value for r in admitted if r.reward and r.reward.value is not None]
@@ -243,6 +267,7 @@ class BatchResult:
         drifted = sum(a.drifted_loss_tokens for a in audits)
         failure_stages = Counter((r.cause or "unknown").split(":", 1)[0] for r in self.failed)
         chunks = [len(r.samples) for r in admitted if r.samples]
+        # a parked trial's compactions are counted in the step where it ends, with the rest of its episode
         everyone = admitted + self.finished_late + self.failed + self.cancelled + self.dropped
         finished = admitted + self.finished_late + self.dropped
         return {
@@ -287,6 +312,37 @@ class BatchResult:
                 max_failure_rate=compaction_max_failure_rate,
             ),
             **retention_tables(self.outcomes()),
+            **(self.continuation_metrics() if self.continuation else {}),
+        }
+
+    def continuation_metrics(self) -> dict[str, Any]:
+        """The batch's partial-rollout continuation figures (T1 §10), JSON-ready.
+
+        Returns:
+            ``trials_parked`` (carried to the next batch, outcome ``continued``), of them
+            ``trials_parked_finished`` (finished within the park bound, carried as finished records);
+            ``trials_resumed`` (continued from the previous batch) and of them ``trials_resumed_admitted``;
+            ``trials_cancelled_max_resumes`` and ``trials_cancelled_unparked`` (tail trials cancelled as
+            without continuation: continued ``max_resumes`` times already, or not parked within the bound);
+            ``turns_resampled`` (partial turns discarded at a park, over the admitted trials);
+            ``samples_versions_mixed`` (admitted samples whose turns span more than one weight version) and
+            ``sampled_tokens_by_policy_version`` (the admitted trials' sampled tokens per weight version).
+        """
+        resumed = {id(r) for r in self.resumed}
+        tokens: Counter[int] = Counter()
+        for r in self.admitted:
+            for turn in r.episode.turns if r.episode else ():
+                tokens[turn.policy_version] += len(turn.output_ids)
+        return {
+            "trials_parked": len(self.parked),
+            "trials_parked_finished": sum(r.status == "finished" for r in self.parked),
+            "trials_resumed": len(self.resumed),
+            "trials_resumed_admitted": sum(id(r) in resumed for r in self.admitted),
+            "trials_cancelled_max_resumes": self.cancelled_max_resumes,
+            "trials_cancelled_unparked": self.cancelled_unparked,
+            "turns_resampled": sum(r.episode.resampled_turns for r in self.admitted if r.episode),
+            "samples_versions_mixed": sum(s.policy_versions_mixed for r in self.admitted for s in r.samples),
+            "sampled_tokens_by_policy_version": {str(v): n for v, n in sorted(tokens.items())},
         }
 
 
@@ -297,6 +353,7 @@ async def collect_batch(
     *,
     on_trial_done: Callable[[TrialRecord], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    continuation: Continuation | None = None,
 ) -> BatchResult:
     """Draw tasks, run ``samples_per_task`` trials on each, admit the first whole groups that finish.
 
@@ -312,27 +369,38 @@ async def collect_batch(
     loss. (verl and SkyRL have no failed-trial state to copy: their rollouts either return or abort the
     step.) With one sample per task every group is one trial and this is plain oversampling.
 
-    The trials still running once the batch is full are cancelled (the straggler tail, T1 §7.4).
+    The trials still running once the batch is full are cancelled (the straggler tail, T1 §7.4), or, with a
+    ``continuation``, parked and carried to the next batch (`t1_rollout.continuation.settle_tail`). The
+    trials the continuation carries from the previous batch are continued first: they take the first launch
+    slots (a concurrency slot each, no sandbox creation, no token), and only ``launched`` minus their count
+    tasks are drawn fresh, none of them a task a carried trial holds.
 
     Args:
         source: where the tasks come from (`t1_tasks.pool.StepTasks`); ``launched / samples_per_task`` are
-            drawn, in launch order, and the epoch of each is kept in ``BatchResult.epochs``.
+            drawn (fewer by the carried trials), in launch order, and the epoch of each is kept in
+            ``BatchResult.epochs`` (a carried trial keeps the epoch it was drawn in).
         run_one: runs a trial and fills the given record (e.g. :func:`t1_rollout.trial.run_trial` bound to the
-            engine and sandbox factory); it must record failures rather than raise.
+            engine and sandbox factory); it must record failures rather than raise. With a continuation it
+            must honour ``record.parking`` (`t1_rollout.trial.run_trial` does).
         config: oversampling and admission limits.
         on_trial_done: called with each trial's record as the scheduler takes it in (finished, failed, or a
             cancelled sibling of a failed member), e.g. to advance a progress bar; not for the tail cancelled
-            at the end. An exception it raises propagates, after the tail is cancelled and reclaimed.
+            or parked at the end. An exception it raises propagates, after the tail is cancelled and
+            reclaimed.
         clock: the time source of the token buckets and of ``BatchResult.wall_s``, seconds
             (``time.monotonic``); a simulation on a virtual-time event loop passes the loop's ``time``.
+        continuation: the run's partial-rollout continuation (T1 §10): the trials it carries are continued
+            in this batch and this batch's tail is parked into it; None (the paper's default) cancels the
+            tail. Every call must run on the same event loop.
 
     Returns:
         The :class:`BatchResult`. When fewer groups finish than ``config.admitted / samples_per_task``, the
         batch is short: every complete group is admitted and the shortfall is visible in the counts.
 
     Raises:
-        ValueError: the source gives another number of tasks than ``launched / samples_per_task``, or a
-            config field is out of range (see `SchedulerConfig`).
+        ValueError: the source gives another number of tasks than asked, a config field is out of range
+            (see `SchedulerConfig`), or a continuation with ``samples_per_task > 1`` (groups are not built
+            with continuation).
         TypeError: a config field of the wrong type.
     """
     if not isinstance(config, SchedulerConfig):  # a duck-typed config gets the same checks
@@ -347,14 +415,26 @@ async def collect_batch(
     else:
         config.__post_init__()  # a frozen config can still be altered with object.__setattr__
     g_size = config.samples_per_task
+    if continuation is not None and g_size != 1:
+        raise ValueError(
+            f"partial-rollout continuation parks single trials; samples_per_task {g_size} groups are not "
+            "built with it (a group would straddle two steps and two weight versions)"
+        )
     n_tasks = config.launched // g_size
-    drawn = source.draw(n_tasks)
-    if len(drawn) != n_tasks:
+    n_carried = len(continuation) if continuation is not None else 0
+    n_fresh = n_tasks - n_carried
+    if n_carried:
+        drawn = source.draw(n_fresh, exclude=continuation.task_ids())
+    else:
+        drawn = source.draw(n_tasks)
+    if len(drawn) != n_fresh:
+        carried_note = f", less {n_carried} continued" if n_carried else ""
         raise ValueError(
             f"the task source gave {len(drawn)} tasks for rollout.launched={config.launched} at "
-            f"samples_per_task={g_size} ({n_tasks} tasks); a batch launches exactly the configured count"
+            f"samples_per_task={g_size} ({n_tasks} tasks{carried_note}); a batch launches exactly the "
+            "configured count"
         )
-    tasks = [task for _, task in drawn]
+    carried = continuation.take() if continuation is not None else []
     start = clock()
     gate = asyncio.Semaphore(config.concurrency)
     rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s), clock=clock)
@@ -362,34 +442,64 @@ async def collect_batch(
         config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min, clock=clock
     )
     result = BatchResult(
-        launched=config.launched, epochs=[epoch for epoch, _ in drawn], samples_per_task=g_size
+        launched=config.launched,
+        epochs=[p.epoch for p in carried] + [epoch for epoch, _ in drawn],
+        samples_per_task=g_size,
+        resumed=[p.record for p in carried],
+        continuation=continuation is not None,
     )
-    groups = [
+    groups = [[p.record] for p in carried] + [
         [
             TrialRecord(
-                trial_id=new_trial_id(t.id), task_id=t.id, family=t.category, launch_index=k * g_size + m
+                trial_id=new_trial_id(t.id),
+                task_id=t.id,
+                family=t.category,
+                launch_index=k * g_size + m,
+                parking=Parking() if continuation is not None else None,
             )
             for m in range(g_size)
         ]
-        for k, t in enumerate(tasks)
+        for k, (_, t) in enumerate(drawn, start=n_carried)
     ]
     ended = [0] * len(groups)
     lost: set[int] = set()
     closed: set[int] = set()
     groups_needed = config.admitted // g_size
+    started: set[asyncio.Future[TrialRecord]] = set()
 
     async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
         async with gate:
             await rate.acquire()
             await quota.acquire()
+            started.add(asyncio.current_task())
             return await run_one(task, record)
 
-    pending = {
-        asyncio.create_task(guarded(t, r)): r
-        for t, members in zip(tasks, groups, strict=True)
-        for r in members
-    }
-    futures = {r.launch_index: fut for fut, r in pending.items()}
+    async def resumed(parked: Parked) -> TrialRecord:
+        try:
+            async with gate:
+                started.add(asyncio.current_task())
+                if parked.record.parking is not None:
+                    parked.record.parking.resume()
+                return await parked.future
+        except asyncio.CancelledError:
+            if not parked.future.done():  # cancelled before it was resumed: it is still parked
+                parked.future.cancel()
+                await asyncio.wait({parked.future})  # its sandbox is reclaimed before the batch returns
+            raise
+
+    pending: dict[asyncio.Future[TrialRecord], TrialRecord] = {}
+    group_of: dict[asyncio.Future[TrialRecord], int] = {}
+    drawn_as: dict[asyncio.Future[TrialRecord], tuple[Task, int]] = {}  # the task and its epoch
+    futures: list[list[asyncio.Future[TrialRecord]]] = []  # per group, its members' futures
+    launches = [(p.task, p.epoch, p) for p in carried] + [(t, e, None) for e, t in drawn]
+    for k, (task, epoch, parked) in enumerate(launches):
+        if parked is not None:
+            futs = [asyncio.create_task(resumed(parked))]
+        else:
+            futs = [asyncio.create_task(guarded(task, r)) for r in groups[k]]
+        for fut, r in zip(futs, groups[k], strict=True):
+            pending[fut], group_of[fut], drawn_as[fut] = r, k, (task, epoch)
+        futures.append(futs)
     launch_order = {fut: i for i, fut in enumerate(pending)}
 
     def close(k: int) -> None:
@@ -403,35 +513,56 @@ async def collect_batch(
         else:
             result.finished_late.extend(finished)
 
+    def take_in(fut: asyncio.Future[TrialRecord]) -> None:
+        record = pending.pop(fut)
+        k = group_of[fut]
+        ended[k] += 1
+        if fut.cancelled():  # a sibling of a failed member, cancelled below
+            record.status = "cancelled"
+            result.cancelled.append(record)
+        else:
+            exc = fut.exception()
+            if exc is not None:
+                record.status = "failed"
+                record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
+            if record.status != "finished":
+                result.failed.append(record)
+                if k not in lost:
+                    lost.add(k)
+                    result.groups_dropped += 1
+                    for sibling, sib in zip(groups[k], futures[k], strict=True):
+                        if sib in pending and sib.cancel():
+                            sibling.cause = f"scheduler: cancelled, its group lost {record.trial_id}"
+        if on_trial_done is not None:
+            on_trial_done(record)
+        if ended[k] == g_size:
+            close(k)
+
+    notes: dict[asyncio.Future[TrialRecord], str] = {}
     try:
         while pending and result.groups_admitted < groups_needed:
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
             for fut in sorted(done, key=launch_order.__getitem__):
+                take_in(fut)
+        if continuation is not None and pending:
+            tail = await settle_tail(pending, started, continuation.config)
+            for fut in tail.ended:
+                take_in(fut)
+            for fut in tail.parked + tail.finished:
                 record = pending.pop(fut)
-                k = record.launch_index // g_size
-                ended[k] += 1
-                if fut.cancelled():  # a sibling of a failed member, cancelled below
-                    record.status = "cancelled"
-                    result.cancelled.append(record)
-                else:
-                    exc = fut.exception()
-                    if exc is not None:
-                        record.status = "failed"
-                        record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
-                    if record.status != "finished":
-                        result.failed.append(record)
-                        if k not in lost:
-                            lost.add(k)
-                            result.groups_dropped += 1
-                            for sibling in groups[k]:
-                                sib = futures[sibling.launch_index]
-                                if sib in pending and sib.cancel():
-                                    sibling.cause = f"scheduler: cancelled, its group lost {record.trial_id}"
-                if on_trial_done is not None:
-                    on_trial_done(record)
-                if ended[k] == g_size:
-                    close(k)
+                closed.add(group_of[fut])
+                if record.status != "finished":
+                    record.status = "parked"
+                result.parked.append(record)
+                continuation.keep(Parked(fut, record, *drawn_as[fut]))
+            cfg = continuation.config
+            for fut in tail.over_limit:
+                notes[fut] = f"continued {pending[fut].resumes} time(s), rollout.continuation.max_resumes"
+            for fut in tail.late:
+                notes[fut] = f"not parked within rollout.continuation.park_timeout_s={cfg.park_timeout_s:g} s"
+            result.cancelled_max_resumes = len(tail.over_limit)
+            result.cancelled_unparked = len(tail.late)
     finally:
         # Cancel the straggler tail and wait for it, so every sandbox is reclaimed before we return.
         for fut in pending:
@@ -441,15 +572,19 @@ async def collect_batch(
         for k, members in enumerate(groups):  # finished members of groups the full batch left open
             if k not in closed:
                 done_members = [
-                    r for r in members if r.status == "finished" and futures[r.launch_index] not in pending
+                    r
+                    for r, f in zip(members, futures[k], strict=True)
+                    if r.status == "finished" and f not in pending
                 ]
                 (result.dropped if k in lost else result.finished_late).extend(done_members)
-        for record in pending.values():
+        for fut, record in pending.items():
             if record.status == "finished":
                 result.finished_late.append(record)
             else:
                 record.status = "cancelled"
                 record.cause = record.cause or "scheduler: cancelled before it started"
+                if fut in notes:
+                    record.cause += f" ({notes[fut]})"
                 result.cancelled.append(record)
     result.wall_s = clock() - start
     return result

@@ -7,11 +7,17 @@ lists frameworks that did); a tampered report or a verifier failure the agent ca
 is scored 0 and trained on (the one policy: ``t1_reward.judge``). The sandbox is reclaimed on every path,
 cancellation included, by its async context manager. A record writes itself out for the run's
 ``trajectories/`` directory (`TrialRecord.to_json`).
+
+With partial-rollout continuation (T1 §10), a record carries the scheduler's `t1_rollout.parking.Parking`
+handle: the episode parks at a turn boundary when asked and the trial's coroutine, sandbox and shell wait
+across the training step; the agent and remote deadlines are stopped while parked (the parked time is in
+``timings["parked"]``, outside ``agent`` and ``total``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import traceback
 import uuid
@@ -24,6 +30,7 @@ from t1_reward import Report, RewardResult, TamperEvidence
 from t1_rollout.attribution import judge_run
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig, run_episode
+from t1_rollout.parking import Parking
 from t1_rollout.sandbox.base import Sandbox, format_seconds
 from t1_rollout.verify import VerifierRun, run_verifier
 from t1_spec import RewardSpec, RolloutSpec
@@ -31,7 +38,7 @@ from t1_tasks import Task
 from t1_tasks.validation import TaskRecord
 from t1_tito import Sample, StitchResult, TitoSession
 
-TrialStatus = Literal["finished", "failed", "cancelled"]
+TrialStatus = Literal["finished", "failed", "cancelled", "parked"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,8 @@ class TrialRecord:
         task_id: the task's id.
         family: the task's category (used for retention statistics).
         status: ``finished`` (a reward exists), ``failed`` (infrastructure or harness failure, with
-            ``cause``) or ``cancelled`` (the scheduler cancelled the straggler tail).
+            ``cause``), ``cancelled`` (the scheduler cancelled the straggler tail) or ``parked`` (held at a
+            turn boundary for the next step, partial-rollout continuation; the trial's own end overwrites it).
         cause: ``<stage>: <message>`` for failed and cancelled trials, and for a finished trial that
             ``t1_reward.judge`` scored 0 (tampered, or no verdict from the verifier); None otherwise.
         episode: the agent episode (may be partial).
@@ -79,8 +87,14 @@ class TrialRecord:
         evidence: why the verifier's report was refused (``t1_reward.TamperEvidence``); non-empty means the
             trial is tagged tampered and scored 0 (``t1_reward.judge``).
         stitch: the stitched samples and the TITO drift audit (finished trials only).
-        timings: seconds per stage: ``sandbox_start``, ``agent``, ``generate``, ``verifier``, ``total``.
-        launch_index: position of the trial in its batch's launch order (seeds its sampling).
+        timings: seconds per stage: ``sandbox_start``, ``agent``, ``generate``, ``verifier``, ``total``;
+            with continuation also ``parked`` (seconds parked between steps, not in ``agent`` nor ``total``).
+        launch_index: position of the trial in its first batch's launch order (seeds its sampling).
+        steps: labels of the steps the trial ran in (``step-0003``), in order; more than one when it was
+            continued (partial-rollout continuation, T1 §10), none when it was cancelled before it started.
+        resumes: later steps the trial was continued in (0 unless continued).
+        parking: the scheduler's continuation handle (`t1_rollout.parking.Parking`), None when the tail is
+            cancelled rather than parked; not written out.
     """
 
     trial_id: str
@@ -96,6 +110,9 @@ class TrialRecord:
     stitch: StitchResult | None = None
     timings: dict[str, float] = field(default_factory=dict)
     launch_index: int = 0
+    steps: list[str] = field(default_factory=list)
+    resumes: int = 0
+    parking: Parking | None = field(default=None, repr=False, compare=False)
 
     @property
     def tampered(self) -> bool:
@@ -113,7 +130,9 @@ class TrialRecord:
         Token counts per turn, the conversation text, the reward with its provenance, the verifier's
         outcome, each sample's size and the TITO audit; token ids, log-probs and routing stay out (they are
         in the samples trained on). ``assertions_passed`` and ``assertions_total`` are None, not 0, when
-        no per-assertion report was used (a fallback): the counts are unknown.
+        no per-assertion report was used (a fallback): the counts are unknown. ``steps`` lists the steps the
+        trial ran in and ``turn_policy_versions`` the weight version of every turn, in order (a continued
+        trial has turns of more than one); ``resampled_turns`` counts the partial turns discarded at a park.
 
         Returns:
             A dict of str, int, float, bool, None, lists and dicts only (``json.dumps`` takes it as is).
@@ -137,6 +156,10 @@ class TrialRecord:
             "prompt_tokens": [len(t.prompt_ids) for t in turns],
             "completion_tokens": [len(t.output_ids) for t in turns],
             "policy_versions": sorted({t.policy_version for t in turns}),
+            "turn_policy_versions": [t.policy_version for t in turns],
+            "steps": list(self.steps),
+            "resumes": self.resumes,
+            "resampled_turns": episode.resampled_turns if episode else 0,
             "messages": episode.messages if episode else [],
             "reward": None if reward is None else reward.value,
             "assertions_passed": reward.passed if counted else None,
@@ -226,10 +249,11 @@ async def run_trial(
         reclaimed first).
     """
     rec = record or TrialRecord(trial_id=new_trial_id(task.id), task_id=task.id, family=task.category)
+    parking = rec.parking
     t_start = time.monotonic()
     stage = "sandbox_start"
     try:
-        async with asyncio.timeout(limits.remote_deadline_s):
+        async with asyncio.timeout(limits.remote_deadline_s) as remote:
             async with sandbox_factory() as sandbox:
                 t0 = time.monotonic()
                 await sandbox.start(task.environment_dir, timeout_s=limits.build_deadline_s)
@@ -240,21 +264,25 @@ async def run_trial(
                 rec.episode = Episode()
                 t0 = time.monotonic()
                 try:
-                    async with asyncio.timeout(limits.agent_deadline_s):
-                        await run_episode(
-                            instruction=task.instruction,
-                            shell=shell,
-                            engine=engine,
-                            tito=tito,
-                            sampling=sampling,
-                            config=harness,
-                            episode=rec.episode,
-                        )
+                    async with asyncio.timeout(limits.agent_deadline_s) as agent:
+                        with _stopped_while_parked(parking, remote, agent):
+                            await run_episode(
+                                instruction=task.instruction,
+                                shell=shell,
+                                engine=engine,
+                                tito=tito,
+                                sampling=sampling,
+                                config=harness,
+                                episode=rec.episode,
+                                parking=parking,
+                            )
                 except TimeoutError:
                     # The agent ran out of time; as in Harbor, the verifier still grades what it left behind.
                     rec.episode.finish = "agent_deadline"
                 finally:
-                    rec.episode.agent_time_s = time.monotonic() - t0
+                    rec.episode.agent_time_s = time.monotonic() - t0 - _parked_s(parking)
+                    if parking is not None:
+                        rec.timings["parked"] = parking.parked_s
                     rec.timings["agent"] = rec.episode.agent_time_s
                     rec.timings["generate"] = rec.episode.generate_time_s
                     await shell.close()
@@ -310,4 +338,16 @@ async def run_trial(
         rec.cause = f"{stage}: {type(exc).__name__}: {message}{where}"
         return rec
     finally:
-        rec.timings["total"] = time.monotonic() - t_start
+        rec.timings["total"] = time.monotonic() - t_start - _parked_s(parking)
+
+
+def _stopped_while_parked(
+    parking: Parking | None, *deadlines: asyncio.Timeout
+) -> contextlib.AbstractContextManager[None]:
+    """``parking.stopped_while_parked(*deadlines)``, or nothing when the trial never parks."""
+    return contextlib.nullcontext() if parking is None else parking.stopped_while_parked(*deadlines)
+
+
+def _parked_s(parking: Parking | None) -> float:
+    """Seconds the trial spent parked (0 when it never parks)."""
+    return parking.parked_s if parking is not None else 0.0

@@ -32,7 +32,7 @@ from t1_spec.ppo import AdvantageSpec, GAEAdvantageSpec, GRPOAdvantageSpec, PPOS
 from t1_spec.recipe import Recipe
 from t1_spec.registry import BackendNotBuilt, Registry
 from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
-from t1_spec.rollout import RolloutSpec
+from t1_spec.rollout import ContinuationSpec, RolloutSpec
 from t1_spec.runtime import RaySpec, RuntimeSpec
 from t1_spec.sandbox import (
     DaytonaSandboxSpec,
@@ -58,6 +58,7 @@ __all__ = [
     "BackendNotBuilt",
     "BinaryRewardSpec",
     "Change",
+    "ContinuationSpec",
     "CriticWarmupSpec",
     "DaytonaSandboxSpec",
     "DenseRewardSpec",

@@ -7,6 +7,33 @@ from pydantic import Field, model_validator
 from t1_spec._base import Spec, Violation, raise_if
 
 
+class ContinuationSpec(Spec):
+    """Partial-rollout continuation of the oversampling tail (T1 §7.4, §10); off by default, as in the paper.
+
+    Off, the trials still running when a batch is full are cancelled (T1 §7.4). On, each is parked at a turn
+    boundary instead (its sandbox, shell and episode kept) and continued first in the next step under the
+    newly published weights, so long trajectories are not selected out of the batch (T1 §10). A continued
+    trajectory then holds turns of two or more weight versions; the trainer takes the rollout's per-token
+    log-probs as its PPO ratio's behaviour policy (T1 Eq. 17, Appendix 12). `t1_rollout.continuation`
+    implements it; `t1.run.preflight` refuses the settings it is not built for.
+    """
+
+    enabled: bool = False
+    """Park the straggler tail at a turn boundary and continue it in the next step, instead of cancelling it.
+    False: the paper cancels the tail (T1 §7.4) and names continuation as a direction only (T1 §10)."""
+
+    max_resumes: int = Field(default=1, ge=1)
+    """Later steps one trial may be continued in (steps); a trial still unfinished when the batch of its last
+    allowed step is full is cancelled as without continuation. A trained sample is then at most
+    ``max_resumes`` weight versions older than the trainer, the most the trainer accepts. The paper gives no
+    value; 1 is chosen (one version of lag, as the one-step asynchronous loop, T1 Appendix 12)."""
+
+    park_timeout_s: float = Field(default=60.0, gt=0)
+    """How long the tail may take to reach a turn boundary once the batch is full (seconds): a trial still
+    running a command, starting its sandbox or running its verifier past it is cancelled as without
+    continuation. The paper gives no value; 60 s is chosen, the harness's cap on one command's wait."""
+
+
 class RolloutSpec(Spec):
     """How trials are launched, paced, bounded and admitted into a batch."""
 
@@ -76,6 +103,9 @@ class RolloutSpec(Spec):
 
     concurrency: int = Field(gt=0)
     """Trials in flight at once on this rollout worker (trials); at scale bounded by ``per_node_cap``."""
+
+    continuation: ContinuationSpec = Field(default_factory=ContinuationSpec)
+    """Partial-rollout continuation of the cancelled tail (T1 §10); off by default, as in the paper."""
 
     @model_validator(mode="after")
     def _check(self) -> RolloutSpec:

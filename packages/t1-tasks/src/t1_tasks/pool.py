@@ -227,16 +227,23 @@ class StepTasks:
         """The draws of ``pool`` in the order its recipe section asks (``shuffle``, ``shuffle_seed``)."""
         return cls(pool, spec.shuffle_seed, shuffle=spec.shuffle == "per_epoch")
 
-    def draw(self, n: int) -> list[tuple[int, Task]]:
-        """The next ``n`` distinct ``(epoch, task)`` pairs, deferred draws first.
+    def draw(self, n: int, *, exclude: frozenset[str] = frozenset()) -> list[tuple[int, Task]]:
+        """The next ``n`` distinct ``(epoch, task)`` pairs, deferred draws first, none of them in ``exclude``.
+
+        ``exclude`` holds the ids of tasks the step already runs (trials continued from the previous step,
+        partial-rollout continuation, T1 §10); a draw of one of them is deferred, in order, to the next step,
+        as a duplicate at an epoch boundary is, so every epoch still runs every task once.
 
         Raises:
-            ValueError: ``n`` exceeds the pool's size (a step cannot hold ``n`` distinct tasks).
+            ValueError: ``n`` plus the excluded tasks exceed the pool's size (a step cannot hold them all).
         """
-        if n > self._size:
-            raise ValueError(f"a step of {n} distinct tasks cannot be drawn from a pool of {self._size}")
+        if n + len(exclude) > self._size:
+            held_note = f" besides {len(exclude)} it already runs" if exclude else ""
+            raise ValueError(
+                f"a step of {n} distinct tasks{held_note} cannot be drawn from a pool of {self._size}"
+            )
         chosen: list[tuple[int, Task]] = []
-        held: set[str] = set()
+        held: set[str] = set(exclude)
         skipped: list[tuple[int, Task]] = []
         # Terminates: the pool has more tasks than the step holds, and each epoch's order holds every task.
         while len(chosen) < n:

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
     from t1_trainer.samples import TrainSample
 
-__all__ = ["TRAINER_BACKENDS", "TrainerBackend", "TrainerBackendClass"]
+__all__ = ["TRAINER_BACKENDS", "OldLogprobs", "TrainerBackend", "TrainerBackendClass"]
+
+OldLogprobs = Literal["recomputed", "rollout"] | Sequence[Literal["recomputed", "rollout"]]
+"""The PPO ratio's denominator (T1 Eq. 17, Appendix 12) for a whole batch, or one choice per sample."""
 
 TRAINER_BACKENDS = Registry(
     "trainer.backend",
@@ -68,13 +71,15 @@ class TrainerBackend(Protocol):
         samples: Sequence[TrainSample],
         advantages: Sequence[np.ndarray],
         *,
-        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
+        old_logprobs: OldLogprobs = "recomputed",
     ) -> dict[str, Any]:
         """Actor update (clipped surrogate, R3 replay); returns ``actor/*`` metrics and aborted samples.
 
         ``old_logprobs`` names the ratio's denominator (T1 Appendix 12): ``recomputed`` (the actor's own
         first-pass log-probs, right at staleness 0) or ``rollout`` (``sample.rollout_logprobs``, the
-        behaviour policy's at staleness >= 1). `t1_trainer.step.ppo_step` passes it only at staleness >= 1.
+        behaviour policy's at staleness >= 1), for the batch or per sample (a batch with trajectories that
+        partial-rollout continuation carried over, older or of mixed versions). `t1_trainer.step.ppo_step`
+        passes it only when some sample needs the rollout's.
         """
         ...
 

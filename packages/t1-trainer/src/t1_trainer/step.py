@@ -17,25 +17,42 @@ has are the rollout's (``pi^r_{t-1}``), so those are the ratio's denominator. Re
 critic's version axis is separate: GAE and the value clip use ``V_{phi_{t-1}}``, the values of the critic the
 trainer holds before this step's critic update, at any staleness (the critic regresses on returns and needs no
 behavioural fidelity).
+
+Partial-rollout continuation (T1 §10, ``rollout.continuation``) adds samples that are older, or that mix
+versions within one chunk: a trajectory parked at the end of step t and continued in step t+1 has turns of
+``pi_t`` and of ``pi_{t+1}``. `check_staleness` accepts them only within the allowance the recipe grants
+(`continuation_lag`: ``max_resumes`` with continuation on, 0 off, so the check stays strict), and for each
+such sample the ratio's denominator is the rollout's per-token log-probs, the very policy that drew each
+token (T1 Eq. 17, Appendix 12, as at staleness 1), while the samples at the step's own staleness 0 keep the
+recomputation. No one set of weights the trainer holds drew a mixed chunk, so recomputing would be wrong for
+some of its tokens whatever version were used.
 """
 
 from __future__ import annotations
 
 import numbers
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from t1_spec import GAEAdvantageSpec, PPOSpec
+from t1_spec import GAEAdvantageSpec, PPOSpec, RolloutSpec
 from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
 from t1_trainer.algorithms import explained_variances
 from t1_trainer.base import TrainerBackend
 from t1_trainer.errors import StalenessError
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 
-__all__ = ["StepMetrics", "check_staleness", "critic_warmup", "critic_warmup_step", "ppo_step"]
+__all__ = [
+    "StepMetrics",
+    "check_staleness",
+    "continuation_lag",
+    "critic_warmup",
+    "critic_warmup_step",
+    "ppo_step",
+]
 
 StepMetrics = dict[str, Any]
 """Flat metrics of one step (floats and ints, plus ``routing_errors``: list of str); names in `ppo_step`."""
@@ -63,51 +80,78 @@ def _ev_metrics(
     }
 
 
-def check_staleness(backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int) -> StepMetrics:
+def continuation_lag(rollout: RolloutSpec) -> int:
+    """Versions a sample may lag beyond the step's staleness: ``continuation.max_resumes`` when on, else 0.
+
+    A trial parked at the end of step t and continued in each of the next ``max_resumes`` steps has its oldest
+    turn at most ``max_resumes`` versions behind the trainer that trains on it (T1 §10,
+    `t1_rollout.continuation`); without continuation nothing may lag (T1 Appendix 12).
+    """
+    spec = rollout.continuation
+    return spec.max_resumes if spec.enabled else 0
+
+
+def check_staleness(
+    backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int, *, continuation_lag: int = 0
+) -> StepMetrics:
     """Checks that every sample is exactly ``staleness`` versions behind the trainer (T1 Appendix 12).
 
     A sample's staleness is ``backend.policy_version - sample.policy_version``. A TITO chunk carries one
-    version, the oldest of its turns (`t1_tito.Sample.policy_version`); a chunk whose turns came from more
-    than one version (``policy_versions_mixed``, which only partial-rollout continuation could create, and
-    that is not built) is refused, since no one ``pi_old`` drew it. A backend without ``policy_version``
-    counts as version 0 (never published).
+    version, the oldest of its turns (`t1_tito.Sample.policy_version`). Without continuation
+    (``continuation_lag`` 0) a chunk whose turns came from more than one version (``policy_versions_mixed``,
+    which only partial-rollout continuation creates) is refused, since no one ``pi_old`` drew it. With it, a
+    sample may be up to ``continuation_lag`` versions older than ``staleness`` and may mix versions (T1 §10);
+    never newer. A backend without ``policy_version`` counts as version 0 (never published).
 
     Args:
         backend: the trainer; its ``policy_version`` is the version of the actor weights it last published.
         samples: the batch.
         staleness: the staleness this step trains at: 0 in the synchronous loop and for the first step of the
             asynchronous one, 1 for every later asynchronous step.
+        continuation_lag: the allowance of partial-rollout continuation (`continuation_lag` of the recipe's
+            ``rollout``): 0 keeps the check strict.
 
     Returns:
-        ``staleness`` (the largest over the batch), ``staleness_min`` and ``trainer/policy_version``; the two
-        staleness keys are absent for an empty batch.
+        ``staleness`` (the largest over the batch), ``staleness_min``, ``staleness_loss_token_share`` (per
+        staleness, as a string key, the share of the batch's loss tokens in samples of that staleness: a
+        chunk counts at its oldest turn's), ``samples_versions_mixed`` and ``trainer/policy_version``; all but
+        the last are absent for an empty batch.
 
     Raises:
-        StalenessError: ``staleness`` is negative or not an int, or a sample is off it (naming the first few,
-            their versions, the trainer's version and the expected staleness), or a chunk mixes versions.
+        StalenessError: ``staleness`` or ``continuation_lag`` is negative or not an int, or a sample is off
+            the allowed range (naming the first few, their versions, the trainer's version and the expected
+            staleness), or a chunk mixes versions without continuation.
     """
     version = int(getattr(backend, "policy_version", 0))
-    if isinstance(staleness, bool) or not isinstance(staleness, numbers.Integral) or staleness < 0:
-        raise StalenessError(
-            f"ppo_step staleness={staleness!r}: must be an int >= 0 (0 synchronous, 1 one-step asynchronous)",
-            trainer_version=version,
-            expected=-1,
-        )
-    staleness = int(staleness)
+    for name, value in (("staleness", staleness), ("continuation_lag", continuation_lag)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise StalenessError(
+                f"ppo_step {name}={value!r}: must be an int >= 0 (staleness: 0 synchronous, 1 one-step "
+                "asynchronous; continuation_lag: rollout.continuation.max_resumes, 0 without continuation)",
+                trainer_version=version,
+                expected=-1,
+            )
+    staleness, lag = int(staleness), int(continuation_lag)
     off = [
         (s, int(s.policy_version))
         for s in samples
-        if version - int(s.policy_version) != staleness or getattr(s, "policy_versions_mixed", False)
+        if not staleness <= version - int(s.policy_version) <= staleness + lag
+        or (getattr(s, "policy_versions_mixed", False) and not lag)
     ]
     if off:
         first, first_version = off[0]
         shown = "; ".join(_stale_line(s, v, version) for s, v in off[:3])
         more = f" (and {len(off) - 3} more)" if len(off) > 3 else ""
+        allowed = (
+            f"expects staleness {staleness}"
+            if not lag
+            else f"expects staleness {staleness} to {staleness + lag} (partial-rollout continuation)"
+        )
         raise StalenessError(
             f"{len(off)} of {len(samples)} samples are not {staleness} version(s) behind the trainer, which "
-            f"holds policy version {version} and expects staleness {staleness}: {shown}{more}. Each batch "
+            f"holds policy version {version} and {allowed}: {shown}{more}. Each batch "
             "must be drawn under exactly one version (synchronous: the trainer's own, staleness 0; one-step "
-            "asynchronous: the previous one, staleness 1); nothing was updated",
+            "asynchronous: the previous one, staleness 1), continued trajectories aside; nothing was updated",
             sample=sample_name(first),
             sample_version=first_version,
             trainer_version=version,
@@ -116,16 +160,27 @@ def check_staleness(backend: TrainerBackend, samples: Sequence[TrainSample], sta
     out: StepMetrics = {"trainer/policy_version": version}
     if samples:
         ages = [version - int(s.policy_version) for s in samples]
-        out.update(staleness=max(ages), staleness_min=min(ages))
+        tokens = Counter()
+        for age, s in zip(ages, samples, strict=True):
+            tokens[age] += int(np.asarray(s.loss_mask).sum())
+        total = sum(tokens.values())
+        out.update(
+            staleness=max(ages),
+            staleness_min=min(ages),
+            staleness_loss_token_share={
+                str(a): n / total if total else None for a, n in sorted(tokens.items())
+            },
+            samples_versions_mixed=sum(bool(getattr(s, "policy_versions_mixed", False)) for s in samples),
+        )
     return out
 
 
 def _stale_line(sample: TrainSample, sample_version: int, version: int) -> str:
     """One refused sample for `StalenessError`'s message."""
-    if getattr(sample, "policy_versions_mixed", False):
+    if getattr(sample, "policy_versions_mixed", False) and version - sample_version >= 0:
         return (
             f"sample {sample_name(sample)} mixes weight versions (oldest {sample_version}); a chunk must "
-            "come from one version (partial-rollout continuation is not built)"
+            "come from one version unless partial-rollout continuation (rollout.continuation) carried it over"
         )
     age = version - sample_version
     newer = ", newer than the trainer's weights" if age < 0 else ""
@@ -133,7 +188,12 @@ def _stale_line(sample: TrainSample, sample_version: int, version: int) -> str:
 
 
 def ppo_step(
-    backend: TrainerBackend, samples: Sequence[TrainSample], ppo_spec: PPOSpec, *, staleness: int = 0
+    backend: TrainerBackend,
+    samples: Sequence[TrainSample],
+    ppo_spec: PPOSpec,
+    *,
+    staleness: int = 0,
+    continuation_lag: int = 0,
 ) -> StepMetrics:
     """One PPO step: values, advantages, critic update, then actor update (T1 §4.5; verl's order).
 
@@ -150,10 +210,15 @@ def ppo_step(
             12): 0 in the synchronous loop (the default; the ratio's old log-probs are recomputed by the
             trainer), 1 in the one-step asynchronous loop after its first step (the ratio's old log-probs are
             the rollout's, ``sample.rollout_logprobs``; see the module docstring).
+        continuation_lag: how many versions beyond ``staleness`` a sample may lag, mixed-version chunks
+            allowed (`continuation_lag` of the recipe's ``rollout``; 0, the default, keeps the check strict).
+            Each sample older than ``staleness`` or mixing versions takes the rollout's log-probs as the
+            ratio's denominator; the others keep the step's own choice.
 
     Returns:
         Metrics. Versions (`check_staleness`): ``staleness`` (largest over the batch), ``staleness_min``,
-        ``trainer/policy_version``. Step: ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors``
+        ``staleness_loss_token_share``, ``samples_versions_mixed``, ``trainer/policy_version``. Step:
+        ``trainer/samples``, ``samples_aborted_routing``, ``routing_errors``
         (list of str), ``trainer/loss_tokens``, ``trainer/advantage_mean``, ``trainer/values_time_s``,
         ``trainer/step_time_s``. Estimator: ``grpo/*`` for ``grpo`` (groups, their sizes, the groups of
         uniform reward, the largest per-group advantage mean; `GRPOEstimator.metrics`). Critic (absent when
@@ -179,7 +244,7 @@ def ppo_step(
     estimator = ADVANTAGE_ESTIMATORS.load(ppo_spec.advantage.estimator)
     for s in samples:
         check_sample(s)
-    versions = check_staleness(backend, samples, staleness)
+    versions = check_staleness(backend, samples, staleness, continuation_lag=continuation_lag)
     errors = backend.routing_errors(samples)
     kept = [s for i, s in enumerate(samples) if i not in errors]
     metrics: StepMetrics = {
@@ -205,15 +270,31 @@ def ppo_step(
     if values is not None:
         metrics.update(_ev_metrics(kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
-    # staleness 0 keeps the backend's own recomputation (and the old call); >= 1 takes the rollout's
-    behaviour = {"old_logprobs": "rollout"} if staleness else {}
-    actor = backend.update_actor(kept, advs, **behaviour)
+    actor = backend.update_actor(kept, advs, **_behaviour(backend, kept, staleness))
     # routing was checked above; anything the actor still aborted is added to the step's count
     metrics["samples_aborted_routing"] += actor.pop("samples_aborted_routing", 0)
     metrics["routing_errors"] += actor.pop("routing_errors", [])
     metrics.update(actor)
     metrics["trainer/step_time_s"] = time.perf_counter() - t0
     return metrics
+
+
+def _behaviour(backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int) -> dict[str, Any]:
+    """``update_actor``'s ``old_logprobs`` for ``samples`` (T1 Eq. 17, Appendix 12; module docstring).
+
+    Staleness 0 keeps the backend's own recomputation (and the call without the keyword); >= 1 takes the
+    rollout's. A batch with continued samples (older than 0, or mixed) names the choice per sample.
+    """
+    if staleness:
+        return {"old_logprobs": "rollout"}
+    version = int(getattr(backend, "policy_version", 0))
+    older = [
+        version - int(s.policy_version) > 0 or bool(getattr(s, "policy_versions_mixed", False))
+        for s in samples
+    ]
+    if not any(older):
+        return {}
+    return {"old_logprobs": ["rollout" if o else "recomputed" for o in older]}
 
 
 def critic_warmup_step(

@@ -16,7 +16,7 @@ import copy
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ from t1_policy import Critic
 from t1_spec import ModelSpec, PPOSpec, Recipe
 from t1_trainer.actor_metrics import _actor_summary, _MetricAcc
 from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
+from t1_trainer.base import OldLogprobs
 from t1_trainer.checks import torch_preflight
 from t1_trainer.checks import unbuilt_ppo as _unbuilt_ppo
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
@@ -355,7 +356,7 @@ class TorchBackend:
         samples: Sequence[TrainSample],
         advantages: Sequence[np.ndarray],
         *,
-        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
+        old_logprobs: OldLogprobs = "recomputed",
     ) -> dict[str, Any]:
         """Clipped-surrogate update of the actor, R3 replaying each sample's routing (T1 §4.3, §4.5).
 
@@ -371,7 +372,8 @@ class TorchBackend:
         Args:
             samples: the batch.
             advantages: float ``[T]`` per sample (0 at masked positions).
-            old_logprobs: ``recomputed`` or ``rollout``, as above.
+            old_logprobs: ``recomputed`` or ``rollout``, as above, for the whole batch, or one of them per
+                sample (a batch whose continued samples are older than the rest, `t1_trainer.step`).
 
         Returns:
             ``actor/policy_loss``, ``actor/clip_fraction``, ``actor/approx_kl``, ``actor/approx_kl_k3``,
@@ -388,10 +390,11 @@ class TorchBackend:
             ``actor/time_s``.
 
         Raises:
-            TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
+            TrainerConfigError: ``old_logprobs`` (or one of its entries) is neither ``recomputed`` nor
+                ``rollout``, or a per-sample list of another length than ``samples``.
         """
         t0 = time.perf_counter()
-        from_rollout = _from_rollout(old_logprobs)
+        from_rollout = _from_rollout(old_logprobs, len(samples))
         errors = self.routing_errors(samples)
         keep = [i for i in range(len(samples)) if i not in errors]
         masks = {i: _mask(samples[i], self.device) for i in keep}
@@ -415,7 +418,7 @@ class TorchBackend:
                     if epoch == 0:
                         rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
                         gap_sum += float((logp.detach() - rollout.float()).abs().sum())
-                        old[i] = rollout.float() if from_rollout else logp.detach()
+                        old[i] = rollout.float() if from_rollout[i] else logp.detach()
                     loss, met = ppo_policy_loss(
                         logp, old[i], adv, torch.ones_like(adv), clip_eps=self.ppo.clip_eps, num_tokens=n_tok
                     )
@@ -440,18 +443,29 @@ class TorchBackend:
         return {k: v.detach() for k, v in self.actor.state_dict().items()}
 
 
-def _from_rollout(old_logprobs: str) -> bool:
-    """Whether ``update_actor``'s ratio takes the rollout's log-probs (staleness >= 1, T1 Appendix 12).
+def _from_rollout(old_logprobs: OldLogprobs, n: int) -> list[bool]:
+    """Per sample, whether ``update_actor``'s ratio takes the rollout's log-probs (T1 Appendix 12).
+
+    Args:
+        old_logprobs: ``recomputed`` or ``rollout`` for every sample, or one of them per sample.
+        n: the batch's sample count.
 
     Raises:
-        TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
+        TrainerConfigError: a value that is neither ``recomputed`` nor ``rollout``, or a list of another
+            length than ``n``.
     """
-    if old_logprobs not in ("recomputed", "rollout"):
+    choices = [old_logprobs] * n if isinstance(old_logprobs, str) else list(old_logprobs)
+    if len(choices) != n:
         raise TrainerConfigError(
-            f"update_actor old_logprobs={old_logprobs!r}: use 'recomputed' (staleness 0) or 'rollout' "
-            "(staleness >= 1)"
+            f"update_actor old_logprobs: {len(choices)} per-sample choices for {n} samples; give one each"
         )
-    return old_logprobs == "rollout"
+    bad = sorted({repr(c) for c in choices if c not in ("recomputed", "rollout")})
+    if bad:
+        raise TrainerConfigError(
+            f"update_actor old_logprobs={', '.join(bad)}: use 'recomputed' (staleness 0) or 'rollout' "
+            "(staleness >= 1, or a continued sample)"
+        )
+    return [c == "rollout" for c in choices]
 
 
 def _vocab_limit(vocab_size: int) -> int:

@@ -27,7 +27,7 @@ import importlib.util
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from t1_policy import device_problem
 from t1_r3 import RoutingMismatchError
 from t1_spec import ModelSpec, PlanSpec, PPOSpec, Recipe
 from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
+from t1_trainer.base import OldLogprobs
 from t1_trainer.errors import TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
@@ -375,20 +376,21 @@ class MegatronBackend:
         samples: Sequence[TrainSample],
         advantages: Sequence[np.ndarray],
         *,
-        old_logprobs: Literal["recomputed", "rollout"] = "recomputed",
+        old_logprobs: OldLogprobs = "recomputed",
     ) -> dict[str, Any]:
         """Clipped-surrogate update with megatron's router replay; `TorchBackend.update_actor`'s metrics.
 
         The ratio's old log-probs are `TorchBackend.update_actor`'s (T1 Appendix 12): ``recomputed``
         (staleness 0) takes the actor's own first-pass ones (same weights, same replayed routing), so pass 1
-        has ratio 1; ``rollout`` (staleness >= 1) takes ``sample.rollout_logprobs``, the behaviour policy's.
+        has ratio 1; ``rollout`` (staleness >= 1) takes ``sample.rollout_logprobs``, the behaviour policy's;
+        for the batch, or one choice per sample (continued samples, `t1_trainer.step`).
         ``actor/logprob_gap_replay`` is measured on the first pass's forward against the rollout log-probs.
 
         Raises:
-            TrainerConfigError: ``old_logprobs`` is neither ``recomputed`` nor ``rollout``.
+            TrainerConfigError: ``old_logprobs`` (or an entry) is neither ``recomputed`` nor ``rollout``.
         """
         t0 = time.perf_counter()
-        from_rollout = _from_rollout(old_logprobs)
+        from_rollout = _from_rollout(old_logprobs, len(samples))
         self._resident_only("actor")
         errors = self.routing_errors(samples)
         keep = [i for i in range(len(samples)) if i not in errors]
@@ -417,7 +419,7 @@ class MegatronBackend:
                         logp = self.actor_logprobs(s)
                         if epoch == 0:
                             gap_sum += float((logp.detach() - rollout).abs().sum())
-                            old[i] = rollout if from_rollout else logp.detach()
+                            old[i] = rollout if from_rollout[i] else logp.detach()
                         loss, met = ppo_policy_loss(
                             logp,
                             old[i],

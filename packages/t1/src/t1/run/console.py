@@ -113,6 +113,8 @@ def print_trial(console: Console, label: str, record: Any) -> None:
 def print_step(console: Console, row: dict[str, Any], *, steps: int, table: bool) -> None:
     """After a PPO step: its table row (when ``logging.print_table``), its warnings, and its wall time.
 
+    With partial-rollout continuation, one more line: the trials continued into the step and parked out of it.
+
     A warning of the row (``compaction_warning``: too many summary attempts failed, T1 §9) is printed even
     without the table, so it is never silent.
     """
@@ -121,6 +123,13 @@ def print_step(console: Console, row: dict[str, Any], *, steps: int, table: bool
         add_row(t, row)
         console.print(t)
     print_warnings(console, row)
+    if "trials_parked" in row:  # partial-rollout continuation (rollout.continuation, T1 §10)
+        console.print(
+            f"continuation: {row['trials_resumed']} continued ({row['trials_resumed_admitted']} admitted, "
+            f"{row['trials_cancelled_max_resumes']} cancelled after max_resumes), {row['trials_parked']} "
+            f"parked for the next step, {row['trials_cancelled_unparked']} cancelled unparked",
+            highlight=False,
+        )
     console.print(f"[bold]step {row['step'] + 1}/{steps}[/] done in {row['wall_s']['step']:.1f} s")
 
 

@@ -11,10 +11,21 @@ The embedded loop runs rollout and training one after the other on the same CPU,
 ``t`` was drawn by policy version ``t`` (staleness 0). The one-step asynchronous pipeline of the paper
 (rollout of step ``t+1`` overlapping training of step ``t``) is the Ray loop's (`t1.run.ray.loop.RayRun`,
 ``runtime.kind: ray``, ``runtime.mode: async``).
+
+Every rollout of a run, and its evaluations, run on one event loop (an ``asyncio.Runner`` the run holds), so
+that trials can outlive a step: with ``rollout.continuation.enabled`` (partial-rollout continuation, T1 §10,
+`t1_rollout.continuation`), a PPO step's straggler tail is parked at turn boundaries instead of cancelled,
+its sandboxes and shells alive across the training and the publication, and continued first in the next
+step under the new weights; its samples then lag by up to ``max_resumes`` versions, which `ppo_step` accepts
+only by the recipe's allowance (`t1_trainer.step.continuation_lag`). Critic warm-up steps cancel their tail
+(nothing is published between them). The trials still parked when the run ends, fails or is stopped are
+cancelled with every signal absorbed (`t1.run.signals.run_shielded`) and recorded, their sandboxes reclaimed
+before the run returns.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import signal
 import time
@@ -31,7 +42,7 @@ from t1.run.build import Components, build
 from t1.run.pools import tasks_per_step
 from t1.run.preflight import preflight, refuse_unless_ok
 from t1.run.run_dir import RunDir
-from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
+from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible, run_shielded
 from t1_spec import Recipe
 
 Phase = Literal["critic_warmup", "ppo"]
@@ -72,7 +83,9 @@ def planned_steps(recipe: Recipe, pool_size: int) -> int:
     A pass counts the tasks drawn, ``rollout.launched / ppo.samples_per_task`` per step (a group of trials
     per task): a cancelled trial used up its task's turn in the epoch (the oversampling tail is lost signal,
     T1 §10), as in the task stream itself. Only whole steps that fit in ``epochs`` passes run (floor), so no
-    step reaches into a pass beyond them; the tasks left over at the end are not drawn.
+    step reaches into a pass beyond them; the tasks left over at the end are not drawn. With partial-rollout
+    continuation a step draws fewer fresh tasks (the continued trials hold launch slots, and keep the epoch
+    they were drawn in), so the run makes at most ``epochs`` passes, never more.
     """
     by_epochs = pool_size * recipe.ppo.epochs // tasks_per_step(recipe)
     return by_epochs if recipe.ppo.steps is None else min(recipe.ppo.steps, by_epochs)
@@ -123,6 +136,9 @@ class Run:
         self.progress = out.RunProgress(self.console)  # bars on a terminal only
         self.rundir: RunDir | None = None
         self.parts: Components | None = None
+        self.runner = asyncio.Runner()  # the one event loop of every rollout (parked trials live on it)
+        self._loop_closed = False
+        self.continuation: Any = None  # t1_rollout.continuation.Continuation, with rollout.continuation on
 
     @property
     def run_dir(self) -> Path | None:
@@ -166,13 +182,16 @@ class Run:
         try:
             with self.progress:
                 self._run_steps(summary)
+            self._close_loop("the run ended")
         except KeyboardInterrupt:
+            self._close_loop("the run was interrupted", quiet=True)
             with deferred_signals():  # a second signal must not leave the status at "running"
                 reason = self.stop.reason or SIGNAL_NAMES[signal.SIGINT]  # Python's handler records none
                 self.rundir.write_status("interrupted", summary.steps, f"interrupted by {reason}")
                 self._stop_engine()
             raise
         except BaseException as exc:
+            self._close_loop("the run failed", quiet=True)
             with deferred_signals():
                 self.rundir.write_status("failed", summary.steps, f"{type(exc).__name__}: {exc}")
                 self._stop_engine()
@@ -182,6 +201,67 @@ class Run:
             self.rundir.write_status("finished", summary.steps, None)
         self.console.print(f"run finished in {summary.wall_s['total']:.1f} s -> {self.rundir.root}")
         return summary
+
+    def _close_loop(self, cause: str, *, quiet: bool = False) -> None:
+        """Cancel and record the trials still parked (`release_parked`), then close the run's event loop.
+
+        Whatever else the loop still holds (a trial whose cancellation a stop interrupted before it had
+        reclaimed its sandbox) is cancelled and awaited too, with every signal absorbed, before the loop
+        closes: ``asyncio.Runner.close`` would do the same, but a signal could cut it short. Once only.
+
+        Args:
+            cause: why the parked trials are cancelled.
+            quiet: print an error of the recording instead of raising it (on a failed or interrupted run's
+                way out, where it must not hide the run's own cause).
+        """
+        if self._loop_closed:
+            return
+        self._loop_closed = True
+        try:
+            self.release_parked(cause)
+            run_shielded(_cancel_the_rest(), self.runner)
+        except Exception as exc:
+            if not quiet:
+                raise
+            self.console.print(f"[yellow]warning:[/] closing the event loop: {type(exc).__name__}: {exc}")
+        finally:
+            self.runner.close()
+
+    def release_parked(self, cause: str) -> list[Any]:
+        """Cancel the trials the continuation still holds, reclaim their sandboxes, and record them.
+
+        Every stop signal is absorbed meanwhile (`t1.run.signals.run_shielded`). Each record is written to
+        ``trajectories/<its last step>/`` (``cancelled``, or ``finished`` for a carried record never trained
+        on, its cause saying so) and, when there were any, one ``{"phase": "continuation_end"}`` row goes
+        to ``metrics.jsonl`` with their count and ids. A no-op without continuation or with nothing held.
+
+        Args:
+            cause: why they are cancelled (``"the run ended"``), appended to each record's cause.
+
+        Returns:
+            The records released.
+        """
+        if self.continuation is None or not len(self.continuation):
+            return []
+        records = run_shielded(self.continuation.cancel_all(cause), self.runner)
+        if self.rundir is not None:
+            for rec in records:
+                self.rundir.write_trajectory(rec.steps[-1], rec.trial_id, rec.to_json())
+            last = records[0].steps[-1] if records else None
+            self.rundir.append_metrics(
+                {
+                    "phase": "continuation_end",
+                    "step": int(last.rsplit("-", 1)[1]) if last else None,
+                    "trials_released": len(records),
+                    "trials_released_finished": sum(r.status == "finished" for r in records),
+                    "trial_ids": [r.trial_id for r in records],
+                    "cause": cause,
+                }
+            )
+        self.console.print(
+            f"continuation: {len(records)} parked trial(s) cancelled and reclaimed ({cause})", highlight=False
+        )
+        return records
 
     def _stop_engine(self) -> None:
         """Stop the engine's worker thread before the process exits on a stopped or failed run.
@@ -195,11 +275,14 @@ class Run:
             close()
 
     def _run_steps(self, summary: RunSummary) -> None:
+        from t1_rollout.continuation import Continuation, ContinuationConfig
         from t1_tasks import StepTasks
         from t1_trainer.weights import save_weights
 
         r, parts = self.recipe, self.parts
         steps = planned_steps(r, len(parts.pool))
+        config = ContinuationConfig.from_spec(r.rollout)
+        self.continuation = Continuation(config) if config is not None else None
         self.console.print(
             f"[bold]t1 train[/] {r.name}: {len(parts.pool)} tasks, {steps} step{'s' * (steps != 1)}, "
             f"{r.rollout.launched} launched / {r.rollout.admitted} admitted per step -> {self.rundir.root}"
@@ -248,6 +331,7 @@ class Run:
             if r.evaluation.enabled and summary.steps % r.evaluation.every_steps == 0:
                 self._evaluate(step)
 
+        self.release_parked("the run ended")
         save_weights(parts.backend, self.rundir.root)
 
     def _checkpoint(self, summary: RunSummary, stream: Any) -> None:
@@ -301,7 +385,8 @@ class Run:
                     concurrency=settings.concurrency,
                     total_timeout_s=settings.total_timeout_s,
                     work_dir=self.rundir.root / "evaluation" / f"step-{step:04d}" / f"suite-{i}",
-                )
+                ),
+                self.runner,
             )
             row = {
                 "phase": "evaluation",
@@ -329,18 +414,22 @@ class Run:
             The step's metrics row, already appended to ``metrics.jsonl``.
         """
         from t1_trainer.publish import publish_weights
-        from t1_trainer.step import critic_warmup_step, ppo_step
+        from t1_trainer.step import continuation_lag, critic_warmup_step, ppo_step
 
         r, parts = self.recipe, self.parts
         label = f"warmup-{index:04d}" if phase == "critic_warmup" else f"step-{index:04d}"
         t_step = time.monotonic()
-        batch, samples = self._collect(stream, label)
+        carry = self.continuation if phase == "ppo" else None  # warm-up cancels its tail: nothing publishes
+        batch, samples = self._collect(stream, label, carry)
         t_rollout = time.monotonic() - t_step
 
         self.stop.check()
         t0 = time.monotonic()
-        update = critic_warmup_step if phase == "critic_warmup" else ppo_step
-        train_metrics = update(parts.backend, samples, r.ppo)
+        if phase == "critic_warmup":
+            train_metrics = critic_warmup_step(parts.backend, samples, r.ppo)
+        else:
+            lag = continuation_lag(r.rollout)
+            train_metrics = ppo_step(parts.backend, samples, r.ppo, continuation_lag=lag)
         t_train = time.monotonic() - t0
 
         row: dict[str, Any] = {"phase": phase, "step": index, "epochs": sorted(set(batch.epochs))}
@@ -356,14 +445,21 @@ class Run:
         self.progress.step_done()
         return row
 
-    async def _rollout(self, stream: Any, label: str) -> Any:
-        """Collect one oversampled batch; each trial's record is written as soon as it ends."""
+    async def _rollout(self, stream: Any, label: str, continuation: Any = None) -> Any:
+        """Collect one oversampled batch; each trial's record is written as soon as it ends.
+
+        A trial's record goes to ``trajectories/<the step it ended in>/``; after the batch, every record of
+        it that has none there yet is written (cancelled before it started, carried in finished), and the
+        trials parked for the next step are written as they stand (``parked``); a continued trial thus has a
+        file in every step it ran in, the last one its whole trajectory.
+        """
         from t1_rollout.scheduler import collect_batch
         from t1_rollout.trial import TrialRecord, run_trial
 
         parts = self.parts
 
         async def run_one(task: Any, record: TrialRecord) -> TrialRecord:
+            record.steps.append(label)
             # Each trial samples with its own seed, fixed by the recipe seed, the step and its launch slot.
             sampling = dataclasses.replace(
                 parts.sampling, seed=trial_seed(self.recipe.seed, label, record.launch_index)
@@ -383,22 +479,46 @@ class Run:
                     validated=parts.validated.get(task.id),
                 )
             finally:
-                self.rundir.write_trajectory(label, record.trial_id, record.to_json())
+                self.rundir.write_trajectory(record.steps[-1], record.trial_id, record.to_json())
             self.stop.check()
-            out.print_trial(self.console, label, rec)
+            out.print_trial(self.console, record.steps[-1], rec)
             return rec
 
+        for rec in continuation.records if continuation is not None else ():
+            rec.steps.append(label)  # continued in this step: its record ends here or is carried again
         self.progress.trials(label, parts.scheduler.launched)
-        batch = await collect_batch(stream, run_one, parts.scheduler, on_trial_done=self.progress.trial_done)
-        for rec in batch.cancelled:  # cancelled before they started never reached run_one
-            if not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists():
+        batch = await collect_batch(
+            stream,
+            run_one,
+            parts.scheduler,
+            on_trial_done=self.progress.trial_done,
+            continuation=continuation,
+        )
+        # cancelled before they started never reached run_one; the scheduler may add to a cancelled
+        # trial's cause after the trial wrote its record; a parked one is written as it stands
+        for _, rec in batch.outcomes():
+            if (
+                rec.status in ("parked", "cancelled")
+                or not (self.rundir.root / "trajectories" / label / f"{rec.trial_id}.json").exists()
+            ):
                 self.rundir.write_trajectory(label, rec.trial_id, rec.to_json())
         return batch
 
-    def _collect(self, stream: Any, label: str) -> tuple[Any, list[Any]]:
+    def _collect(self, stream: Any, label: str, continuation: Any = None) -> tuple[Any, list[Any]]:
         """Roll out one batch; refuse to go on when nothing finished, and say when the batch is short."""
-        batch = run_interruptible(self._rollout(stream, label))  # SIGTERM cancels it (t1.run.signals)
+        # SIGTERM cancels it (t1.run.signals); the runner's loop outlives it, with the parked trials
+        batch = run_interruptible(self._rollout(stream, label, continuation), self.runner)
         return batch, admitted_samples(batch, label, self.recipe, self.rundir, self.console)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait until each has ended (its clean-up run)."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for t in others:
+        t.cancel()
+    if others:
+        await asyncio.gather(*others, return_exceptions=True)
 
 
 def _reopen(checkpoint: Path, *, tensorboard: bool) -> RunDir:

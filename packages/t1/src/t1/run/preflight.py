@@ -93,6 +93,7 @@ def loop_problems(recipe: Recipe) -> list[str]:
     """Settings of ``recipe`` that the run loop itself does not implement yet, one line each."""
     problems = []
     problems += evaluation_problems(recipe)
+    problems += continuation_problems(recipe)
     if recipe.pool.category_mix:
         problems.append(
             "pool.category_mix: re-weighting the pool by category is not built yet (set it to null)"
@@ -103,6 +104,39 @@ def loop_problems(recipe: Recipe) -> list[str]:
             f"rollout.launched {launched}: not a multiple of ppo.samples_per_task {g}; the scheduler "
             f"launches whole groups of {g} trials per task (launched / {g} tasks a step), so set it to "
             f"{max(g, launched // g * g)} or {(launched // g + 1) * g}"
+        )
+    return problems
+
+
+def continuation_problems(recipe: Recipe) -> list[str]:
+    """What partial-rollout continuation (``rollout.continuation``, T1 §10) is not built with, one line each.
+
+    Built: the embedded loop, one trial per task. Not built: the Ray loop (its trials run on remote sandbox
+    hosts that would have to hold parked trials across the publication barrier), groups
+    (``ppo.samples_per_task > 1``: a group would straddle two steps, its members drawn under different
+    versions and normalised under one GRPO baseline), and checkpoints (``trainer.checkpoint_every > 0``: a
+    checkpoint does not save parked trials, so a resumed run would lose them silently).
+    """
+    if not recipe.rollout.continuation.enabled:
+        return []
+    problems = []
+    if recipe.runtime.kind == "ray":
+        problems.append(
+            "rollout.continuation.enabled: partial-rollout continuation is not built on the Ray loop "
+            "(runtime.kind: ray); set it to false, or runtime.kind to embedded"
+        )
+    g = recipe.ppo.samples_per_task
+    if g > 1:
+        problems.append(
+            f"rollout.continuation.enabled: partial-rollout continuation parks single trials, and groups "
+            f"of ppo.samples_per_task {g} are not built with it (a group would straddle two steps and two "
+            "weight versions under one GRPO baseline); set ppo.samples_per_task to 1 or the continuation off"
+        )
+    if recipe.trainer.checkpoint_every > 0:
+        problems.append(
+            f"rollout.continuation.enabled: checkpoints with partial-rollout continuation are not built (a "
+            f"checkpoint does not save the parked trials); set trainer.checkpoint_every "
+            f"{recipe.trainer.checkpoint_every} to 0, or the continuation off"
         )
     return problems
 

@@ -9,6 +9,11 @@ A stop cancels the rollout once; a second Ctrl-C, SIGTERM or SIGHUP while the ca
 (its sandboxes are being reclaimed) is absorbed, never raised into the event loop, so it cannot cut a reclaim
 short and leave sandbox directories behind; `deferred_signals` keeps one from interrupting the write of the
 run's final ``status.json``.
+
+A run that keeps trials alive between steps (partial-rollout continuation, `t1_rollout.continuation`) runs
+every rollout on one event loop, an ``asyncio.Runner`` it holds (`run_interruptible`'s ``runner``), and
+cancels the parked trials on every exit path with `run_shielded`, which absorbs every stop signal until their
+sandboxes are reclaimed.
 """
 
 from __future__ import annotations
@@ -60,12 +65,17 @@ class StopToken:
 _RUNNING: list[list] = []
 
 
-def run_interruptible[T](coro: Coroutine[Any, Any, T]) -> T:
+def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | None = None) -> T:
     """``asyncio.run(coro)`` that Ctrl-C and `stop_as_ctrl_c` stop by cancelling it, once.
 
     Ctrl-C (where SIGINT has Python's default handler) cancels the coroutine as ``asyncio.run`` does; unlike
     ``asyncio.run``, a further Ctrl-C while the cancelled coroutine and the event loop's shutdown clean up is
     absorbed (a note goes to stderr) instead of raising ``KeyboardInterrupt`` in the middle of that clean-up.
+
+    Args:
+        coro: the coroutine.
+        runner: run it on this runner's event loop, which outlives the call (tasks it leaves pending, such
+            as parked trials, go on in the runner's next call); None = a fresh loop, closed afterwards.
 
     Raises:
         KeyboardInterrupt: after the cancelled coroutine has cleaned up (its sandboxes reclaimed), when a
@@ -101,13 +111,46 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T]) -> T:
     )
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
     try:
-        result = asyncio.run(main())
+        result = asyncio.run(main()) if runner is None else runner.run(main())
     finally:
         if own:
             signal.signal(signal.SIGINT, previous)
     if entry[1]:  # stopped after the coroutine had already returned: still a stop
         raise KeyboardInterrupt
     return result
+
+
+def run_shielded[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner) -> T:
+    """Run ``coro`` on ``runner``'s loop to its end, every Ctrl-C, SIGTERM and SIGHUP meanwhile absorbed.
+
+    For clean-ups that must not be cut short, such as cancelling the trials a run keeps parked between
+    steps (their sandboxes are reclaimed before it returns) when a run ends, fails or is interrupted.
+    A stop asked meanwhile is recorded by `stop_signals` (its token) and a note goes to stderr; it never
+    cancels ``coro``.
+
+    Raises:
+        Exception: whatever ``coro`` raised.
+    """
+    entry: list = [None, True]  # marked as stopping already: `_cancel` and `stop_as_ctrl_c` leave it be
+
+    async def main() -> T:
+        entry[0] = asyncio.current_task()
+        _RUNNING.append(entry)
+        try:
+            return await coro
+        finally:
+            _RUNNING.remove(entry)
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        print("t1: reclaiming the parked trials' sandboxes first (Ctrl-C is ignored)", file=sys.stderr)
+
+    own = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
+    try:
+        return runner.run(main())
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _cancel(entry: list) -> None:

@@ -492,6 +492,7 @@ class RayRun(RayCheckpoints):
 
         async def run_one(task: Any, record: Any) -> Any:
             for attempt in range(MAX_REQUEUES + 1):
+                record.steps = [label]  # a lost attempt's reset (_keep_lost_attempt) clears it
                 try:
                     k, h = route()
                 except ParticipantsLost as exc:  # failed after collect_batch, not as one trial's cause

@@ -1,0 +1,140 @@
+"""The tiny CPU recipe with partial-rollout continuation on (T1 §10): continued trials are trained on, and
+nothing leaks, whether the run ends or is stopped while trials are parked."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "sandbox_suite"))
+import leaks  # noqa: E402  (the sandbox suite's leftovers, looked up on the host)
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "recipes" / "tiny-cpu.yaml"
+CONTINUED = [
+    "rollout.continuation.enabled=true",
+    "rollout.launched=5",
+    "ppo.batch_size=2",
+    "rollout.concurrency=5",
+    # Some trial must be in the middle of its episode when the batch is full: trials started together reach
+    # their verifiers together (the engine serves their turns in turn) and would all be carried as finished
+    # records, none mixing versions. So the episode lasts the agent deadline, E = 75 s (50 turns take
+    # longer), and the sandboxes start 30 s apart (trial k at 30 (k - 1) s). The batch fills when the second
+    # trial has verified, at 30 + E + V s (V its verifier): trial 3 is then mid-episode with some turns for
+    # V < 30 s, trial 4 (run for 15 + V s) for V < 60 s, trial 5 for 15 s < V < 90 s (on a loaded 2-core
+    # box a verifier has taken 13 to 55 s; unloaded, about 3 s).
+    "rollout.max_turns=50",
+    "rollout.max_new_tokens=16",
+    "rollout.agent_deadline_s=75",
+    "rollout.creation_rate_per_s=0.0333",
+    "logging.print_table=false",
+]
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.e2e
+def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_nothing_leaks(
+    tmp_path, monkeypatch
+):
+    from t1.run import Run
+    from t1_spec import load_recipe
+
+    config = leaks.isolate("local", monkeypatch, tmp_path)  # this test's sandboxes only
+    runs = tmp_path / "runs"
+    recipe = load_recipe(TINY, [*CONTINUED, "ppo.steps=3", f"logging.run_root={runs}"])
+    summary = Run(recipe, recipe.model_dump(mode="json", by_alias=True)).run()
+    assert summary.steps == 3
+    run = summary.run_dir
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    ppo = [r for r in rows if r["phase"] == "ppo"]
+    assert [r["step"] for r in ppo] == [0, 1, 2]
+    # step 0 parks its tail; steps 1 and 2 continue it first, and admit some of it
+    assert ppo[0]["trials_parked"] >= 1 and ppo[0]["trials_resumed"] == 0
+    for prev, row in zip(ppo, ppo[1:], strict=False):
+        assert row["trials_resumed"] == prev["trials_parked"]
+        assert row["trials_launched"] == 5
+        table = row["retention_by_family_outcome"].values()
+        count = {k: sum(b[k] for b in table) for k in ("launched", "kept", "continued")}
+        assert count == {"launched": 5, "kept": row["trials_admitted"], "continued": row["trials_parked"]}
+    assert sum(r["trials_resumed_admitted"] for r in ppo) >= 1
+    # a continued trial mixing two versions reached the trainer, which trained on it at staleness 1
+    mixed_rows = [r for r in ppo if r["samples_versions_mixed"] >= 1]
+    assert mixed_rows, [(r["trials_parked"], r["trials_resumed_admitted"]) for r in ppo]
+    for r in mixed_rows:
+        assert r["staleness"] == 1 and "1" in r["staleness_loss_token_share"]
+        assert r["samples_aborted_routing"] == 0 and r["trainer/loss_tokens"] > 0
+        assert len(r["sampled_tokens_by_policy_version"]) >= 2
+    continued = [
+        t
+        for p in (run / "trajectories").glob("step-*/*.json")
+        if (t := _json(p))["status"] == "finished" and len(t["steps"]) == 2
+    ]
+    mixed = [t for t in continued if len(set(t["turn_policy_versions"])) == 2]
+    assert mixed and all(t["resumes"] == 1 for t in continued)
+    for t in mixed:
+        v = t["turn_policy_versions"]
+        # the turns before the park carry the version of the step it was parked in (sync loop: version = step)
+        assert v == sorted(v) and int(t["steps"][0].split("-")[1]) == v[0]
+    # what was still parked at the end was cancelled and recorded, and no sandbox is left
+    end = [r for r in rows if r["phase"] == "continuation_end"]
+    if ppo[-1]["trials_parked"]:
+        assert end and end[0]["trials_released"] == ppo[-1]["trials_parked"]
+        for trial_id in end[0]["trial_ids"]:
+            (p,) = (run / "trajectories").glob(f"step-0002/{trial_id}.json")
+            assert "the run ended" in _json(p)["cause"]
+    assert not leaks.settled(config), leaks.leftovers(config)
+    assert _json(run / "status.json")["status"] == "finished"
+
+
+LAUNCH = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); from leaks import apply_isolation; "
+    "apply_isolation(json.loads(sys.argv[2])); sys.argv = ['t1', *sys.argv[3:]]; "
+    "from t1.cli import app; app()"
+)
+"""``python -c`` program: ``t1`` with the sandboxes in the test's own uid range and slot directory."""
+
+
+@pytest.mark.e2e
+def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_them(tmp_path, monkeypatch):
+    config = leaks.isolate("local", monkeypatch, tmp_path)
+    runs = tmp_path / "runs"
+    suite = str(Path(leaks.__file__).parent)
+    args = ["train", str(TINY), *CONTINUED, f"logging.run_root={runs}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, suite, json.dumps(config), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 300
+    parked: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        parked = [p for p in runs.glob("*/trajectories/step-0000/*.json") if _json(p)["status"] == "parked"]
+        if parked:
+            break  # step 0's batch returned with parked trials: the step trains now
+        time.sleep(0.2)
+    assert parked, "no trial was parked at the end of step 0"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out
+    (run,) = runs.iterdir()
+    assert _json(run / "status.json")["status"] == "interrupted"
+    # every trial that was parked ended cancelled, in the step it was last in, its cause saying why
+    for p in parked:
+        last = sorted(run.glob(f"trajectories/step-*/{p.name}"))[-1]
+        record = _json(last)
+        assert record["status"] in {"cancelled", "finished"}, record
+        if record["status"] == "cancelled":
+            assert "cancelled" in record["cause"]
+    assert not leaks.settled(config, owners=(proc.pid,)), leaks.leftovers(config, owners=(proc.pid,))
