@@ -183,3 +183,35 @@ def test_a_non_finite_gradient_is_refused_before_the_step_and_the_weights_are_ke
     with pytest.raises(NonFiniteUpdateError, match="actor: the gradient norm is nan"):
         _step(layer, opt, 1.0, "actor")
     assert torch.equal(layer.weight, before) and layer.weight.grad is None
+
+
+def test_value_head_normal_init_is_openrlhfs_draw(tiny_model_spec):
+    be = _backend(tiny_model_spec)
+    h = tiny_model_spec.hidden_size
+    want = torch.randn(1, h, generator=torch.Generator().manual_seed(0 + 1)) / (
+        h + 1
+    )  # seed + 1, std 1/(h+1)
+    assert torch.equal(be.critic.value_head.weight.detach(), want)
+
+
+def test_zeros_value_head_starts_every_value_at_zero_and_then_learns(tiny_model_spec, batch):
+    hp = FAST.model_copy(update={"value_head_init": "zeros"})
+    be = _backend(tiny_model_spec, hp=hp)
+    normal = _backend(tiny_model_spec)
+    assert all(np.all(v == 0.0) for v in be.values(batch))  # a constant baseline of 0 at the start
+    assert max(float(np.abs(v).max()) for v in normal.values(batch)) > 1e-3  # the normal draw scatters
+    critic_warmup(be, [batch, batch], hp)
+    assert any(float(np.abs(v[1:]).max()) > 0 for v in be.values(batch))  # the head moved off zero
+
+
+def test_megatron_value_head_is_drawn_by_the_same_function():
+    from t1_policy.critic import value_head_weight
+
+    pytest.importorskip("megatron.core")
+    from t1_trainer.megatron.model import ValueHead
+
+    for init in ("normal", "zeros"):
+        head = ValueHead(16, seed=3, dtype=torch.float32, init=init)
+        assert torch.equal(head.weight.detach(), value_head_weight(16, seed=3, init=init))
+    with pytest.raises(ValueError, match="value head init 'ones'"):
+        value_head_weight(16, seed=3, init="ones")

@@ -10,6 +10,29 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+VALUE_HEAD_INITS = ("normal", "zeros")
+"""The value-head initialisations `value_head_weight` draws (``ppo.value_head_init``)."""
+
+
+def value_head_weight(hidden_size: int, *, seed: int, init: str = "normal") -> torch.Tensor:
+    """The critic's value-head weight ``[1, h]`` float32, as every trainer backend draws it (T1 §4.5).
+
+    Args:
+        hidden_size: the trunk's width h.
+        seed: seeds the draw of ``normal``.
+        init: ``normal`` (``normal(0, 1/(h+1))``, OpenRLHF's and SkyRL's value head: values near 0 with a
+            per-token std of about ``1/sqrt(h)``) or ``zeros`` (every initial value exactly 0).
+
+    Raises:
+        ValueError: another ``init``.
+    """
+    if init == "zeros":
+        return torch.zeros(1, hidden_size)
+    if init != "normal":
+        raise ValueError(f"value head init {init!r}: expected one of {VALUE_HEAD_INITS}")
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(1, hidden_size, generator=gen) / (hidden_size + 1)
+
 
 class Critic(nn.Module):
     """Full-size critic: the policy's decoder stack plus a scalar value head (T1 §4.5).
@@ -20,17 +43,20 @@ class Critic(nn.Module):
     Args:
         body: the decoder (`Qwen3_5MoeTextModel`, ``actor.model``), copied by the caller.
         hidden_size: its width h.
-        seed: draws the value head, ``normal(0, 1/(h+1))`` (the value-head init of OpenRLHF and SkyRL, so the
-            initial values are near 0).
+        seed: draws the value head (`value_head_weight`).
+        init: ``normal`` (``normal(0, 1/(h+1))``, the value-head init of OpenRLHF and SkyRL) or ``zeros``
+            (``ppo.value_head_init``).
+
+    Raises:
+        ValueError: an unknown ``init``.
     """
 
-    def __init__(self, body: nn.Module, hidden_size: int, *, seed: int) -> None:
+    def __init__(self, body: nn.Module, hidden_size: int, *, seed: int, init: str = "normal") -> None:
         super().__init__()
         self.body = body
         self.value_head = nn.Linear(hidden_size, 1, bias=False)
-        gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
-            w = torch.randn(self.value_head.weight.shape, generator=gen) / (hidden_size + 1)
+            w = value_head_weight(hidden_size, seed=seed, init=init)
             self.value_head.weight.copy_(w.to(self.value_head.weight.dtype))
 
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:

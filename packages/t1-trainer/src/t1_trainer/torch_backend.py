@@ -86,7 +86,12 @@ class TorchBackend:
         if float(getattr(self.actor.config, "router_aux_loss_coef", 0.0)) != 0.0:
             # The HF model only adds it when labels are passed (we never do); zero it so no path can.
             self.actor.config.router_aux_loss_coef = 0.0
-        self.critic = Critic(copy.deepcopy(self.actor.model), self.actor.config.hidden_size, seed=seed + 1)
+        self.critic = Critic(
+            copy.deepcopy(self.actor.model),
+            self.actor.config.hidden_size,
+            seed=seed + 1,
+            init=ppo_spec.value_head_init,
+        )
         self.critic.to(self.device)
         self.temperature = float(temperature)
         if logprob_gap_every < 0:

@@ -129,7 +129,13 @@ class MegatronBackend:
         dtype = getattr(torch, model_spec.dtype)
         common = {"seed": seed, "params_dtype": dtype, "cpu": self.cpu, "plan": plan}
         self.actor = build_gpt(model_spec, routing_replay=True, **common)
-        self.critic = build_gpt(model_spec, routing_replay=False, value_head=True, **common)
+        self.critic = build_gpt(
+            model_spec,
+            routing_replay=False,
+            value_head=True,
+            value_head_init=ppo_spec.value_head_init,
+            **common,
+        )
         mg_state = hf_to_megatron(hf_state, self.hf_config, layer_spec="local")
         _load(self.actor, mg_state, "actor")
         _load(self.critic, {k: v for k, v in mg_state.items() if k != "output_layer.weight"}, "critic")

@@ -70,13 +70,15 @@ class ValueHead(nn.Module):
     """The critic's scalar head in place of ``GPTModel.output_layer`` on the last pipeline stage (T1 §4.5).
 
     Called as megatron calls its output layer (``hidden [s, b, H]``, ``weight=``, ``runtime_gather_output=``);
-    returns ``(values [s, b, 1], None)``. Drawn ``normal(0, 1/(H+1))`` from ``seed``, as `t1_policy.Critic`.
+    returns ``(values [s, b, 1], None)``. Drawn by `t1_policy.value_head_weight` from ``seed`` and ``init``
+    (``ppo.value_head_init``), as `t1_policy.Critic`.
     """
 
-    def __init__(self, hidden_size: int, *, seed: int, dtype: torch.dtype) -> None:
+    def __init__(self, hidden_size: int, *, seed: int, dtype: torch.dtype, init: str = "normal") -> None:
         super().__init__()
-        gen = torch.Generator().manual_seed(seed)
-        self.weight = nn.Parameter((torch.randn(1, hidden_size, generator=gen) / (hidden_size + 1)).to(dtype))
+        from t1_policy.critic import value_head_weight
+
+        self.weight = nn.Parameter(value_head_weight(hidden_size, seed=seed, init=init).to(dtype))
 
     def forward(self, hidden: torch.Tensor, weight: Any = None, runtime_gather_output: Any = None) -> Any:
         """``hidden [s, b, H]`` -> ``(values [s, b, 1], None)``."""
@@ -237,13 +239,15 @@ def build_gpt(
     cpu: bool,
     routing_replay: bool,
     value_head: bool = False,
+    value_head_init: str = "normal",
     plan: Any = None,
 ) -> Any:
     """One megatron ``GPTModel`` of ``model_spec``: the actor, or with ``value_head`` the critic (T1 §4.5).
 
     The actor's ``output_layer`` becomes `HiddenOut` (its weight kept under the same name); the critic's is a
-    `ValueHead` drawn from ``seed + 1``. Weights are drawn under ``torch.manual_seed(seed)`` (the global RNG
-    is restored); the caller copies the HF policy's weights in (`t1_trainer.megatron.names.hf_to_megatron`).
+    `ValueHead` drawn from ``seed + 1`` as ``value_head_init`` says (``ppo.value_head_init``). Weights are
+    drawn under ``torch.manual_seed(seed)`` (the global RNG is restored); the caller copies the HF policy's
+    weights in (`t1_trainer.megatron.names.hf_to_megatron`).
 
     Raises:
         ImportError: megatron-core (or, for Gated DeltaNet layers, flash-linear-attention) is not installed.
@@ -267,7 +271,9 @@ def build_gpt(
         )
     if getattr(model, "output_layer", None) is not None:
         if value_head:
-            model.output_layer = ValueHead(model_spec.hidden_size, seed=seed + 1, dtype=params_dtype)
+            model.output_layer = ValueHead(
+                model_spec.hidden_size, seed=seed + 1, dtype=params_dtype, init=value_head_init
+            )
         else:
             model.output_layer = HiddenOut(model.output_layer.weight)
     return model
