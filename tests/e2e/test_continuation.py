@@ -24,15 +24,19 @@ CONTINUED = [
     "rollout.concurrency=5",
     # Some trial must be in the middle of its episode when the batch is full: trials started together reach
     # their verifiers together (the engine serves their turns in turn) and would all be carried as finished
-    # records, none mixing versions. So the episode lasts the agent deadline, E = 75 s (50 turns take
-    # longer), and the sandboxes start 30 s apart (trial k at 30 (k - 1) s). The batch fills when the second
-    # trial has verified, at 30 + E + V s (V its verifier): trial 3 is then mid-episode with some turns for
-    # V < 30 s, trial 4 (run for 15 + V s) for V < 60 s, trial 5 for 15 s < V < 90 s (on a loaded 2-core
-    # box a verifier has taken 13 to 55 s; unloaded, about 3 s).
-    "rollout.max_turns=50",
-    "rollout.max_new_tokens=16",
-    "rollout.agent_deadline_s=75",
-    "rollout.creation_rate_per_s=0.0333",
+    # records, none mixing versions. So the sandboxes start S = 10 s apart (trial k at S (k - 1)) and every
+    # episode lasts exactly the agent deadline E = 15 s: neither the turn cap nor compaction may end it
+    # first. A summary by the random model always fails and ends its episode at the compaction threshold
+    # (3,500 tokens, about 2,560 of them decoded at 128 new tokens a turn; a lone trial decoded 67
+    # tokens/s on a quiet box here, so 38 s). The batch fills when trial 2 has verified, at S + E + V (V
+    # its verifier's time, at most the verifier deadline D = 12 s); trial k is then mid-episode when
+    # S (k - 2) - E < V < S (k - 2): trial 3 for V < 10 s, trial 4 for 5 to 20 s, which covers V up to
+    # 20 s (a test run past D is scored as a timeout, not retried, so V stays near D on a loaded box too).
+    "rollout.max_turns=1000",
+    "rollout.max_new_tokens=128",
+    "rollout.agent_deadline_s=15",
+    "rollout.verifier_deadline_s=12",
+    "rollout.creation_rate_per_s=0.1",
     "logging.print_table=false",
 ]
 
