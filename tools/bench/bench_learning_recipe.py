@@ -43,7 +43,7 @@ def shuffled_ppo_step(seed: int) -> Any:
     original = step.ppo_step
     rng = random.Random(seed)
 
-    def shuffled(backend: Any, samples: Any, ppo_spec: Any) -> Any:
+    def shuffled(backend: Any, samples: Any, ppo_spec: Any, **kwargs: Any) -> Any:
         trials = sorted({s.trial_id for s in samples})
         rewards = {t: next(s.reward for s in samples if s.trial_id == t) for t in trials}
         moved = list(rewards.values())
@@ -51,7 +51,7 @@ def shuffled_ppo_step(seed: int) -> Any:
         new = dict(zip(trials, moved, strict=True))
         for s in samples:
             s.reward = new[s.trial_id]
-        return original(backend, samples, ppo_spec)
+        return original(backend, samples, ppo_spec, **kwargs)
 
     return original, shuffled
 
