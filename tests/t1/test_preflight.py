@@ -168,6 +168,20 @@ def test_unusable_pools_and_run_roots_are_invalid_input_for_validate_and_train(o
     assert not any(tmp_path.iterdir())
 
 
+def test_a_corrupt_checkpoint_is_invalid_input_for_validate_and_train(tmp_path):
+    bad = tmp_path / "ckpt" / "actor.safetensors"
+    bad.parent.mkdir()
+    bad.write_bytes(b"\x08" + b"\x00" * 7 + b"not json")
+    runner = CliRunner()
+    args = [str(TINY), "model.init=checkpoint", f"model.checkpoint={bad}"]
+    checked = runner.invoke(app, ["recipe", "validate", *args])
+    trained = runner.invoke(app, ["train", *args, f"logging.run_root={tmp_path / 'runs'}"])
+    assert checked.exit_code == 2 and trained.exit_code == 2, (checked.output, trained.output)
+    for out in (checked.output, trained.output):
+        assert "model.checkpoint" in out and "not a readable safetensors file" in out
+    assert not (tmp_path / "runs").exists()
+
+
 def test_groups_count_as_one_task_each_against_the_pool_size():
     """9 tasks x 2 samples launch 18 trials from the 9-task pool; 20 trials would draw 10 tasks."""
     from t1.run.pools import pool_problems

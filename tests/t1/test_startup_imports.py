@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from t1_spec import load_recipe
@@ -53,11 +54,18 @@ def test_import_cli_loads_no_heavy_library():
     assert out["heavy"] == [], f"import t1.cli imports {out['heavy']}"
 
 
-def test_recipe_validate_loads_no_heavy_library():
+@pytest.mark.parametrize("start", ["random", "checkpoint"])
+def test_recipe_validate_loads_no_heavy_library(start, tmp_path):
+    overrides: list[str] = []
+    if start == "checkpoint":  # the preflight reads the checkpoint's safetensors header, not the tensors
+        from safetensors.numpy import save_file
+
+        save_file({"w": np.zeros((2, 3), dtype=np.float32)}, tmp_path / "actor.safetensors")
+        overrides = ["model.init=checkpoint", f"model.checkpoint={tmp_path / 'actor.safetensors'}"]
     body = (
         "from t1.cli import app\n"
         "try:\n"
-        f"    app(['recipe', 'validate', {str(TINY)!r}], prog_name='t1')\n"
+        f"    app(['recipe', 'validate', {str(TINY)!r}, *{overrides!r}], prog_name='t1')\n"
         "    exit_code = 0\n"
         "except SystemExit as exc:\n"
         "    exit_code = exc.code\n"

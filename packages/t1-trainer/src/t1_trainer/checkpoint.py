@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_model
+if TYPE_CHECKING:  # torch is imported by load_actor only: the preflight reads headers without it
+    import torch
 
-__all__ = ["CheckpointMismatchError", "actor_weights_path", "load_actor"]
+__all__ = ["CheckpointMismatchError", "actor_weights_path", "load_actor", "read_tensor_shapes"]
 
 
 class CheckpointMismatchError(ValueError):
@@ -38,6 +40,63 @@ def actor_weights_path(path: str | Path) -> Path:
     )
 
 
+def read_tensor_shapes(file: str | Path) -> dict[str, tuple[int, ...]]:
+    """The tensor names and shapes of a safetensors file, read from its header alone (no tensor, no torch).
+
+    The format: an 8-byte little-endian header length N, then N bytes of JSON mapping each tensor name to its
+    ``dtype``, ``shape`` and ``data_offsets`` (an optional ``__metadata__`` entry is skipped).
+
+    Args:
+        file: a ``.safetensors`` file.
+
+    Returns:
+        ``{name: shape}`` with shapes as tuples of ints.
+
+    Raises:
+        CheckpointMismatchError: the file is not a readable safetensors file (too short, a header length
+            past the end, a header that is not JSON, an entry without a shape or with data past the end),
+            naming the file and what is wrong.
+        OSError: the file cannot be opened.
+    """
+    path = Path(file)
+    size = path.stat().st_size
+
+    def bad(why: str) -> CheckpointMismatchError:
+        return CheckpointMismatchError(f"checkpoint {path}: not a readable safetensors file ({why})")
+
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise bad(f"{size} bytes, shorter than the 8-byte header length")
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise bad(f"header length {n} runs past the end of the {size}-byte file")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise bad(f"the header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise bad("the header is not a JSON object")
+    data = size - 8 - n
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            raise bad(f"tensor {name!r} has no shape")
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data
+        ):
+            raise bad(f"tensor {name!r} has data offsets {offsets!r} outside the {data} data bytes")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
 def load_actor(model: torch.nn.Module, path: str | Path) -> Path:
     """Load the actor weights a run saved into ``model`` in place (`t1_trainer.weights.save_weights`).
 
@@ -57,12 +116,10 @@ def load_actor(model: torch.nn.Module, path: str | Path) -> Path:
         CheckpointMismatchError: the file is not safetensors, or its names or shapes differ from the model's
             (the first few of each listed), so it was saved from another ``model`` section.
     """
+    from safetensors.torch import load_model
+
     file = actor_weights_path(path)
-    try:
-        with safe_open(str(file), framework="pt") as f:
-            shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError) as exc:
-        raise CheckpointMismatchError(f"checkpoint {file}: not a readable safetensors file ({exc})") from None
+    shapes = read_tensor_shapes(file)
     own = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     unknown = sorted(set(shapes) - set(own))
     wrong = sorted(n for n in set(shapes) & set(own) if shapes[n] != own[n])

@@ -253,15 +253,20 @@ def eval_overlap_problems(recipe: Recipe) -> list[str]:
 def checkpoint_problem(recipe: Recipe) -> str | None:
     """Why ``model.checkpoint`` has no actor weights to load; ``None`` when it has (or with ``init: random``).
 
+    The file's safetensors header is read (no torch); its names and shapes are checked against the model
+    when the run builds it (`t1_trainer.checkpoint.load_actor`).
+
     A checkpoint that the recipe's own ``sft`` section writes gets the command that writes it.
     """
     m = recipe.model
     if m.init != "checkpoint" or m.checkpoint is None:
         return None
-    from t1_trainer.checkpoint import actor_weights_path
+    from t1_trainer.checkpoint import CheckpointMismatchError, actor_weights_path, read_tensor_shapes
 
     try:
-        actor_weights_path(m.checkpoint)
+        read_tensor_shapes(actor_weights_path(m.checkpoint))
+    except CheckpointMismatchError as exc:  # names and shapes are checked against the model when it is built
+        return f"model.checkpoint {m.checkpoint!r}: {exc}"
     except FileNotFoundError as exc:
         line = f"model.checkpoint {m.checkpoint!r}: {' '.join(str(exc).split())}"
         sft = recipe.sft
@@ -269,6 +274,8 @@ def checkpoint_problem(recipe: Recipe) -> str | None:
         if out is not None and Path(out).resolve() == Path(m.checkpoint).resolve():
             line += "; the recipe's sft section writes it: run `t1 sft RECIPE` first"
         return line
+    except OSError as exc:
+        return f"model.checkpoint {m.checkpoint!r}: cannot read it: {exc.strerror or exc}"
     return None
 
 
