@@ -428,6 +428,24 @@ def test_stats_png_is_a_valid_png(tmp_path):
     assert f"histogram written to {png}" in " ".join(result.stdout.split())
 
 
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        (lambda tmp: tmp, "is a directory; give a file path"),
+        (lambda tmp: tmp / "missing" / "h.png", "does not exist; create the directory"),
+        (lambda tmp: tmp / "file.txt" / "h.png", "is not a directory; create the directory"),
+    ],
+    ids=["directory", "missing-parent", "parent-is-a-file"],
+)
+def test_stats_refuses_an_unwritable_png_with_exit_2_naming_the_option(tmp_path, where, says):
+    (tmp_path / "file.txt").write_text("x")
+    png = where(tmp_path)
+    result = runner.invoke(app, ["tasks", "stats", "--png", str(png)])
+    assert result.exit_code == 2, result.output
+    assert f"--png {png}" in result.stderr and says in " ".join(result.stderr.split())
+    assert "Errno" not in result.stderr and not (tmp_path / "missing").exists()
+
+
 def test_stats_refuses_a_record_of_another_version_with_exit_2(tmp_path):
     import json
 

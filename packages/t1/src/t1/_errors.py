@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import typer
@@ -47,3 +48,24 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
         code = EXIT_INVALID_INPUT if isinstance(exc, invalid + (FileNotFoundError, ValueError)) else 1
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(code)
+
+
+def check_output_file(path: Path, option: str, example: str) -> None:
+    """Refuse an output file option that cannot be written, before any work is done.
+
+    Args:
+        path: the file the command would write.
+        option: the option's name as typed (``--out``, ``--png``), for the message.
+        example: a file name to suggest inside ``path`` when ``path`` is a directory.
+
+    Raises:
+        ValueError: ``path`` is a directory, or its parent is not an existing directory (exit 2 under
+            `reported`).
+    """
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a directory; give a file path, e.g. {path / example}")
+    if not path.parent.is_dir():
+        what = "is not a directory" if path.parent.exists() else "does not exist"
+        raise ValueError(
+            f"{option} {path}: {path.parent} {what}; create the directory or choose another path"
+        )

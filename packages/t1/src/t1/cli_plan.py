@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from t1._errors import EXIT_CHECK_FAILED, EXIT_OK, reported
+from t1._errors import EXIT_CHECK_FAILED, EXIT_OK, check_output_file, reported
 from t1_capacity import (
     CalibrationError,
     PlanError,
@@ -171,7 +171,7 @@ def calibrate(
     """
     with reported(debug, invalid=INVALID):
         if out is not None:
-            _check_out(out)
+            check_output_file(out, "--out", "calibration.yaml")
         inputs = load(recipe, overrides)
         rows = read_measurements(measurements, inputs.plan, inputs.model)
         cal = fit(inputs.model, rows, inputs.constants)
@@ -196,20 +196,6 @@ def calibrate(
             typer.echo(f"override written to {out}")
         else:
             typer.echo("override: " + text.strip())
-
-
-def _check_out(out: Path) -> None:
-    """Refuse an ``--out`` that cannot be a file before any work is done.
-
-    Raises:
-        ValueError: ``out`` is a directory, or its parent directory does not exist.
-    """
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a directory; give a file path, e.g. {out / 'calibration.yaml'}")
-    if not out.parent.is_dir():
-        raise ValueError(
-            f"--out {out}: directory {out.parent} does not exist; create it or choose another path"
-        )
 
 
 @app.command()

@@ -31,6 +31,7 @@ from t1._errors import (
     EXIT_CHECK_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    check_output_file,
     err_console,
     reported,
 )
@@ -183,7 +184,8 @@ def stats(
     T1 §5.2 sets S = 20 near the p90 of T1-15k. Counts are static (from tests/*.py) and, with --validated,
     those the verifier reported for the reference solution, which the statistics then prefer; the record
     also gives the runtimes and how many tasks emit a per-assertion report. Broken bundles are left out of
-    the statistics and listed with their errors (exit 1).
+    the statistics and listed with their errors (exit 1). A --png that is a directory, or whose directory
+    does not exist, is refused before any work (exit 2).
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
@@ -191,6 +193,8 @@ def stats(
         from t1_tasks import pool_report, read_record, record_for
         from t1_tasks.stats import plot_histogram
 
+        if png is not None:
+            check_output_file(png, "--png", "assertions.png")
         p = _load(pool, limit)
         ids = [t.id for t in p.tasks]
         record = record_for(read_record(validated), p.source, ids) if validated is not None else None
@@ -200,14 +204,17 @@ def stats(
             known = [c for c in r.counts.values() if c is not None]
             if not known or r.summary is None or r.suggested_scale is None:
                 raise ValueError(f"--png {png}: no task of {p.source} has a known assertion count to plot")
-            plot_histogram(
-                known,
-                png,
-                title=f"{p.source}: assertions per task ({len(known)} tasks)",
-                p90=r.summary.p90,
-                scale=r.suggested_scale,
-                recipe_scale=recipe_scale,
-            )
+            try:
+                plot_histogram(
+                    known,
+                    png,
+                    title=f"{p.source}: assertions per task ({len(known)} tasks)",
+                    p90=r.summary.p90,
+                    scale=r.suggested_scale,
+                    recipe_scale=recipe_scale,
+                )
+            except OSError as exc:
+                raise ValueError(f"--png {png}: cannot write it: {exc.strerror or exc}") from exc
         if as_json:
             obj = r.as_json() | {"broken": [{"id": b.id, "error": b.message} for b in p.broken]}
             typer.echo(json.dumps(obj, indent=2))
