@@ -139,6 +139,16 @@ def test_unknown_field_names_its_dotted_path(tiny_path, problems_of) -> None:
     assert "unknown field" in probs[0].message
 
 
+def test_a_misspelled_field_an_interpolation_reads_is_reported_too(tmp_path, problems_of) -> None:
+    text = (RECIPES / "tiny-cpu.yaml").read_text().replace("\n  batch_size: 4", "\n  batch_sizee: 4")
+    typo = write(tmp_path, "typo.yaml", text.replace("../specs", str(RECIPES.parent / "specs")))
+    probs = problems_of(typo)
+    fields = [p.field for p in probs]
+    assert "rollout.admitted" in fields  # `admitted: ${ppo.batch_size}` has nothing to read
+    assert "ppo.batch_sizee" in fields  # ... because of this spelling
+    assert "unknown field" in probs[fields.index("ppo.batch_sizee")].message
+
+
 def test_error_message_names_file_and_field(tiny_path) -> None:
     with pytest.raises(RecipeError) as info:
         load_recipe(tiny_path, ["ppo.clip_eps=2"])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from t1_spec._base import SpecRuleError
 from t1_spec.errors import Problem, RecipeError
@@ -317,9 +317,38 @@ def resolve_recipe(path: str | Path, overrides: Sequence[str] = ()) -> dict[str,
         key = getattr(exc, "full_key", None) or ""
         text = str(getattr(exc, "msg", None) or exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__  # OmegaConf appends key/type lines
-        raise RecipeError(path, [Problem(str(key), f"interpolation failed: {first}")]) from None
+        # a misspelled field that an interpolation names is the cause: report it beside the failure
+        raise RecipeError(
+            path, [Problem(str(key), f"interpolation failed: {first}"), *_unknown_section_fields(tree)]
+        ) from None
     assert isinstance(resolved, dict)
     return resolved
+
+
+def _unknown_section_fields(tree: Mapping[str, Any]) -> list[Problem]:
+    """The keys of each section of the unresolved ``tree`` that its spec does not have (one level deep).
+
+    Used when interpolation fails, before pydantic's own unknown-field check can run.
+    """
+    problems = []
+    for section in _SECTIONS:
+        body = tree.get(section)
+        model = _section_model(section)
+        if not isinstance(body, Mapping) or model is None:
+            continue
+        known = {f.alias or name for name, f in model.model_fields.items()} | set(model.model_fields)
+        for key in body:
+            if key not in known:
+                problems.append(Problem(f"{section}.{key}", _HINTS["extra_forbidden"]))
+    return problems
+
+
+def _section_model(section: str) -> type[BaseModel] | None:
+    """The pydantic model of a recipe section, or ``None`` where it is a union or not a model."""
+    annotation = Recipe.model_fields[section].annotation
+    candidates = [a for a in (annotation, *getattr(annotation, "__args__", ())) if isinstance(a, type)]
+    models = [a for a in candidates if issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else None
 
 
 def _field_path(loc: tuple[int | str, ...], data: Any) -> list[str]:

@@ -130,7 +130,7 @@ def continuation_problems(recipe: Recipe) -> list[str]:
         problems.append(
             f"rollout.continuation.enabled: partial-rollout continuation parks single trials, and groups "
             f"of ppo.samples_per_task {g} are not built with it (a group would straddle two steps and two "
-            "weight versions under one GRPO baseline); set ppo.samples_per_task to 1 or the continuation off"
+            "weight versions under one group baseline); set ppo.samples_per_task to 1 or the continuation off"
         )
     if recipe.trainer.checkpoint_every > 0:
         problems.append(
