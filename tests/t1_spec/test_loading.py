@@ -133,6 +133,12 @@ def test_missing_file_is_a_recipe_error(tmp_path) -> None:
     assert "not found" in str(info.value)
 
 
+def test_a_directory_given_as_the_recipe_is_named_as_one(tmp_path) -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe(tmp_path)
+    assert "is a directory; give the recipe's YAML file" in str(info.value) and "Errno" not in str(info.value)
+
+
 def test_unknown_field_names_its_dotted_path(tiny_path, problems_of) -> None:
     probs = problems_of(tiny_path, "ppo.batchsize=2")
     assert [p.field for p in probs] == ["ppo.batchsize"]

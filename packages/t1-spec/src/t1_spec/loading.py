@@ -131,8 +131,10 @@ def _read_file(path: Path) -> dict[str, Any]:
                 )
             ],
         ) from None
+    except IsADirectoryError:
+        raise RecipeError(path, [Problem("", "is a directory; give the recipe's YAML file")]) from None
     except OSError as exc:
-        raise RecipeError(path, [Problem("", f"cannot read the file: {exc}")]) from None
+        raise RecipeError(path, [Problem("", f"cannot read the file: {exc.strerror or exc}")]) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
