@@ -7,11 +7,15 @@ builds the same critic.
 
 from __future__ import annotations
 
+from typing import get_args
+
 import torch
 from torch import nn
 
-VALUE_HEAD_INITS = ("normal", "zeros")
-"""The value-head initialisations `value_head_weight` draws (``ppo.value_head_init``)."""
+from t1_spec import PPOSpec
+
+VALUE_HEAD_INITS: tuple[str, ...] = get_args(PPOSpec.model_fields["value_head_init"].annotation)
+"""The value-head initialisations `value_head_weight` draws: those ``ppo.value_head_init`` accepts."""
 
 
 def value_head_weight(hidden_size: int, *, seed: int, init: str = "normal") -> torch.Tensor:
