@@ -126,10 +126,12 @@ def test_nothing_is_left_after_a_stop_signal_and_the_status_says_interrupted(
         proc.send_signal(sig)
         time.sleep(0.15)  # the next one lands while the first stop reclaims the sandboxes
     _, err = proc.communicate(timeout=60)
-    # 130 is the handled stop; a last signal that lands after the driver finished its cleanup, while the
-    # interpreter shuts down (Python has put the default handlers back), ends it by that signal instead:
-    # what matters then is that status and cleanup were already done, which the checks below assert.
-    assert proc.returncode == 130 or proc.returncode == -signals[-1], (proc.returncode, err[-3000:])
+    # 130 is the handled stop; a later signal that lands after the driver finished its cleanup, while the
+    # interpreter shuts down (Python has put the default handlers back), ends it by that signal instead (on
+    # a fast reclaim that can be the second of three): what matters then is that status and cleanup were
+    # already done, which the checks below assert.
+    later = {-sig for sig in signals[1:]}
+    assert proc.returncode == 130 or proc.returncode in later, (proc.returncode, err[-3000:])
     assert "Traceback" not in err, err[-3000:]
     state = json.loads(status.read_text())
     assert state["status"] == "interrupted", state
