@@ -138,6 +138,14 @@ def test_check_granularity_out_of_range_is_refused():
     assert res.exit_code == 2 and "must lie in [1, 127]" in res.output
 
 
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_check_granularity_on_a_co_located_plan_is_refused_not_ignored(value):
+    res = run("check", str(ROOT / "recipes" / "tiny-cpu.yaml"), "--granularity", value)
+    assert res.exit_code == 2, res.output
+    assert f"--granularity {value}: this recipe's plan is co-located" in res.output
+    assert "ADMIT" not in res.output
+
+
 def test_check_with_nothing_fitting_still_prints_the_verdict_and_no_best_split():
     res = run("check", PROD, "plan.memory_budget_gib=20")
     assert res.exit_code == 1, res.output

@@ -55,7 +55,10 @@ def check(
         float, typer.Option(help="training minutes per step at the recipe's training devices (T1 §7: ~41)")
     ] = PAPER_TRAINING_MIN,
     granularity: Annotated[
-        int | None, typer.Option(help="devices per inference replica (default: the recipe's engine.tp)")
+        int | None,
+        typer.Option(
+            help="devices per inference replica (default: the recipe's engine.tp); split plans only"
+        ),
     ] = None,
     assumptions: Annotated[bool, typer.Option(help="also print what the model assumes")] = False,
     debug: Debug = False,
@@ -97,6 +100,12 @@ def check(
                 f"linear scaling assumed; n in steps of {step}, keeping a training plan that fits)",
             ]
         else:
+            if granularity is not None:  # an option that would be silently ignored is refused instead
+                raise ValueError(
+                    f"--granularity {granularity}: this recipe's plan is co-located "
+                    f"(plan.inference_devices = {n}, G = {g}), so there is no inference partition to step "
+                    "through; drop --granularity, or give a split plan (0 < plan.inference_devices < G)"
+                )
             split_lines = [
                 "step-time split: co-located (inference_devices = 0), generation and training time-share"
             ]
