@@ -335,3 +335,45 @@ def test_extends_pointing_at_a_directory_says_so(tmp_path):
     child.write_text(f"schema: t1/v1\nextends: {tmp_path}\nname: child\n")
     with pytest.raises(RecipeError, match="extends: base recipe .* is a directory"):
         load_recipe(child)
+
+
+def test_a_bad_value_from_a_base_names_the_base_that_set_it(tmp_path) -> None:
+    child_of_tiny(tmp_path, "ppo:\n  clip_eps: 2.0\n", name="base.yaml")
+    body = "schema: t1/v1\nextends: base.yaml\nname: c\nppo:\n  actor_lr: 1.0e-4\n"
+    child = write(tmp_path, "child.yaml", body)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child)
+    assert info.value.path == child
+    [problem] = info.value.problems
+    assert problem.field == "ppo.clip_eps" and problem.message.endswith("(set in base.yaml)")
+
+
+def test_a_bad_value_from_an_override_names_the_override(tmp_path) -> None:
+    child = child_of_tiny(tmp_path, "")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child, ["ppo.clip_eps=3"])
+    assert info.value.problems[0].message.endswith("(override ppo.clip_eps=3)")
+
+
+def test_a_bad_value_in_the_named_file_carries_no_origin(tmp_path) -> None:
+    child = child_of_tiny(tmp_path, "ppo:\n  clip_eps: 2.0\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child)
+    assert "set in" not in str(info.value) and "override" not in str(info.value)
+
+
+def test_a_value_the_named_file_replaced_is_traced_to_it_not_the_base(tmp_path) -> None:
+    # the base sets a bad clip; the child changes the advantage's estimator, which replaces that section
+    # whole: its bad group_size is the child's, and the base's clip still the base's
+    child_of_tiny(tmp_path, "ppo:\n  clip_eps: 2.0\n  advantage:\n    lam: 0.9\n", name="base.yaml")
+    child = write(
+        tmp_path,
+        "child.yaml",
+        "schema: t1/v1\nextends: base.yaml\nname: c\n"
+        "ppo:\n  advantage:\n    estimator: grpo\n    group_size: 0\n",
+    )
+    with pytest.raises(RecipeError) as info:
+        load_recipe(child)
+    by_field = {p.field: p.message for p in info.value.problems}
+    assert by_field["ppo.clip_eps"].endswith("(set in base.yaml)")
+    assert "set in" not in by_field["ppo.advantage.group_size"]

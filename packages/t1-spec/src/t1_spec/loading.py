@@ -463,7 +463,91 @@ def load_recipe(path: str | Path, overrides: Sequence[str] = ()) -> Recipe:
     Raises:
         RecipeError: anything wrong, with the file and the dotted field.
     """
-    return validate_recipe(resolve_recipe(path, overrides), path)
+    tree = resolve_recipe(path, overrides)
+    try:
+        return validate_recipe(tree, path)
+    except RecipeError as exc:
+        raise _with_origins(exc, Path(path), overrides) from None
+
+
+def _with_origins(exc: RecipeError, path: Path, overrides: Sequence[str]) -> RecipeError:
+    """``exc`` with each problem's field traced to the base file or override that set it, where not ``path``.
+
+    A problem in a field of a base recipe (``extends:``) or of an override would otherwise read as a problem
+    of the file the user named.
+    """
+    origins = _field_origins(path, overrides)
+    top = str(path.resolve())
+    problems = []
+    for p in exc.problems:
+        parts = tuple(p.field.split(".")) if p.field else ()
+        # the value's origin, or the origin of the nearest enclosing mapping or list that set it whole
+        source = next((origins[parts[:n]] for n in range(len(parts), 0, -1) if parts[:n] in origins), None)
+        if source is None or source == top:
+            problems.append(p)
+            continue
+        where = source if source.startswith("override ") else f"set in {_shown(Path(source), path)}"
+        problems.append(Problem(p.field, f"{p.message} ({where})", p.rule))
+    return RecipeError(exc.path, problems)
+
+
+def _shown(file: Path, top: Path) -> str:
+    """A base file's name as the user reads it: relative to the named recipe's folder when inside it."""
+    try:
+        return str(file.relative_to(top.resolve().parent))
+    except ValueError:
+        return str(file)
+
+
+def _field_origins(path: Path, overrides: Sequence[str]) -> dict[tuple[str, ...], str]:
+    """Dotted field -> the resolved file (or ``"override k=v"``) whose value the merged recipe holds.
+
+    Follows ``resolve_recipe``'s merge rule (mappings merge, lists and scalars replace, a polymorphic section
+    whose discriminator changes is replaced whole). Only called after the files have loaded once.
+    """
+    from omegaconf import OmegaConf  # imported on use: keeps `import t1_spec` light
+
+    chain: list[tuple[str, dict[str, Any]]] = []
+    file: Path | None = path.resolve()
+    while file is not None and all(file != Path(f) for f, _ in chain):
+        data = _read_file(file)
+        parent = data.pop("extends", None)
+        chain.append((str(file), data))
+        file = (file.parent / parent).resolve() if isinstance(parent, str) and parent else None
+    layers = [(source, data) for source, data in reversed(chain)]
+    for item in overrides:
+        tree = OmegaConf.to_container(OmegaConf.from_dotlist([item]), resolve=False)
+        layers.append((f"override {item}", tree if isinstance(tree, dict) else {}))
+    origins: dict[tuple[str, ...], str] = {}
+    merged: dict[str, Any] = {}
+    for source, data in layers:
+        _record_origins(origins, merged, data, (), source)
+        merged = merge_recipe_dicts(merged, data)
+    return origins
+
+
+def _record_origins(
+    origins: dict[tuple[str, ...], str],
+    before: Any,
+    node: Mapping[str, Any],
+    at: tuple[str, ...],
+    source: str,
+) -> None:
+    """Mark every scalar or list that ``node`` sets as ``source``'s, dropping what it replaces whole."""
+    for key, value in node.items():
+        here = (*at, str(key))
+        old = before.get(key) if isinstance(before, Mapping) else None
+        disc = POLYMORPHIC_SECTIONS.get(here)
+        replaced = not (isinstance(old, Mapping) and isinstance(value, Mapping)) or (
+            disc is not None and disc in value and value[disc] != old.get(disc)
+        )
+        if replaced:
+            for done in [f for f in origins if f[: len(here)] == here]:
+                del origins[done]
+        if isinstance(value, Mapping):
+            _record_origins(origins, None if replaced else old, value, here, source)
+        else:
+            origins[here] = source
 
 
 def base_of(path: str | Path) -> Path | None:
