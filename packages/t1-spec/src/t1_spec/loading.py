@@ -481,7 +481,7 @@ def _with_origins(exc: RecipeError, path: Path, overrides: Sequence[str]) -> Rec
     problems = []
     for p in exc.problems:
         parts = tuple(p.field.split(".")) if p.field else ()
-        # the value's origin, or the origin of the nearest enclosing mapping or list that set it whole
+        # the value's origin, or that of the list holding it (mappings merge, so only leaves are recorded)
         source = next((origins[parts[:n]] for n in range(len(parts), 0, -1) if parts[:n] in origins), None)
         if source is None or source == top:
             problems.append(p)
