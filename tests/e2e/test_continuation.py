@@ -55,8 +55,12 @@ def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_no
     config = leaks.isolate("local", monkeypatch, tmp_path)  # this test's sandboxes only
     runs = tmp_path / "runs"
     recipe = load_recipe(TINY, [*CONTINUED, "ppo.steps=3", f"logging.run_root={runs}"])
-    summary = Run(recipe, recipe.model_dump(mode="json", by_alias=True)).run()
+    training = Run(recipe, recipe.model_dump(mode="json", by_alias=True))
+    summary = training.run()
     assert summary.steps == 3
+    # the engine's decode thread is stopped before run() returns: left decoding the cancelled tail into
+    # interpreter shutdown, it aborts the process ("terminate called without an active exception")
+    assert not training.parts.engine._loop._thread.is_alive()
     run = summary.run_dir
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     ppo = [r for r in rows if r["phase"] == "ppo"]

@@ -183,6 +183,7 @@ class Run:
             with self.progress:
                 self._run_steps(summary)
             self._close_loop("the run ended")
+            self._stop_engine()
         except KeyboardInterrupt:
             self._close_loop("the run was interrupted", quiet=True)
             with deferred_signals():  # a second signal must not leave the status at "running"
@@ -264,11 +265,12 @@ class Run:
         return records
 
     def _stop_engine(self) -> None:
-        """Stop the engine's worker thread before the process exits on a stopped or failed run.
+        """Stop the engine's worker thread before the process exits, on every exit path.
 
         The embedded engine decodes on a thread of its own; left running into interpreter shutdown, a forward
         it is inside aborts the process (``terminate called without an active exception``, exit -6 instead of
-        130). The cancelled trials' requests are dropped, so the thread ends after at most one decode step.
+        130; after a finished run, the oversampling tail's cancelled requests can still be decoding). The
+        cancelled trials' requests are dropped, so the thread ends after at most one decode step.
         """
         close = getattr(self.parts.engine, "close", None) if self.parts is not None else None
         if close is not None:
