@@ -362,16 +362,24 @@ def test_a_bad_value_in_the_named_file_carries_no_origin(tmp_path) -> None:
     assert "set in" not in str(info.value) and "override" not in str(info.value)
 
 
-def test_a_value_the_named_file_replaced_is_traced_to_it_not_the_base(tmp_path) -> None:
-    # the base sets a bad clip; the child changes the advantage's estimator, which replaces that section
-    # whole: its bad group_size is the child's, and the base's clip still the base's
-    child_of_tiny(tmp_path, "ppo:\n  clip_eps: 2.0\n  advantage:\n    lam: 0.9\n", name="base.yaml")
+def test_a_section_whose_kind_changes_drops_the_bases_origins_with_its_values(tmp_path) -> None:
+    # the base sets ppo.advantage as GAE with lam; the child switches it to GRPO, which replaces it whole
+    # (POLYMORPHIC_SECTIONS): lam is gone from the merged recipe, and so is its origin
+    from t1_spec.loading import _field_origins
+
+    base = child_of_tiny(tmp_path, "ppo:\n  clip_eps: 2.0\n  advantage:\n    lam: 0.9\n", name="base.yaml")
     child = write(
         tmp_path,
         "child.yaml",
         "schema: t1/v1\nextends: base.yaml\nname: c\n"
         "ppo:\n  advantage:\n    estimator: grpo\n    group_size: 0\n",
     )
+    origins = _field_origins(child, ["ppo.advantage.group_size=2"])
+    assert ("ppo", "advantage", "lam") not in origins
+    assert origins[("ppo", "advantage", "estimator")] == str(child.resolve())
+    assert origins[("ppo", "advantage", "group_size")] == "override ppo.advantage.group_size=2"
+    assert origins[("ppo", "clip_eps")] == str(base.resolve())
+    assert origins[("model", "hidden_size")] == str((RECIPES / "tiny-cpu.yaml").resolve())
     with pytest.raises(RecipeError) as info:
         load_recipe(child)
     by_field = {p.field: p.message for p in info.value.problems}

@@ -74,20 +74,41 @@ def merge_recipe_dicts(base: Mapping[str, Any], child: Mapping[str, Any]) -> dic
     return _merge(base, child, ())
 
 
-def _merge(base: Mapping[str, Any], child: Mapping[str, Any], at: tuple[str, ...]) -> dict[str, Any]:
+def _merge(
+    base: Mapping[str, Any],
+    child: Mapping[str, Any],
+    at: tuple[str, ...],
+    origins: dict[tuple[str, ...], str] | None = None,
+    source: str = "",
+) -> dict[str, Any]:
+    """The merge rule; with ``origins``, every value ``child`` sets is also recorded as ``source``'s."""
     out = copy.deepcopy(dict(base))
     for key, value in child.items():
         path = (*at, str(key))
         old = out.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            disc = POLYMORPHIC_SECTIONS.get(path)
-            if disc is not None and disc in value and value[disc] != old.get(disc):
-                out[key] = copy.deepcopy(dict(value))
-            else:
-                out[key] = _merge(old, value, path)
+        disc = POLYMORPHIC_SECTIONS.get(path)
+        if (
+            isinstance(old, Mapping)
+            and isinstance(value, Mapping)
+            and not (disc is not None and disc in value and value[disc] != old.get(disc))
+        ):
+            out[key] = _merge(old, value, path, origins, source)
         else:
             out[key] = copy.deepcopy(value)
+            if origins is not None:
+                _mark_origin(origins, path, value, source)
     return out
+
+
+def _mark_origin(origins: dict[tuple[str, ...], str], at: tuple[str, ...], value: Any, source: str) -> None:
+    """Record ``value``, set whole at ``at``, as ``source``'s (its scalars and lists), replacing what was."""
+    for done in [f for f in origins if f[: len(at)] == at]:
+        del origins[done]
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            _mark_origin(origins, (*at, str(key)), child, source)
+    else:
+        origins[at] = source
 
 
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built
@@ -187,7 +208,10 @@ def _expanded_size(node: Any, memo: dict[int, int]) -> int:
     return total
 
 
-def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
+def _load_tree(
+    path: Path, stack: tuple[Path, ...], origins: dict[tuple[str, ...], str] | None = None
+) -> dict[str, Any]:
+    """The merged tree of ``path`` and its bases; ``origins``, when given, gets each value's resolved file."""
     path = path.resolve()
     if path in stack:
         chain = " -> ".join(str(p) for p in (*stack, path))
@@ -195,6 +219,9 @@ def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
     data = _read_file(path)
     parent = data.pop("extends", None)
     if parent is None:
+        if origins is not None:
+            for key, value in data.items():
+                _mark_origin(origins, (str(key),), value, str(path))
         return data
     if not isinstance(parent, str) or not parent:
         raise RecipeError(
@@ -213,7 +240,7 @@ def _load_tree(path: Path, stack: tuple[Path, ...]) -> dict[str, Any]:
                 )
             ],
         )
-    return merge_recipe_dicts(_load_tree(base_path, (*stack, path)), data)
+    return _merge(_load_tree(base_path, (*stack, path), origins), data, (), origins, str(path))
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -500,54 +527,16 @@ def _shown(file: Path, top: Path) -> str:
 
 
 def _field_origins(path: Path, overrides: Sequence[str]) -> dict[tuple[str, ...], str]:
-    """Dotted field -> the resolved file (or ``"override k=v"``) whose value the merged recipe holds.
+    """Field path -> the resolved file (or ``"override k=v"``) whose value the merged recipe holds.
 
-    Follows ``resolve_recipe``'s merge rule (mappings merge, lists and scalars replace, a polymorphic section
-    whose discriminator changes is replaced whole). Only called after the files have loaded once.
+    Scalars and lists only: mappings merge, so a mapping has no single origin. Loads the files again with
+    ``resolve_recipe``'s merge rule; called only on the error path, after they have loaded once.
     """
-    from omegaconf import OmegaConf  # imported on use: keeps `import t1_spec` light
-
-    chain: list[tuple[str, dict[str, Any]]] = []
-    file: Path | None = path.resolve()
-    while file is not None and all(file != Path(f) for f, _ in chain):
-        data = _read_file(file)
-        parent = data.pop("extends", None)
-        chain.append((str(file), data))
-        file = (file.parent / parent).resolve() if isinstance(parent, str) and parent else None
-    layers = [(source, data) for source, data in reversed(chain)]
-    for item in overrides:
-        tree = OmegaConf.to_container(OmegaConf.from_dotlist([item]), resolve=False)
-        layers.append((f"override {item}", tree if isinstance(tree, dict) else {}))
     origins: dict[tuple[str, ...], str] = {}
-    merged: dict[str, Any] = {}
-    for source, data in layers:
-        _record_origins(origins, merged, data, (), source)
-        merged = merge_recipe_dicts(merged, data)
+    tree = _load_tree(path, (), origins)
+    for item in overrides:
+        tree = _merge(tree, _overrides_tree(path, [item]), (), origins, f"override {item}")
     return origins
-
-
-def _record_origins(
-    origins: dict[tuple[str, ...], str],
-    before: Any,
-    node: Mapping[str, Any],
-    at: tuple[str, ...],
-    source: str,
-) -> None:
-    """Mark every scalar or list that ``node`` sets as ``source``'s, dropping what it replaces whole."""
-    for key, value in node.items():
-        here = (*at, str(key))
-        old = before.get(key) if isinstance(before, Mapping) else None
-        disc = POLYMORPHIC_SECTIONS.get(here)
-        replaced = not (isinstance(old, Mapping) and isinstance(value, Mapping)) or (
-            disc is not None and disc in value and value[disc] != old.get(disc)
-        )
-        if replaced:
-            for done in [f for f in origins if f[: len(here)] == here]:
-                del origins[done]
-        if isinstance(value, Mapping):
-            _record_origins(origins, None if replaced else old, value, here, source)
-        else:
-            origins[here] = source
 
 
 def base_of(path: str | Path) -> Path | None:
