@@ -72,6 +72,34 @@ def test_oracle_resolves_the_mini_pool_and_draws_it(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_split_naming_a_task_the_pool_lacks_is_refused_naming_the_field():
+    result = CliRunner().invoke(
+        app, ["eval", "builtin:mini", "--recipe", TINY, "--policy", "oracle", "pool.tasks=[no-such-task]"]
+    )
+    assert result.exit_code == 2 and "pool.tasks: ['no-such-task'] not in" in result.output
+
+
+@needs_bwrap
+def test_the_recipes_split_cuts_the_evaluated_pool():
+    data = _json(
+        CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "builtin:mini",
+                "--recipe",
+                TINY,
+                "--policy",
+                "do-nothing",
+                "--json",
+                "evaluation.attempts=1",
+                "pool.tasks=[fix-permissions,wordfreq-script]",
+            ],
+        )
+    )
+    assert (data["tasks"], data["trials"]) == (2, 2)
+
+
 @needs_bwrap
 def test_do_nothing_resolves_nothing_and_prints_the_table():
     result = CliRunner().invoke(

@@ -62,9 +62,9 @@ def register(app: typer.Typer) -> None:
 
         Every task is attempted evaluation.attempts times with the recipe's evaluation settings (turns,
         walls, context, temperature/top-p/top-k); --policy oracle replays each reference solution and
-        --policy do-nothing runs the verifier on the untouched environment. pool.limit cuts POOL too. Failed
-        trials (infrastructure) are counted apart with their causes. Exit 0 evaluated, 1 no trial finished
-        or the sandbox cannot run here, 2 invalid input, 130 interrupted.
+        --policy do-nothing runs the verifier on the untouched environment. pool.limit, or pool.tasks (a
+        split), cuts POOL too. Failed trials (infrastructure) are counted apart with their causes. Exit 0
+        evaluated, 1 no trial finished or the sandbox cannot run here, 2 invalid input, 130 interrupted.
         """
         from t1_rollout.evaluate import POLICIES
         from t1_spec import load_recipe
@@ -128,6 +128,10 @@ def _evaluate(
     from t1_tasks import load_pool
 
     pool = load_pool(source, limit=recipe.pool.limit)
+    if recipe.pool.tasks is not None:
+        from t1.run.pools import select_tasks
+
+        pool = select_tasks("pool", pool, recipe.pool.tasks)  # the recipe's split cuts POOL, as limit does
     problems = _host_problems(recipe, policy)
     if problems:
         raise SandboxError(f"t1 eval --policy {policy} cannot run here: " + "; ".join(problems))
