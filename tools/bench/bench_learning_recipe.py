@@ -16,8 +16,9 @@ Run (from the repository root; the full run takes over an hour on two cores):
    measured before the update, so the curve shows what the updated policy earns next.
 
 Printed per arm: the reward over the first and the last 3 PPO steps, the OLS slope per step with its t
-statistic and two-sided p (normal approximation, `bench_learning.trend`), and the wall time. The last line is
-one JSON object. Nothing asserts.
+statistic and two-sided p (normal approximation, `bench_learning.trend`), and the wall time; the same start,
+end and trend for the share of trials that resolved their task (every assertion passed, read from the run's
+trajectories). The last line is one JSON object. Nothing asserts.
 """
 
 from __future__ import annotations
@@ -75,7 +76,31 @@ def train(recipe: Path, overrides: list[str], *, control: bool, seed: int) -> di
     rows = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     rewards = [r.get("reward_mean") for r in rows if r.get("phase", "ppo") == "ppo"]
     curve = [float(x) for x in rewards if x is not None]
-    return {"run_dir": str(run.run_dir), "reward": curve, "wall_s": time.perf_counter() - t0}
+    return {
+        "run_dir": str(run.run_dir),
+        "reward": curve,
+        "resolved": resolved_curve(run.run_dir),
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def resolved_curve(run_dir: Path) -> list[float]:
+    """Per PPO step, the share of its scored trials that passed every assertion (the task resolved).
+
+    Read from ``trajectories/step-NNNN/*.json``; an unscored trial (``reward`` null: an infrastructure
+    failure) is not counted. A step with no scored trial is left out.
+    """
+    out = []
+    for step_dir in sorted((run_dir / "trajectories").glob("step-*")):
+        scored = [json.loads(f.read_text()) for f in sorted(step_dir.glob("*.json"))]
+        scored = [t for t in scored if t.get("reward") is not None]
+        if scored:
+            ok = sum(
+                bool(t["assertions_total"]) and t["assertions_passed"] == t["assertions_total"]
+                for t in scored
+            )
+            out.append(ok / len(scored))
+    return out
 
 
 def figures(curve: list[float], window: int = 3) -> dict[str, Any]:
@@ -126,12 +151,20 @@ def main(argv: list[str] | None = None) -> int:
     for name, control in arms:
         res = train(args.recipe, overrides, control=control, seed=0)
         fig = figures(res["reward"])
+        fig["resolved"] = figures(res["resolved"])
         fig["wall_s"], fig["run_dir"] = res["wall_s"], res["run_dir"]
         out[name] = fig
         if "start" in fig:
             print(
                 f"{name:<8} reward {fig['start']:.4f} -> {fig['end']:.4f} over {fig['steps']} steps; slope "
                 f"{fig['slope']:+.5f}/step, t {fig['t']:.2f}, p {fig['p']:.2g}; {fig['wall_s']:.0f} s",
+                file=sys.stderr,
+            )
+        if "start" in fig["resolved"]:
+            r = fig["resolved"]
+            print(
+                f"{name:<8} resolved {r['start']:.3f} -> {r['end']:.3f}; slope {r['slope']:+.4f}/step, "
+                f"p {r['p']:.2g}",
                 file=sys.stderr,
             )
     print(json.dumps(out))
