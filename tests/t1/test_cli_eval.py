@@ -77,6 +77,7 @@ def test_a_split_naming_a_task_the_pool_lacks_is_refused_naming_the_field():
         app, ["eval", "builtin:mini", "--recipe", TINY, "--policy", "oracle", "pool.tasks=[no-such-task]"]
     )
     assert result.exit_code == 2 and "pool.tasks: ['no-such-task'] not in" in result.output
+    assert "override pool.tasks=null" in result.output
 
 
 @needs_bwrap

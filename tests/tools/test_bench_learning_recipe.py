@@ -55,18 +55,28 @@ def test_the_control_forwards_every_keyword_and_permutes_rewards_across_trials(m
 def test_the_resolved_share_counts_scored_trials_that_passed_every_assertion(tmp_path):
     import json
 
-    def trial(step: int, name: str, passed: int, total: int, reward: float | None) -> None:
+    def trial(step: int, name: str, passed, total, reward, fallback=None) -> None:
         d = tmp_path / "trajectories" / f"step-{step:04d}"
         d.mkdir(parents=True, exist_ok=True)
-        record = {"reward": reward, "assertions_passed": passed, "assertions_total": total}
+        record = {
+            "reward": reward,
+            "assertions_passed": passed,
+            "assertions_total": total,
+            "fallback": fallback,
+        }
         (d / f"{name}.json").write_text(json.dumps(record))
 
     trial(0, "a", 4, 4, 0.2)
     trial(0, "b", 1, 4, 0.05)
-    trial(0, "c", 0, 0, None)  # an infrastructure failure: not scored, not counted
+    trial(0, "c", None, None, None)  # an infrastructure failure: not scored, not counted
     trial(1, "a", 0, 0, 0.0)  # no assertion ran: not resolved
     trial(1, "b", 5, 5, 0.25)
-    trial(1, "c", 5, 5, 0.25)
-    trial(1, "d", 2, 5, 0.1)
-    (tmp_path / "trajectories" / "step-0002").mkdir()  # nothing scored: left out
-    assert _bench().resolved_curve(tmp_path) == [0.5, 0.5]
+    trial(1, "c", None, None, 1.0, fallback="no_report")  # binary fallback, outcome 1: resolved
+    trial(1, "d", None, None, 0.0, fallback="no_report")  # binary fallback, outcome 0
+    trial(2, "a", 3, 3, 0.15)
+    (tmp_path / "trajectories" / "step-0002" / "b.json").write_text(
+        '{"reward": 0.1}'
+    )  # no counts: not resolved
+    (tmp_path / "trajectories" / "step-0002" / "torn.json").write_text('{"rew')  # skipped
+    (tmp_path / "trajectories" / "step-0003").mkdir()  # nothing scored: left out
+    assert _bench().resolved_curve(tmp_path) == [0.5, 0.5, 0.5]

@@ -58,7 +58,7 @@ def shuffled_ppo_step(seed: int) -> Any:
 
 
 def train(recipe: Path, overrides: list[str], *, control: bool, seed: int) -> dict[str, Any]:
-    """One ``t1 train`` in this process; the PPO steps' mean rewards and the wall time."""
+    """One ``t1 train`` in this process; the PPO steps' mean rewards, resolved shares and the wall time."""
     from t1.run import Run
     from t1_spec import load_recipe
     from t1_trainer import step
@@ -85,34 +85,52 @@ def train(recipe: Path, overrides: list[str], *, control: bool, seed: int) -> di
 
 
 def resolved_curve(run_dir: Path) -> list[float]:
-    """Per PPO step, the share of its scored trials that passed every assertion (the task resolved).
+    """Per PPO step, the share of its scored trials that resolved their task (`resolved`).
 
-    Read from ``trajectories/step-NNNN/*.json``; an unscored trial (``reward`` null: an infrastructure
-    failure) is not counted. A step with no scored trial is left out.
+    Read from ``trajectories/step-NNNN/*.json``: every trial written that step, so the oversampling tail and
+    the trials of a dropped group count too (``reward_mean`` is over the admitted trials only; the two
+    agree when every launched trial is admitted). An unscored trial (``reward`` null: an infrastructure
+    failure) is not counted, and a record that does not read as JSON is skipped with a warning. A step
+    with no scored trial is left out.
     """
     out = []
     for step_dir in sorted((run_dir / "trajectories").glob("step-*")):
-        scored = [json.loads(f.read_text()) for f in sorted(step_dir.glob("*.json"))]
-        scored = [t for t in scored if t.get("reward") is not None]
+        scored = []
+        for f in sorted(step_dir.glob("*.json")):
+            try:
+                record = json.loads(f.read_text())
+            except (OSError, ValueError) as exc:
+                print(f"warning: {f}: skipped, not a trajectory record ({exc})", file=sys.stderr)
+                continue
+            if record.get("reward") is not None:
+                scored.append(record)
         if scored:
-            ok = sum(
-                bool(t["assertions_total"]) and t["assertions_passed"] == t["assertions_total"]
-                for t in scored
-            )
-            out.append(ok / len(scored))
+            out.append(sum(resolved(t) for t in scored) / len(scored))
     return out
 
 
-def figures(curve: list[float], window: int = 3) -> dict[str, Any]:
-    """Start, end and trend of a reward curve."""
+def resolved(record: dict[str, Any]) -> bool:
+    """Whether a scored trajectory record resolved its task (T1 §6).
+
+    With a per-assertion report (``fallback`` null): every reported assertion passed, and at least one ran.
+    Without one (the reward fell back to the binary outcome): the reward is 1. Missing counts resolve nothing.
+    """
+    if record.get("fallback") is None:
+        total, passed = record.get("assertions_total"), record.get("assertions_passed")
+        return bool(total) and passed == total
+    return (record.get("reward") or 0.0) >= 1.0
+
+
+def figures(curve: list[float], window: int = 3, *, key: str = "reward") -> dict[str, Any]:
+    """Start, end and trend of a per-step curve, the curve itself under ``key``."""
     if len(curve) < 3:
-        return {"steps": len(curve), "reward": curve}
+        return {"steps": len(curve), key: curve}
     return {
         "steps": len(curve),
         "start": sum(curve[:window]) / window,
         "end": sum(curve[-window:]) / window,
         **trend(curve),
-        "reward": curve,
+        key: curve,
     }
 
 
@@ -151,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, control in arms:
         res = train(args.recipe, overrides, control=control, seed=0)
         fig = figures(res["reward"])
-        fig["resolved"] = figures(res["resolved"])
+        fig["resolved"] = figures(res["resolved"], key="share")
         fig["wall_s"], fig["run_dir"] = res["wall_s"], res["run_dir"]
         out[name] = fig
         if "start" in fig:

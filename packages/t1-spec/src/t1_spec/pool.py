@@ -58,9 +58,9 @@ class PoolSpec(Spec):
     pool."""
 
     tasks: list[str] | None = None
-    """Train only on these task ids (a named split of the pool, e.g. the tasks a warm-started policy
-    sometimes solves), kept in the pool's stored order; an id the pool does not hold is refused by name.
-    ``None`` uses every task. Exclusive with ``limit``."""
+    """Use only these task ids (a named split of the pool, e.g. the tasks a warm-started policy sometimes
+    solves) for training, `t1 sft` and `t1 eval`, kept in the pool's stored order; an id the pool does not
+    hold is refused by name. ``None`` uses every task. Exclusive with ``limit``."""
 
     audit: PoolAuditSpec | None = None
     """Require an audit of the pool (``t1 tasks audit``) and train only on the tasks it admits; ``None``

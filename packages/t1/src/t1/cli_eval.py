@@ -131,7 +131,10 @@ def _evaluate(
     if recipe.pool.tasks is not None:
         from t1.run.pools import select_tasks
 
-        pool = select_tasks("pool", pool, recipe.pool.tasks)  # the recipe's split cuts POOL, as limit does
+        try:  # the recipe's split cuts POOL, as limit does
+            pool = select_tasks("pool", pool, recipe.pool.tasks)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (override pool.tasks=null to evaluate all of POOL)") from exc
     problems = _host_problems(recipe, policy)
     if problems:
         raise SandboxError(f"t1 eval --policy {policy} cannot run here: " + "; ".join(problems))
