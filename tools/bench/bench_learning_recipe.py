@@ -5,6 +5,9 @@ Run (from the repository root; the full run takes over an hour on two cores):
     uv run python tools/bench/bench_learning_recipe.py [--recipe recipes/tiny-learn.yaml] [--skip-sft]
         [--steps N] [--arms learn,shuffled] [overrides ...]
 
+A second seed is an override, ``seed=1``: the RL phase samples other trials and the control draws other
+permutations (with ``--skip-sft`` the SFT weights stay those already written).
+
 1. ``t1 sft RECIPE --overwrite`` (unless ``--skip-sft`` and the SFT weights exist), printing its first and
    last cross-entropy.
 2. ``t1 train RECIPE`` in this process (`t1.run.Run`), reading the per-step ``reward_mean`` of the PPO rows
@@ -57,14 +60,18 @@ def shuffled_ppo_step(seed: int) -> Any:
     return original, shuffled
 
 
-def train(recipe: Path, overrides: list[str], *, control: bool, seed: int) -> dict[str, Any]:
-    """One ``t1 train`` in this process; the PPO steps' mean rewards, resolved shares and the wall time."""
+def train(recipe: Path, overrides: list[str], *, control: bool) -> dict[str, Any]:
+    """One ``t1 train`` in this process; the PPO steps' mean rewards, resolved shares and the wall time.
+
+    The control's permutations are drawn from the recipe's ``seed``, so ``seed=N`` gives each arm its own
+    sampling stream and the control its own permutations.
+    """
     from t1.run import Run
     from t1_spec import load_recipe
     from t1_trainer import step
 
     spec = load_recipe(recipe, overrides)
-    original, shuffled = shuffled_ppo_step(seed)
+    original, shuffled = shuffled_ppo_step(spec.seed)
     t0 = time.perf_counter()
     if control:
         step.ppo_step = shuffled
@@ -167,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--arms {args.arms!r}: give a comma-separated subset of {', '.join(known)}")
     arms = [(a, known[a]) for a in names]
     for name, control in arms:
-        res = train(args.recipe, overrides, control=control, seed=0)
+        res = train(args.recipe, overrides, control=control)
         fig = figures(res["reward"])
         fig["resolved"] = figures(res["resolved"], key="share")
         fig["wall_s"], fig["run_dir"] = res["wall_s"], res["run_dir"]
