@@ -117,15 +117,19 @@ def resolved_curve(run_dir: Path) -> list[float]:
 
 
 def resolved(record: dict[str, Any]) -> bool:
-    """Whether a scored trajectory record resolved its task (T1 §6).
+    """Whether a scored trajectory record resolved its task: `t1_rollout.evaluate.resolved_outcome`, the rule
+    `t1 eval` applies, on the record's fields (T1 §6).
 
     With a per-assertion report (``fallback`` null): every reported assertion passed, and at least one ran.
-    Without one (the reward fell back to the binary outcome): the reward is 1. Missing counts resolve nothing.
+    Without one (the reward fell back to the binary outcome, which the record keeps as its reward): the reward
+    is 1. Missing counts resolve nothing. The record has no static assertion count, so none is checked.
     """
-    if record.get("fallback") is None:
-        total, passed = record.get("assertions_total"), record.get("assertions_passed")
-        return bool(total) and passed == total
-    return (record.get("reward") or 0.0) >= 1.0
+    from t1_rollout.evaluate import resolved_outcome
+
+    fallback = record.get("fallback")
+    binary = record.get("reward") if fallback is not None else None
+    passed, total = record.get("assertions_passed") or 0, record.get("assertions_total") or 0
+    return resolved_outcome(passed, total, binary, fallback)
 
 
 def figures(curve: list[float], window: int = 3, *, key: str = "reward") -> dict[str, Any]:

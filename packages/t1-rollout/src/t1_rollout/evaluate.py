@@ -46,6 +46,7 @@ __all__ = [
     "Policy",
     "evaluate_pool",
     "is_resolved",
+    "resolved_outcome",
 ]
 
 PolicyName = Literal["model", "oracle", "do-nothing"]
@@ -155,10 +156,25 @@ def is_resolved(reward: RewardResult, task: Task) -> bool:
     task's statically counted assertions (``Task.n_assertions``; a report that lost some resolves nothing).
     Without one (the reward fell back to the binary outcome): the binary outcome is 1.
     """
-    if reward.fallback is None and reward.total > 0:
-        counted = task.n_assertions is None or reward.total >= task.n_assertions
-        return counted and reward.passed == reward.total
-    return reward.binary is not None and reward.binary >= 1.0
+    return resolved_outcome(reward.passed, reward.total, reward.binary, reward.fallback, task.n_assertions)
+
+
+def resolved_outcome(
+    passed: int, total: int, binary: float | None, fallback: object | None, n_assertions: int | None = None
+) -> bool:
+    """`is_resolved`'s rule on plain values, e.g. a trajectory record's fields (T1 §6).
+
+    Args:
+        passed: P, assertions passed (count).
+        total: T, assertions reported (count).
+        binary: the binary outcome b, or None.
+        fallback: why the per-assertion report was not used, or None.
+        n_assertions: the task's statically counted assertions, or None when unknown (not checked).
+    """
+    if fallback is None and total > 0:
+        counted = n_assertions is None or total >= n_assertions
+        return counted and passed == total
+    return binary is not None and binary >= 1.0
 
 
 def _trial(task: Task, attempt: int, **fields: Any) -> EvalTrial:
