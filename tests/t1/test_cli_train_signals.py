@@ -62,3 +62,55 @@ def test_inside_run_interruptible_sigterm_cancels_without_raising_even_where_sig
     finally:
         signal.signal(signal.SIGINT, previous)
     assert reached == ["after handler", "cleaned up"]
+
+
+@pytest.fixture
+def handlers_restored():
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+
+
+async def _stopped_by_ctrl_c() -> None:
+    signal.raise_signal(signal.SIGINT)
+    await asyncio.sleep(10)
+
+
+def test_a_signal_after_the_stopped_rollout_returned_cannot_cut_the_cleanup_short(handlers_restored):
+    # The rollout reclaimed its sandboxes fast; the second Ctrl-C lands while the run writes its status.
+    from t1.run.signals import run_interruptible, stop_signals
+
+    cleanup = []
+    with stop_signals():
+        try:
+            run_interruptible(_stopped_by_ctrl_c())
+        except KeyboardInterrupt:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.raise_signal(sig)  # absorbed: must not raise here
+            cleanup.append("status written")
+    assert cleanup == ["status written"]
+    assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # absorbed to the process's end
+
+
+def test_outside_stop_signals_a_stopped_rollout_puts_ctrl_c_back(handlers_restored):
+    from t1.run.signals import run_interruptible
+
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptible(_stopped_by_ctrl_c())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_run_that_is_not_stopped_gets_its_handlers_back(handlers_restored):
+    from t1.run.signals import run_interruptible, stop_signals
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    async def done() -> int:
+        return 3
+
+    with stop_signals():
+        assert run_interruptible(done()) == 3
+    assert {sig: signal.getsignal(sig) for sig in before} == before

@@ -7,8 +7,9 @@ The loop calls `StopToken.check` after every trial and every step, so a stop is 
 
 A stop cancels the rollout once; a second Ctrl-C, SIGTERM or SIGHUP while the cancelled rollout cleans up
 (its sandboxes are being reclaimed) is absorbed, never raised into the event loop, so it cannot cut a reclaim
-short and leave sandbox directories behind; `deferred_signals` keeps one from interrupting the write of the
-run's final ``status.json``.
+short and leave sandbox directories behind; within `stop_signals`, one that comes after the rollout returned
+is absorbed too, up to the end of the process, so it cannot cut short the run's final ``status.json`` either.
+`deferred_signals` holds a signal back while any final status is written (a failed or finished run's too).
 
 A run that keeps trials alive between steps (partial-rollout continuation, `t1_rollout.continuation`) runs
 every rollout on one event loop, an ``asyncio.Runner`` it holds (`run_interruptible`'s ``runner``), and
@@ -64,6 +65,25 @@ class StopToken:
 # The innermost `run_interruptible` in progress: (its task, whether a signal cancelled it).
 _RUNNING: list[list] = []
 
+# The stopping flags of the `stop_signals` sessions open, innermost last: set once a stop is under way.
+_SESSIONS: list[list[bool]] = []
+
+
+def _absorb(signum: int, frame: object) -> None:
+    """SIGINT's handler once a stop is under way: the cleanup after it must not be cut short."""
+    print(
+        "t1: stopping; reclaiming sandboxes and writing the run's status first (signal ignored)",
+        file=sys.stderr,
+    )
+
+
+def _mark_stopping() -> bool:
+    """Mark the innermost `stop_signals` session as stopping; whether there is one."""
+    if not _SESSIONS:
+        return False
+    _SESSIONS[-1][0] = True
+    return True
+
 
 def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | None = None) -> T:
     """``asyncio.run(coro)`` that Ctrl-C and `stop_as_ctrl_c` stop by cancelling it, once.
@@ -76,6 +96,10 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | 
         coro: the coroutine.
         runner: run it on this runner's event loop, which outlives the call (tasks it leaves pending, such
             as parked trials, go on in the runner's next call); None = a fresh loop, closed afterwards.
+
+    Inside `stop_signals`, a stop leaves SIGINT absorbed when this returns, so that the caller's own cleanup
+    (the parked trials, the run's final status) is not cut short either; elsewhere the previous handler is put
+    back.
 
     Raises:
         KeyboardInterrupt: after the cancelled coroutine has cleaned up (its sandboxes reclaimed), when a
@@ -113,8 +137,11 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | 
     try:
         result = asyncio.run(main()) if runner is None else runner.run(main())
     finally:
+        # Within `stop_signals`, a stop keeps further signals absorbed past this call, through the caller's
+        # cleanup (parked trials, the status write); without a session the previous handler comes back.
+        stopping = entry[1] and _mark_stopping()
         if own:
-            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGINT, _absorb if stopping else previous)
     if entry[1]:  # stopped after the coroutine had already returned: still a stop
         raise KeyboardInterrupt
     return result
@@ -203,13 +230,16 @@ def stop_signals(token: StopToken | None = None) -> Iterator[StopToken]:
     """Route SIGTERM and SIGHUP to `stop_as_ctrl_c` for the duration, recording each in ``token``.
 
     Ctrl-C keeps Python's own handler (``KeyboardInterrupt``, or the cancelled ``asyncio.run`` task); only its
-    reason is recorded when it arrives through here. The previous handlers are restored on exit.
+    reason is recorded when it arrives through here. The previous handlers are restored on exit, unless a stop
+    is under way (a ``KeyboardInterrupt`` left the block, or `run_interruptible` stopped on a signal inside
+    it): from then on every further Ctrl-C, SIGTERM and SIGHUP is absorbed, to the end of the process, so
+    that none cuts the cleanup short (trials cancelled, sandboxes reclaimed, the final status written).
 
     Yields:
         The token (a new one when none is given).
     """
     token = token if token is not None else StopToken()
-    stopping = [False]
+    stopping = [False]  # set here on a KeyboardInterrupt, or by `run_interruptible` on the stop it handled
 
     def on_signal(signum: int, frame: object) -> None:
         if stopping[0]:  # shutdown already under way: a second signal must not interrupt the cleanup
@@ -218,6 +248,7 @@ def stop_signals(token: StopToken | None = None) -> Iterator[StopToken]:
         stop_as_ctrl_c(signum, frame)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    _SESSIONS.append(stopping)
     try:
         yield token
     except KeyboardInterrupt:
@@ -228,6 +259,7 @@ def stop_signals(token: StopToken | None = None) -> Iterator[StopToken]:
         token.request(SIGNAL_NAMES[signal.SIGINT])
         raise
     finally:
+        _SESSIONS.remove(stopping)
         if not stopping[0]:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
