@@ -82,7 +82,7 @@ def test_a_signal_after_the_stopped_rollout_returned_cannot_cut_the_cleanup_shor
     from t1.run.signals import run_interruptible, stop_signals
 
     cleanup = []
-    with stop_signals():
+    with stop_signals() as token:
         try:
             run_interruptible(_stopped_by_ctrl_c())
         except KeyboardInterrupt:
@@ -90,7 +90,45 @@ def test_a_signal_after_the_stopped_rollout_returned_cannot_cut_the_cleanup_shor
                 signal.raise_signal(sig)  # absorbed: must not raise here
             cleanup.append("status written")
     assert cleanup == ["status written"]
-    assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # absorbed to the process's end
+    assert token.reason == "Ctrl-C (SIGINT)"  # the first signal, not a later one
+    signal.raise_signal(signal.SIGINT)  # still absorbed after the block: the process is on its way out
+
+
+def test_a_second_ctrl_c_outside_a_rollout_cannot_cut_the_cleanup_short(handlers_restored):
+    # Ctrl-C during the trainer's update (no event loop), then another while the run reclaims and writes.
+    from t1.run.signals import stop_signals
+
+    cleanup = []
+    with stop_signals() as token:
+        try:
+            signal.raise_signal(signal.SIGINT)
+            cleanup.append("not reached")
+        except KeyboardInterrupt:
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGTERM)
+            cleanup.append("status written")
+    assert cleanup == ["status written"]
+    assert token.reason == "Ctrl-C (SIGINT)"
+
+
+def test_sigterm_outside_a_rollout_stops_once_and_keeps_its_name(handlers_restored):
+    from t1.run.signals import stop_signals
+
+    with stop_signals() as token:
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)  # absorbed
+    assert token.reason == "SIGTERM"
+
+
+def test_where_sigint_is_ignored_stop_signals_leaves_it_ignored(handlers_restored):
+    from t1.run.signals import stop_signals
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with stop_signals():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)  # ignored, as a background job's
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_outside_stop_signals_a_stopped_rollout_puts_ctrl_c_back(handlers_restored):

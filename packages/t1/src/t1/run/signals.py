@@ -7,8 +7,9 @@ The loop calls `StopToken.check` after every trial and every step, so a stop is 
 
 A stop cancels the rollout once; a second Ctrl-C, SIGTERM or SIGHUP while the cancelled rollout cleans up
 (its sandboxes are being reclaimed) is absorbed, never raised into the event loop, so it cannot cut a reclaim
-short and leave sandbox directories behind; within `stop_signals`, one that comes after the rollout returned
-is absorbed too, up to the end of the process, so it cannot cut short the run's final ``status.json`` either.
+short and leave sandbox directories behind; within `stop_signals`, every signal after the first is absorbed,
+up to the end of the process, so none cuts short the run's cleanup after the rollout, its final
+``status.json`` included.
 `deferred_signals` holds a signal back while any final status is written (a failed or finished run's too).
 
 A run that keeps trials alive between steps (partial-rollout continuation, `t1_rollout.continuation`) runs
@@ -65,41 +66,46 @@ class StopToken:
 # The innermost `run_interruptible` in progress: (its task, whether a signal cancelled it).
 _RUNNING: list[list] = []
 
-# The stopping flags of the `stop_signals` sessions open, innermost last: set once a stop is under way.
-_SESSIONS: list[list[bool]] = []
+
+@dataclass
+class _Session:
+    """An open `stop_signals` block: its token, its Ctrl-C handler, and whether a stop is under way."""
+
+    token: StopToken
+    ctrl_c: Any = None  # None where SIGINT was not Python's default handler on entry
+    stopping: bool = False
 
 
-def _absorb(signum: int, frame: object) -> None:
-    """SIGINT's handler once a stop is under way: the cleanup after it must not be cut short."""
-    print(
-        "t1: stopping; reclaiming sandboxes and writing the run's status first (signal ignored)",
-        file=sys.stderr,
-    )
+_SESSIONS: list[_Session] = []  # innermost last
 
 
-def _mark_stopping() -> bool:
-    """Mark the innermost `stop_signals` session as stopping; whether there is one."""
-    if not _SESSIONS:
-        return False
-    _SESSIONS[-1][0] = True
-    return True
+def _mark_stopping(reason: str | None = None) -> None:
+    """Mark the innermost `stop_signals` block, if any, as stopping: its handlers absorb further signals."""
+    if _SESSIONS:
+        if reason is not None:
+            _SESSIONS[-1].token.request(reason)
+        _SESSIONS[-1].stopping = True
+
+
+def _interruptible_sigint(handler: Any) -> bool:
+    """Whether ``handler`` is a Ctrl-C that stops (Python's default, or a `stop_signals` block's)."""
+    return handler is signal.default_int_handler or any(handler is s.ctrl_c for s in _SESSIONS if s.ctrl_c)
 
 
 def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | None = None) -> T:
     """``asyncio.run(coro)`` that Ctrl-C and `stop_as_ctrl_c` stop by cancelling it, once.
 
-    Ctrl-C (where SIGINT has Python's default handler) cancels the coroutine as ``asyncio.run`` does; unlike
-    ``asyncio.run``, a further Ctrl-C while the cancelled coroutine and the event loop's shutdown clean up is
-    absorbed (a note goes to stderr) instead of raising ``KeyboardInterrupt`` in the middle of that clean-up.
+    Ctrl-C (where SIGINT has Python's default handler or `stop_signals`') cancels the coroutine as
+    ``asyncio.run`` does; unlike ``asyncio.run``, a further Ctrl-C while the cancelled coroutine and the event
+    loop's shutdown clean up is absorbed (a note goes to stderr) instead of raising ``KeyboardInterrupt`` in
+    the middle of that clean-up. Inside `stop_signals` the stop is recorded in its token and marks it as
+    stopping, so that its handlers go on absorbing signals through the caller's own cleanup after this returns
+    (the parked trials, the run's final status).
 
     Args:
         coro: the coroutine.
         runner: run it on this runner's event loop, which outlives the call (tasks it leaves pending, such
             as parked trials, go on in the runner's next call); None = a fresh loop, closed afterwards.
-
-    Inside `stop_signals`, a stop leaves SIGINT absorbed when this returns, so that the caller's own cleanup
-    (the parked trials, the run's final status) is not cut short either; elsewhere the previous handler is put
-    back.
 
     Raises:
         KeyboardInterrupt: after the cancelled coroutine has cleaned up (its sandboxes reclaimed), when a
@@ -124,24 +130,24 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | 
             raise KeyboardInterrupt
         if entry[1]:
             print("t1: stopping; reclaiming sandboxes first (a second Ctrl-C is ignored)", file=sys.stderr)
-        elif entry in _RUNNING:
+            return
+        _mark_stopping(SIGNAL_NAMES[signal.SIGINT])
+        if entry in _RUNNING:
             _cancel(entry)
         else:  # the coroutine is done and the loop shuts down: stop once that is over
             entry[1] = True
 
-    own = (
-        threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    own = threading.current_thread() is threading.main_thread() and _interruptible_sigint(
+        signal.getsignal(signal.SIGINT)
     )
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
     try:
         result = asyncio.run(main()) if runner is None else runner.run(main())
     finally:
-        # Within `stop_signals`, a stop keeps further signals absorbed past this call, through the caller's
-        # cleanup (parked trials, the status write); without a session the previous handler comes back.
-        stopping = entry[1] and _mark_stopping()
+        if entry[1]:  # also a stop by `stop_as_ctrl_c` called directly
+            _mark_stopping()
         if own:
-            signal.signal(signal.SIGINT, _absorb if stopping else previous)
+            signal.signal(signal.SIGINT, previous)
     if entry[1]:  # stopped after the coroutine had already returned: still a stop
         raise KeyboardInterrupt
     return result
@@ -227,39 +233,59 @@ def stop_as_ctrl_c(signum: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def stop_signals(token: StopToken | None = None) -> Iterator[StopToken]:
-    """Route SIGTERM and SIGHUP to `stop_as_ctrl_c` for the duration, recording each in ``token``.
+    """Make Ctrl-C, SIGTERM and SIGHUP one stop for the duration, recorded in ``token``, asked for once.
 
-    Ctrl-C keeps Python's own handler (``KeyboardInterrupt``, or the cancelled ``asyncio.run`` task); only its
-    reason is recorded when it arrives through here. The previous handlers are restored on exit, unless a stop
-    is under way (a ``KeyboardInterrupt`` left the block, or `run_interruptible` stopped on a signal inside
-    it): from then on every further Ctrl-C, SIGTERM and SIGHUP is absorbed, to the end of the process, so
-    that none cuts the cleanup short (trials cancelled, sandboxes reclaimed, the final status written).
+    SIGTERM and SIGHUP go to `stop_as_ctrl_c`. Ctrl-C keeps its effect: ``KeyboardInterrupt`` outside a
+    rollout, the cancelled rollout inside `run_interruptible`; where SIGINT is ignored on entry (a script's
+    background job) it stays ignored. Once a stop is under way (the first of these signals, or a
+    ``KeyboardInterrupt`` leaving the block) every further one is absorbed with a note on stderr, to the end
+    of the process, so that none cuts the cleanup short: trials cancelled, sandboxes reclaimed, the final
+    status written. The previous handlers are restored on exit when no stop was asked for.
 
     Yields:
         The token (a new one when none is given).
     """
     token = token if token is not None else StopToken()
-    stopping = [False]  # set here on a KeyboardInterrupt, or by `run_interruptible` on the stop it handled
+    session = _Session(token)
+
+    def absorbed() -> bool:
+        if session.stopping:
+            print("t1: stopping; reclaiming sandboxes, writing the status (signal ignored)", file=sys.stderr)
+        return session.stopping
 
     def on_signal(signum: int, frame: object) -> None:
-        if stopping[0]:  # shutdown already under way: a second signal must not interrupt the cleanup
+        if absorbed():
             return
         token.request(SIGNAL_NAMES.get(signal.Signals(signum), signal.Signals(signum).name))
-        stop_as_ctrl_c(signum, frame)
+        try:
+            stop_as_ctrl_c(signum, frame)  # may call `on_ctrl_c` below: mark the stop after it
+        finally:
+            session.stopping = True
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        if absorbed():
+            return
+        token.request(SIGNAL_NAMES[signal.SIGINT])
+        session.stopping = True
+        raise KeyboardInterrupt  # outside a rollout: no sandbox launch forks here (see `stop_as_ctrl_c`)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    _SESSIONS.append(stopping)
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            session.ctrl_c = on_ctrl_c
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_ctrl_c)
+    _SESSIONS.append(session)
     try:
         yield token
     except KeyboardInterrupt:
-        # The cleanup after a stop (sandboxes reclaimed, status written) must not be cut short by another
-        # signal, nor print tracebacks from library atexit hooks.
-        stopping[0] = True
+        # Past this block nothing is left to stop: Python's exit must not print tracebacks from library
+        # atexit hooks on a further Ctrl-C.
+        session.stopping = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         token.request(SIGNAL_NAMES[signal.SIGINT])
         raise
     finally:
-        _SESSIONS.remove(stopping)
-        if not stopping[0]:
+        _SESSIONS.remove(session)
+        if not session.stopping:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
