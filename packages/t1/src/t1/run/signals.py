@@ -126,12 +126,12 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | 
             _RUNNING.remove(entry)
 
     def on_ctrl_c(signum: int, frame: object) -> None:
-        if entry[0] is None:  # the coroutine has not started: nothing to clean up
-            raise KeyboardInterrupt
         if entry[1]:
             print("t1: stopping; reclaiming sandboxes first (a second Ctrl-C is ignored)", file=sys.stderr)
             return
         _mark_stopping(SIGNAL_NAMES[signal.SIGINT])
+        if entry[0] is None:  # the coroutine has not started: nothing to clean up
+            raise KeyboardInterrupt
         if entry in _RUNNING:
             _cancel(entry)
         else:  # the coroutine is done and the loop shuts down: stop once that is over
