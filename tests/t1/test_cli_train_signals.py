@@ -152,3 +152,73 @@ def test_a_run_that_is_not_stopped_gets_its_handlers_back(handlers_restored):
     with stop_signals():
         assert run_interruptible(done()) == 3
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_a_stop_before_the_rollout_starts_on_a_shared_loop_never_starts_it(handlers_restored):
+    # A parked trial's step runs before the rollout's first one: a Ctrl-C there must not raise in the parked
+    # trial's code, nor leave the rollout pending for the run's shielded clean-up to start.
+    from t1.run.signals import run_interruptible, stop_signals
+
+    log = []
+
+    async def park() -> asyncio.Task:
+        async def parked() -> None:
+            await asyncio.sleep(0)  # its next step is left in the loop's queue when this call ends
+            signal.raise_signal(signal.SIGINT)
+            await asyncio.sleep(10)
+
+        return asyncio.ensure_future(parked())
+
+    async def rollout() -> None:
+        log.append("rollout started")
+
+    async def cancel_rest() -> None:
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in others:
+            t.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    with asyncio.Runner() as runner, stop_signals() as token:
+        parked = runner.run(park())
+        with pytest.raises(KeyboardInterrupt):
+            run_interruptible(rollout(), runner)
+        assert not parked.done()  # not killed by a KeyboardInterrupt raised in its code
+        runner.run(cancel_rest())
+    assert log == [] and token.reason == "Ctrl-C (SIGINT)"
+
+
+def test_where_sigint_is_ignored_sigterm_during_the_loop_shutdown_is_not_raised_in_it(handlers_restored):
+    from t1.run.signals import run_interruptible, stop_signals
+
+    finalized = []
+
+    async def agen():
+        try:
+            yield 1
+        finally:
+            signal.raise_signal(signal.SIGTERM)  # runs in the loop's shutdown_asyncgens
+            finalized.append(True)
+
+    kept = []
+
+    async def rollout() -> None:
+        g = agen()
+        await g.__anext__()
+        kept.append(g)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with stop_signals() as token:
+        with pytest.raises(KeyboardInterrupt):
+            run_interruptible(rollout())
+    assert finalized == [True] and token.reason == "SIGTERM"
+
+
+def test_ctrl_c_during_a_shielded_clean_up_is_recorded_as_sigterm_is(handlers_restored):
+    from t1.run.signals import run_shielded, stop_signals
+
+    async def release() -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    with asyncio.Runner() as runner, stop_signals() as token:
+        run_shielded(release(), runner)
+    assert token.reason == "Ctrl-C (SIGINT)"

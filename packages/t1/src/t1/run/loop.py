@@ -334,6 +334,7 @@ class Run:
                 self._evaluate(step)
 
         self.release_parked("the run ended")
+        self.stop.check()  # a stop asked while they were released: the run ends interrupted, not finished
         save_weights(parts.backend, self.rundir.root)
 
     def _checkpoint(self, summary: RunSummary, stream: Any) -> None:

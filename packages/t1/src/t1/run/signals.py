@@ -115,35 +115,32 @@ def run_interruptible[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner | 
 
     async def main() -> T:
         entry[0] = asyncio.current_task()
-        _RUNNING.append(entry)
+        if entry[1]:  # stopped before it started: nothing to clean up, never start it
+            coro.close()
+            return None  # type: ignore[return-value]  # the KeyboardInterrupt is raised below, off the loop
         try:
             return await coro
         except asyncio.CancelledError:
             if entry[1]:
                 raise KeyboardInterrupt from None
             raise
-        finally:
-            _RUNNING.remove(entry)
 
     def on_ctrl_c(signum: int, frame: object) -> None:
         if entry[1]:
             print("t1: stopping; reclaiming sandboxes first (a second Ctrl-C is ignored)", file=sys.stderr)
             return
         _mark_stopping(SIGNAL_NAMES[signal.SIGINT])
-        if entry[0] is None:  # the coroutine has not started: nothing to clean up
-            raise KeyboardInterrupt
-        if entry in _RUNNING:
-            _cancel(entry)
-        else:  # the coroutine is done and the loop shuts down: stop once that is over
-            entry[1] = True
+        _cancel(entry)  # never raises: it may run in any task's code on a shared runner's loop
 
     own = threading.current_thread() is threading.main_thread() and _interruptible_sigint(
         signal.getsignal(signal.SIGINT)
     )
+    _RUNNING.append(entry)  # from before the task exists to after the loop is done with it
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
     try:
         result = asyncio.run(main()) if runner is None else runner.run(main())
     finally:
+        _RUNNING.remove(entry)
         if entry[1]:  # also a stop by `stop_as_ctrl_c` called directly
             _mark_stopping()
         if own:
@@ -175,9 +172,12 @@ def run_shielded[T](coro: Coroutine[Any, Any, T], runner: asyncio.Runner) -> T:
             _RUNNING.remove(entry)
 
     def on_ctrl_c(signum: int, frame: object) -> None:
+        if stops:  # recorded, as a SIGTERM here is: the loop's next `StopToken.check` honours it
+            _mark_stopping(SIGNAL_NAMES[signal.SIGINT])
         print("t1: reclaiming the parked trials' sandboxes first (Ctrl-C is ignored)", file=sys.stderr)
 
     own = threading.current_thread() is threading.main_thread()
+    stops = own and _interruptible_sigint(signal.getsignal(signal.SIGINT))
     previous = signal.signal(signal.SIGINT, on_ctrl_c) if own else None
     try:
         return runner.run(main())
@@ -191,8 +191,11 @@ def _cancel(entry: list) -> None:
     if entry[1]:
         return
     entry[1] = True
-    entry[0].cancel()
-    entry[0].get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select
+    task = entry[0]
+    if task is None or task.done():  # not started (it returns at once) or over (the loop shuts down)
+        return
+    task.cancel()
+    task.get_loop().call_soon_threadsafe(lambda: None)  # wake the loop if it sleeps in select
 
 
 @contextlib.contextmanager
