@@ -2,8 +2,8 @@
 
 Run (from the repository root; the full run takes over an hour on two cores):
 
-    uv run python tools/bench/bench_learning_recipe.py [--recipe recipes/tiny-learn-three.yaml] [--skip-sft]
-        [--steps N] [--arms learn,shuffled] [overrides ...]
+    uv run python tools/bench/bench_learning_recipe.py [--recipe recipes/tiny-learn-three-ppo.yaml]
+        [--skip-sft] [--steps N] [--arms learn,shuffled] [overrides ...]
 
 A second seed is an override, ``seed=1``: the RL phase samples other trials and the control draws other
 permutations (with ``--skip-sft`` the SFT weights stay those already written).
@@ -147,7 +147,7 @@ def figures(curve: list[float], window: int = 3, *, key: str = "reward") -> dict
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-learn-three.yaml")
+    ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-learn-three-ppo.yaml")
     ap.add_argument("--skip-sft", action="store_true", help="reuse existing SFT weights")
     ap.add_argument("--steps", type=int, default=None, help="override ppo.steps")
     ap.add_argument(
