@@ -485,3 +485,19 @@ def test_stats_and_audit_refuse_a_record_of_another_pool(tmp_path):
         result = runner.invoke(app, ["tasks", verb, str(root), "--validated", str(other)])
         assert result.exit_code == 2, (verb, result.output)
         assert "validation record of pool" in result.output, verb
+
+
+def test_validate_fails_a_bundle_whose_instruction_links_to_a_host_file(tmp_path):
+    # The attack: instruction.md -> a host file; validate said ok and the file reached the agent's prompt.
+    good = load_pool("builtin:mini").get("csv-region-totals").path
+    shutil.copytree(good, tmp_path / "pool" / "linked")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN=hunter2\n")
+    (tmp_path / "pool" / "linked" / "instruction.md").unlink()
+    (tmp_path / "pool" / "linked" / "instruction.md").symlink_to(secret)
+    result = runner.invoke(app, ["tasks", "validate", str(tmp_path / "pool")])
+    assert result.exit_code == 1, result.output
+    flat = " ".join(result.stdout.split())
+    assert "links outside the bundle are not followed" in flat and str(secret) in flat
+    assert "1 of 1 tasks failed validation: linked" in result.stdout
+    assert "hunter2" not in result.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ __all__ = [
     "bundle_digest",
     "count_assertions",
     "format_seconds",
+    "bundle_link_problems",
     "load_task",
 ]
 
@@ -166,6 +168,48 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.3g}"
 
 
+def _is_inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def bundle_link_problems(root: Path) -> list[str]:
+    """Every entry of the bundle ``root`` that task loading refuses: links that leave it, special files.
+
+    The bundle's files (``instruction.md``, ``task.toml``, ``solution/``, ``tests/``, ``environment/``) are
+    read by the trainer on the host, so a link in them to a host file (``instruction.md -> /etc/shadow``)
+    would put that file in the agent's prompt, the image's hash or the uploaded tests. The walk follows no
+    link: each link's target is resolved as text and refused when it leaves ``root``; a link that stays
+    inside the bundle is kept (the sandbox copies it as a link). FIFOs, sockets and device files are refused
+    too: reading one blocks or never ends.
+
+    Args:
+        root: the bundle directory, already resolved (``Path.resolve``).
+
+    Returns:
+        One line per refused entry, naming it and its target (empty: nothing refused).
+    """
+    base = str(root)
+    problems: list[str] = []
+    for here, dirs, files in os.walk(base, followlinks=False):
+        for name in sorted(dirs + files):
+            path = os.path.join(here, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # vanished during the walk
+            if stat.S_ISLNK(mode):
+                target = os.readlink(path)
+                resolved = os.path.realpath(path)
+                if not _is_inside(resolved, base):
+                    problems.append(
+                        f"{path}: a link to {target} (resolves to {resolved}), outside the bundle; "
+                        "links outside the bundle are not followed"
+                    )
+            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                problems.append(f"{path}: not a regular file, directory or link (a FIFO, socket or device)")
+    return problems
+
+
 def _older_layout(root: Path) -> TaskError | None:
     """The refusal of a bundle in the older Terminal-Bench layout (``task.yaml``), or None when it is not."""
     if (root / "task.toml").is_file() or not (root / "task.yaml").is_file():
@@ -195,13 +239,18 @@ def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
     ``t1_tasks.harbor.parse_task_config``: honoured, kept for the sandbox backend, or refused by name.
 
     Raises:
-        TaskError: missing files (all of them named in one message), a bundle in the older Terminal-Bench
-            layout (one message naming ``harbor tasks migrate``), unparsable TOML, a key of the wrong type, a
-            key T1 cannot honour or one Harbor's model does not have; the message names the file and the key.
+        TaskError: a link in the bundle that resolves outside it, or a FIFO, socket or device file
+            (`bundle_link_problems`, all of them in one message); missing files (all of them named in one
+            message), a bundle in the older Terminal-Bench layout (one message naming ``harbor tasks
+            migrate``), unparsable TOML, a key of the wrong type, a key T1 cannot honour or one Harbor's
+            model does not have; the message names the file and the key.
     """
     root = Path(path).resolve()
     if not root.is_dir():
         raise TaskError(f"{root}: not a task bundle directory")
+    refused = bundle_link_problems(root)
+    if refused:
+        raise TaskError("; ".join(refused))
     older = _older_layout(root)
     if older is not None:
         raise older
