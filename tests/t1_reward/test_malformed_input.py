@@ -437,3 +437,24 @@ def test_out_of_range_reward_file_does_not_spoil_a_good_ctrf(tmp_path):
     report = read_report(tmp_path)
     assert report.fallback is None and report.binary is None and "2.5" in report.detail
     assert compute_reward(report, DENSE).value == pytest.approx(1 / 20)
+
+
+# --- a malformed report is unparsable, never a reader crash (a crash would drop the trial) ----------------
+
+
+@pytest.mark.parametrize("name", ["ctrf.json", "reward.json"])
+def test_a_deeply_nested_report_is_unparsable_not_a_crash(tmp_path, name):
+    # json.loads recurses per level: 100,000 levels overflow the interpreter's stack (RecursionError), which
+    # used to escape read_report, so the trial was dropped instead of scored: the agent chose its fate.
+    (tmp_path / name).write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "reward.txt").write_text("1")
+    report = read_report(tmp_path)
+    assert report.fallback is FallbackCause.UNPARSABLE
+    assert "nested too deeply" in report.detail
+
+
+def test_a_boolean_reward_is_not_a_number(tmp_path):
+    (tmp_path / "reward.json").write_text('{"reward": true}')
+    report = read_report(tmp_path)
+    assert report.binary is None and report.fallback is FallbackCause.UNPARSABLE
+    assert "boolean" in report.detail

@@ -201,7 +201,6 @@ def test_a_stray_byte_inside_a_status_still_refuses_the_report(tmp_path):
         ('{"reward": 0.5, "loss": NaN}', 0.5),  # Python's json reads NaN; pydantic's float accepts it
         ('{"reward": 1, "solved": true}', 1.0),  # a boolean is a number to pydantic's lax float | int
         ('{"reward": "0.25"}', 0.25),  # so is a numeric string
-        ('{"reward": true}', 1.0),
         ('{"score": 0.5, "n_passed": 3}', 0.5),  # no "reward" key: the first value (Harbor's primary reward)
     ],
 )

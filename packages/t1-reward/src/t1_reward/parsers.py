@@ -44,6 +44,8 @@ def _load_json(text: str, what: str) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except VerifierReportError as e:
         raise VerifierReportError(f"{what}: {e}") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack: a malformed report, not a crash
+        raise VerifierReportError(f"{what}: nested too deeply to read (not a report)") from None
     except json.JSONDecodeError as e:
         raise VerifierReportError(
             f"{what}: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
@@ -81,7 +83,8 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
         content), and `read_report` folds them with `fold_outcomes`.
 
     Raises:
-        VerifierReportError: invalid JSON; ``results.tests`` missing or not a list; a test without a string
+        VerifierReportError: invalid JSON (nesting too deep to read included); ``results.tests``
+            missing or not a list; a test without a string
             ``name`` or ``status``; a status that is not one of CTRF's five (the message quotes it and the
             test's index and name); a collapsed entry whose ``retries`` is not a non-negative integer;
             zero tests (a report that lists nothing carries no per-assertion
@@ -264,7 +267,8 @@ def parse_reward_json(text: str) -> float:
     string); a value it cannot coerce (null, a list, an object, other text) makes Harbor refuse the file.
     The reward is the ``"reward"`` key when there is one, else the first key's value (Harbor's consumers:
     the uploader's primary reward, the leaderboard). Extra keys (``n_passed``, ``loss``, even a NaN one)
-    are allowed and ignored. T1 adds one rule of its own: the reward itself is a finite number in [0, 1].
+    are allowed and ignored. T1 adds rules of its own: the reward itself is a finite number in [0, 1], and
+    not a boolean (``{"reward": true}`` is refused; Harbor's lax pydantic would read it as 1.0).
 
     Source: Harbor ``verifier/verifier.py`` (``_parse_reward_json``), ``models/verifier/result.py``,
     ``upload/uploader.py`` (``_extract_primary_reward``), v0.13.1.
@@ -277,8 +281,9 @@ def parse_reward_json(text: str) -> float:
         partial credit).
 
     Raises:
-        VerifierReportError: invalid JSON, not an object, an empty object (no reward), a value Harbor
-            cannot read as a number (the keys are named), or a reward that is not finite or lies outside
+        VerifierReportError: invalid JSON (nesting too deep to read included), not an object, an empty
+            object (no reward), a value Harbor cannot read as a number (the keys are named), a boolean
+            reward, or a reward that is not finite or lies outside
             [0, 1] (the message quotes it): an outcome such as -1 or 2.5 is a verifier slip, never a reward.
     """
     text = text.removeprefix("\ufeff")
@@ -288,6 +293,8 @@ def parse_reward_json(text: str) -> float:
         raise VerifierReportError(
             f"reward.json: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
         ) from None
+    except RecursionError:  # nesting deeper than the interpreter's stack: a malformed file, not a crash
+        raise VerifierReportError("reward.json: nested too deeply to read (not a reward)") from None
     if not isinstance(data, dict):
         raise VerifierReportError('reward.json: must be a flat JSON object such as {"reward": 1.0}')
     bad = [k for k, v in data.items() if _harbor_number(v) is None]
@@ -298,6 +305,11 @@ def parse_reward_json(text: str) -> float:
     if not data:
         raise VerifierReportError('reward.json: an empty object holds no reward (write {"reward": x})')
     key = "reward" if "reward" in data else next(iter(data))
+    if isinstance(data[key], bool):
+        # T1's rule: a boolean is not a reward (pydantic's lax float would read true as 1.0)
+        raise VerifierReportError(
+            f"reward.json: {key!r} = {json.dumps(data[key])} is a boolean, not a number"
+        )
     value = _harbor_number(data[key])
     assert value is not None  # every value was checked above
     if not math.isfinite(value):

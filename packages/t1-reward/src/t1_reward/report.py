@@ -104,6 +104,9 @@ def _parse_file[T](path: Path, parser: Callable[[str], T], notes: list[str]) -> 
     except VerifierReportError as e:
         notes.append(str(e))
         return None
+    except RecursionError:  # a report nested past the stack is unparsable, never a reader crash (dropped)
+        notes.append(f"{path.name}: nested too deeply to read (not a report)")
+        return None
 
 
 def _read_junit(path: Path, notes: list[str]) -> tuple[AssertionOutcome, ...] | None | bool:
@@ -125,6 +128,9 @@ def _read_junit(path: Path, notes: list[str]) -> tuple[AssertionOutcome, ...] | 
         return parse_junit(text)
     except VerifierReportError as e:
         notes.append(f"{path.name}: {e}")
+        return None
+    except RecursionError:
+        notes.append(f"{path.name}: nested too deeply to read (not a report)")
         return None
 
 
