@@ -63,12 +63,13 @@ def test_pruned_empty_think_block_is_normalized_with_s_4(tok):
 
 
 def test_normalized_answer_tail_drop(tok):
-    # The harness stripped the answer's last two ids (say trailing whitespace and a stop id): u = 2.
-    p1, a1 = [1, 2], [10, 11, 12, 13]
-    p2 = [1, 2, 10, 11, 40, 41]
+    # The harness stripped the answer's last two ids (say trailing whitespace) before its close: u = 2.
+    end = tok.im_end_id
+    p1, a1 = [1, 2], [10, 11, 12, 13, end]
+    p2 = [1, 2, 10, 11, 12, end, 40, 41]
     result = run([turn(p1, a1), turn(p2, [14])], tok=tok)
     assert [(c.kind, c.s, c.u) for c in result.boundaries] == [("normalized", 0, 2)]
-    assert result.samples[0].token_ids.tolist() == [1, 2, 10, 11, 12, 13, 40, 41, 14]
+    assert result.samples[0].token_ids.tolist() == [1, 2, 10, 11, 12, 13, end, 40, 41, 14]
 
 
 def brute_force(p, a, nxt, max_s, max_u):
@@ -87,11 +88,11 @@ def brute_force(p, a, nxt, max_s, max_u):
 def test_normalized_takes_the_least_s_plus_u_then_the_least_s(tok):
     # Candidates: (s=1, u=2) and (s=3, u=0) both cost 3; (s=2, u=...) does not fit. Smallest s wins the tie.
     p1, a1 = [1, 2, 3, 4, 5], [3, 4, 5]
-    p2 = [1, 2, 3, 4, 3, 70, 71]
+    p2 = [1, 2, 3, 4, 3, tok.im_end_id, 70, 71]  # the harness's close follows the kept answer id
     assert brute_force(p1, a1, p2, 96, 16) == (1, 2)
     result = run([turn(p1, a1), turn(p2, [9])], tok=tok)
     assert [(c.s, c.u) for c in result.boundaries] == [(1, 2)]
-    assert result.samples[0].token_ids.tolist() == p1 + a1 + [70, 71, 9]
+    assert result.samples[0].token_ids.tolist() == p1 + a1 + [tok.im_end_id, 70, 71, 9]
 
 
 @pytest.mark.parametrize(
@@ -99,8 +100,8 @@ def test_normalized_takes_the_least_s_plus_u_then_the_least_s(tok):
 )
 def test_normalized_bounds_are_96_and_16(tok, s, u, kind):
     p1 = [1] + [50] * s  # s trailing prompt ids the next prompt leaves out
-    a1 = [2] + [51] * u  # u trailing answer ids likewise
-    p2 = [1, 2, 70]
+    a1 = [2] + [51] * u  # u trailing answer ids likewise, then the harness's turn close
+    p2 = [1, 2, tok.im_end_id, 70]
     result = run([turn(p1, a1), turn(p2, [3])], tok=tok)
     assert result.boundaries[0].kind == kind
     assert result.audit.splits == (kind == "split")
@@ -152,21 +153,78 @@ def test_retokenized_copy_never_enters_the_stream(tok):
 
 def test_reserialized_tool_call_whitespace_near_the_end_is_normalized_else_split(tok):
     # The third harness behaviour: a tool call comes back re-serialized with other whitespace. Within the
-    # last 16 ids of a_i that is a drop of the answer tail (the harness's version is the next context);
-    # further back no case applies, since the bytes differ too.
+    # last 16 ids of a_i that is a drop of the answer tail; further back no case applies, since the bytes
+    # differ too.
     p1 = [1, 2]
     short = tok.encode('{"a": 1}') + [tok.im_end_id]
     short_back = tok.encode('{"a":1}') + [tok.im_end_id]
     assert short[:3] == short_back[:3] and short[3] != short_back[3]
     result = run([turn(p1, short), turn(p1 + short_back + [40], [5])], tok=tok)
     assert [(c.kind, c.s, c.u) for c in result.boundaries] == [("normalized", 0, len(short) - 3)]
-    assert result.samples[0].token_ids.tolist() == p1 + short + short_back[3:] + [40, 5]
+    # The harness's version of the tail (up to its <|im_end|>) replaced the sampled tail: it never enters.
+    assert result.samples[0].token_ids.tolist() == p1 + short + [40, 5]
     args = "cd /srv/app && git log --oneline | head -n 40 | tee /tmp/log.txt && wc -l /tmp/log.txt"
     long = tok.encode('{"a": 1, "keystrokes": "' + args + '"}') + [tok.im_end_id]
     long_back = tok.encode('{"a":1, "keystrokes": "' + args + '"}') + [tok.im_end_id]
     assert len(long) - 3 > 16
     result = run([turn(p1, long), turn(p1 + long_back + [40], [5])], tok=tok)
     assert result.boundaries[0].kind == "split" and result.audit.splits == 1
+
+
+def chat(tok, text):
+    return tok.encode_chat(text)
+
+
+def test_a_reserialized_answer_never_enters_the_stream_after_a_normalized_repair(tok):
+    # A harness re-renders the sampled tool call with other whitespace; the sampled call, then context: no
+    # duplicated re-serialized tail and no second <|im_end|> (T1 §4.1: what replaced a_i never enters).
+    p1 = chat(tok, "<|im_start|>user\nList the files.<|im_end|>\n<|im_start|>assistant\n")
+    sampled = tok.encode('<tool_call>{"name": "bash", "arguments": {"cmd": "ls"}}</tool_call>') + [
+        tok.im_end_id
+    ]
+    harness = tok.encode('<tool_call>{"name": "bash", "arguments": {"cmd":"ls"}}</tool_call>') + [
+        tok.im_end_id
+    ]
+    assert tok.decode_bytes(sampled) != tok.decode_bytes(harness)  # not a re-tokenization: other bytes
+    obs = chat(tok, "\n<|im_start|>user\na.txt b.txt<|im_end|>\n<|im_start|>assistant\n")
+    a2 = tok.encode("done") + [tok.im_end_id]
+    for repair in ("normalized", "retokenized"):
+        result = run([turn(p1, sampled), turn(p1 + harness + obs, a2)], repair=repair, tok=tok)
+        (case,) = result.boundaries
+        assert case.kind == "normalized" and 0 < case.u <= 16
+        (s,) = result.samples
+        assert s.token_ids.tolist() == p1 + sampled + obs + a2
+        expected_mask = [0] * len(p1) + [1] * len(sampled) + [0] * len(obs) + [1] * len(a2)
+        assert s.loss_mask.tolist() == expected_mask
+        assert s.token_ids.tolist().count(tok.im_end_id) == 4  # user, sampled call, observation, a_2
+        assert not s.rollout_logprobs[s.loss_mask == 0].any()
+        assert result.audit.drifted_loss_tokens == 0 and result.audit.dropped_context_tokens == case.u
+
+
+def test_a_stripped_answer_tail_is_closed_once(tok):
+    # Trailing whitespace stripped by the harness: the template's close follows the kept ids. A sampled
+    # <|im_end|> stands for the harness's; a sample without one gets the harness's close as context glue.
+    p1 = chat(tok, "<|im_start|>user\nGo.<|im_end|>\n<|im_start|>assistant\n")
+    obs = chat(tok, "\n<|im_start|>user\nok<|im_end|>\n<|im_start|>assistant\n")
+    body = tok.encode("echo hi")
+    for stop in (tok.im_end_id, tok.endoftext_id):
+        sampled = body + tok.encode("\n\n") + [stop]
+        p2 = p1 + body + [tok.im_end_id] + obs
+        result = run([turn(p1, sampled), turn(p2, [7])], tok=tok)
+        assert result.boundaries[0].kind == "normalized"
+        glue = [] if stop == tok.im_end_id else [tok.im_end_id]
+        assert result.samples[0].token_ids.tolist() == p1 + sampled + glue + obs + [7]
+
+
+def test_a_dropped_answer_tail_without_a_turn_close_is_not_a_drop(tok):
+    # With no <|im_end|> closing the harness's answer before the next message, the ids after the kept prefix
+    # cannot be told apart from a replacement of the dropped tail: the boundary splits instead.
+    p1, a1 = [1, 2], [10, 11, 12, 13]
+    p2 = [1, 2, 10, 11, 40, 41]
+    result = run([turn(p1, a1), turn(p2, [14])], tok=tok)
+    assert [c.kind for c in result.boundaries] == ["split"]
+    p2 = [1, 2, 10, 11, 40, tok.im_start_id, tok.im_end_id, 41]  # a close only after the next message opens
+    assert [c.kind for c in run([turn(p1, a1), turn(p2, [14])], tok=tok).boundaries] == ["split"]
 
 
 def test_starts_chunk_forces_a_split_counted_apart(tok):

@@ -94,13 +94,16 @@ def test_non_append_only_template_is_refused(tok):
         s.next_prompt([1], [2], [{"role": "user", "content": "x"}])
 
 
-def _normalized_boundary_turns():
-    """Two turns whose boundary is not a strict prefix: p_2 keeps a_1 but for its last id (u = 1)."""
+def _normalized_boundary_turns(end: int):
+    """Two turns whose boundary is not a strict prefix: p_2 keeps a_1 but for its last 2 ids (u = 2), the
+    second of them the turn close ``end`` that p_2 holds after the kept id."""
     from t1_tito import Turn
 
     common = {"policy_version": 0, "finish_reason": "stop"}
-    first = Turn(prompt_ids=[11, 12, 13], output_ids=[14, 15], output_logprobs=[-0.1, -0.2], **common)
-    second = Turn(prompt_ids=[11, 12, 13, 14, 20, 21], output_ids=[22], output_logprobs=[-0.3], **common)
+    first = Turn(
+        prompt_ids=[11, 12, 13], output_ids=[14, 15, end], output_logprobs=[-0.1, -0.2, -0.3], **common
+    )
+    second = Turn(prompt_ids=[11, 12, 13, 14, end, 20, 21], output_ids=[22], output_logprobs=[-0.3], **common)
     return [first, second]
 
 
@@ -109,7 +112,7 @@ def test_the_session_stitches_with_its_own_repair_setting(tok, tpl, repair, chun
     bounds = {} if repair == "strict" else {"normalize_max_s": 96, "normalize_max_u": 16}
     session = TitoSession(tok, tpl, repair=repair, **bounds)
     result = session.stitch_turns(
-        _normalized_boundary_turns(), reward=0.5, task_id="t", family="f", trial_id="x"
+        _normalized_boundary_turns(tok.im_end_id), reward=0.5, task_id="t", family="f", trial_id="x"
     )
     assert len(result.samples) == chunks
     assert result.audit.drifted_loss_tokens == 0

@@ -123,8 +123,17 @@ def reappears(tail, following):
     return any(TOK.decode_bytes(following[:j]) == target for j in range(1, len(following) + 1))
 
 
+def closed_at(nxt, start):
+    """Position of the first <|im_end|> at or after ``start`` with no <|im_start|> before it, or None."""
+    for j in range(start, len(nxt)):
+        if nxt[j] in (TOK.im_end_id, TOK.im_start_id):
+            return j if nxt[j] == TOK.im_end_id else None
+    return None
+
+
 def brute_normalized(p, a, nxt):
-    """Least (s + u, s) over the bounds; keeps an id of p and of a; skips tails that reappear re-encoded."""
+    """Least (s + u, s) over the bounds, with the context start; keeps an id of p and of a; skips tails that
+    reappear re-encoded, and tails whose replacement in ``nxt`` no <|im_end|> closes."""
     best = None
     for s in range(min(SPEC.normalize_max_s, len(p) - 1) + 1):
         for u in range(SPEC.normalize_max_u + 1):
@@ -133,21 +142,40 @@ def brute_normalized(p, a, nxt):
             kept = p[: len(p) - s] + a[: len(a) - u]
             if nxt[: len(kept)] != kept or (u and reappears(a[len(a) - u :], nxt[len(kept) :])):
                 continue
-            if best is None or (s + u, s) < (sum(best), best[0]):
-                best = (s, u)
+            c = len(kept)
+            if u:
+                close = closed_at(nxt, c)
+                if close is None:
+                    continue
+                c = close + 1 if a[-1] == TOK.im_end_id else close
+            if best is None or (s + u, s) < (best[0] + best[1], best[0]):
+                best = (s, u, c)
     return best
 
 
 IDS = st.lists(st.integers(0, 300), min_size=1, max_size=30)
+CONTROL = st.sampled_from([TOK.im_end_id, TOK.im_start_id])
 
 
 @SETTINGS
 @given(
-    p=IDS, a=IDS, rest=IDS, s=st.integers(0, 40), u=st.integers(0, 24), noise=st.lists(st.integers(0, 300))
+    p=IDS,
+    a=IDS,
+    rest=st.lists(st.one_of(st.integers(0, 300), CONTROL), min_size=1, max_size=30),
+    s=st.integers(0, 40),
+    u=st.integers(0, 24),
+    noise=st.lists(st.integers(0, 300)),
+    closes=st.booleans(),
+    sampled_close=st.booleans(),
 )
-def test_random_boundaries_match_the_brute_force_normalized_search(p, a, rest, s, u, noise):
+def test_random_boundaries_match_the_brute_force_normalized_search(
+    p, a, rest, s, u, noise, closes, sampled_close
+):
+    # The harness keeps drop_s(p) || drop_u(a), may put `noise` in place of the dropped answer tail, and
+    # closes the turn (or not) before the rest; the sampled a may end with its own <|im_end|>.
+    a = a + [TOK.im_end_id] if sampled_close else a
     s, u = min(s, len(p) - 1), min(u, len(a) - 1)
-    nxt = p[: len(p) - s] + a[: len(a) - u] + noise + rest
+    nxt = p[: len(p) - s] + a[: len(a) - u] + noise + [TOK.im_end_id] * closes + rest
     result = stitch([as_turn(p, a), as_turn(nxt, [7])], repair="normalized", tokenizer=TOK, **BOUNDS, **META)
     (case,) = result.boundaries
     strict = nxt[: len(p) + len(a)] == p + a
@@ -157,8 +185,10 @@ def test_random_boundaries_match_the_brute_force_normalized_search(p, a, rest, s
     elif expected is None:
         assert case.kind == "split" and len(result.samples) == 2
     else:
-        assert (case.kind, case.s, case.u) == ("normalized", *expected)
-        c = len(p) - expected[0] + len(a) - expected[1]
-        assert result.samples[0].token_ids.tolist() == p + a + nxt[c:] + [7]
+        assert (case.kind, case.s, case.u, case.context_start) == ("normalized", *expected)
+        # the sampled ids, then context: nothing the harness rendered in place of the dropped tail
+        assert result.samples[0].token_ids.tolist() == p + a + nxt[expected[2] :] + [7]
+        if case.u:
+            assert expected[2] >= nxt.index(TOK.im_end_id, len(p) - case.s + len(a) - case.u)
     assert result.audit.drifted_loss_tokens == 0
     assert loss_region(result.samples) == a + [7]

@@ -19,6 +19,7 @@ from t1_tito.tokenizer import Tokenizer
 
 __all__ = [
     "BoundaryCase",
+    "answer_close",
     "common_prefix_len",
     "differing_core",
     "normalized_drop",
@@ -107,28 +108,34 @@ def normalized_drop(
     max_s: int,
     max_u: int,
     tokenizer: Tokenizer | None = None,
-) -> tuple[int, int] | None:
+) -> tuple[int, int, int] | None:
     """The smallest (s, u) making drop_s(p_i) || drop_u(a_i) a prefix of p_(i+1) (T1 §4.1, case 2).
 
     drop_s removes the last s ids (e.g. an empty think block the template leaves out of the history), drop_u
     the last u ids of the answer (e.g. whitespace or a stop id the harness strips). Among (s, u) in [0,
     max_s] x [0, max_u] the one with the least s + u wins, the smaller s on a tie. At least one id of p_i
     and, when a_i is not empty, one of a_i must remain (s < len(p_i), u < len(a_i)): a boundary that keeps
-    none of them is no repair, and the next inference saw none of the sampled ids. With ``tokenizer``, a pair
-    whose dropped answer tail reappears right after the kept prefix, re-encoded with the same bytes (ending
-    on a token boundary), is not a drop but a re-tokenization and is skipped: taken as a drop, the copy would
-    enter the stream as context after the sampled ids; the retokenized case handles it. As the paper's rule
+    none of them is no repair, and the next inference saw none of the sampled ids.
+
+    The sampled a_i stays in the stream whole, so whatever the harness rendered in place of its dropped tail
+    must not follow it: with u > 0 the new context starts after the harness's version of the answer, which
+    ends at its turn close (`answer_close`); a pair whose close cannot be found (no tokenizer, or no
+    ``<|im_end|>`` before the next ``<|im_start|>``) is skipped, since a re-serialized tail would otherwise
+    enter the stream as context after the sampled ids, with a second ``<|im_end|>``. Likewise, with
+    ``tokenizer``, a pair whose dropped answer tail reappears right after the kept prefix re-encoded with the
+    same bytes (ending on a token boundary) is skipped: the retokenized case handles it. As the paper's rule
     has it, an s above the smallest possible one is tried too, so a short answer whose head repeats the
     dropped prompt tail (an earlier answer within the last ``max_s`` ids) can match there by coincidence;
     the ids it drops are counted in the audit (``dropped_context_tokens``). One comparison of p_i and, per
     candidate s, one of a_i, stopping as soon as no larger s can do better.
 
     Returns:
-        ``(s, u)``, or None when no pair in the bounds works.
+        ``(s, u, c)`` with c the position in p_(i+1) where the new context starts, or None when no pair in
+        the bounds works.
     """
     n_p, n_a = prompt.shape[0], output.shape[0]
     s_min = n_p - common_prefix_len(prompt, next_prompt)
-    best: tuple[int, int] | None = None
+    best: tuple[int, int, int] | None = None
     for s in range(s_min, min(max_s, n_p - 1) + 1):
         if best is not None and s >= best[0] + best[1]:
             break  # u >= 0, so s + u cannot beat the best any more
@@ -137,10 +144,32 @@ def normalized_drop(
         u = n_a - kept
         if u > max_u or (u and u == n_a) or (best is not None and s + u >= best[0] + best[1]):
             continue
-        if u and tokenizer is not None and _reappears(output[kept:], next_prompt[base + kept :], tokenizer):
-            continue
-        best = (s, u)
+        c = base + kept
+        if u:
+            if tokenizer is None:
+                continue
+            if _reappears(output[kept:], next_prompt[c:], tokenizer):
+                continue
+            close = answer_close(next_prompt, c, tokenizer)
+            if close is None:
+                continue
+            c = close + 1 if output[-1] == tokenizer.im_end_id else close
+        best = (s, u, c)
     return best
+
+
+def answer_close(next_prompt: np.ndarray, start: int, tokenizer: Tokenizer) -> int | None:
+    """Where the assistant turn that holds ``next_prompt[start]`` is closed: its ``<|im_end|>`` position.
+
+    The first ``<|im_end|>`` at or after ``start``, provided no ``<|im_start|>`` comes before it (message
+    content is encoded without control ids, `Tokenizer.encode_chat`, so the first one ends the message).
+    None when the turn is not closed there.
+    """
+    rest = next_prompt[start:]
+    marks = np.flatnonzero((rest == tokenizer.im_end_id) | (rest == tokenizer.im_start_id))
+    if marks.shape[0] == 0 or rest[marks[0]] != tokenizer.im_end_id:
+        return None
+    return start + int(marks[0])
 
 
 def _reappears(tail: np.ndarray, following: np.ndarray, tokenizer: Tokenizer) -> bool:

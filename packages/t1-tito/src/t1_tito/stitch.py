@@ -165,8 +165,7 @@ def _classify(
     if level >= 1:
         drop = normalized_drop(p, a, prompt, max_s=max_s, max_u=max_u, tokenizer=tokenizer)
         if drop is not None:
-            s, u = drop
-            c = p.shape[0] - s + a.shape[0] - u
+            s, u, c = drop
             return BoundaryCase(turn_index, "normalized", context_start=c, s=s, u=u)
     if level >= 2 and tokenizer is not None:  # always given from level 1 on
         span = retokenized_span(p, a, prompt, max_s=max_s, tokenizer=tokenizer)
@@ -248,7 +247,9 @@ def stitch(
     1. strict: T_i is a bit-exact prefix of p_(i+1); the new context is ``p_(i+1)[len(T_i):]``.
     2. normalized: the smallest (s, u) in [0, normalize_max_s] x [0, normalize_max_u] (least s + u) such
        that dropping the last s ids of p_i and the last u of a_i leaves a prefix of p_(i+1)
-       (`normalized_drop`); the new context starts after that prefix.
+       (`normalized_drop`); the new context starts after that prefix, or with u > 0 after the harness's
+       version of the dropped tail, which ends at the turn's ``<|im_end|>`` (kept as context glue only when
+       a_i did not sample one); a tail whose end cannot be found there is no drop.
     3. retokenized: p_(i+1) holds a re-encoded copy ã_i = p_(i+1)[b:e] of a_i with the same bytes, found by
        offset mapping (`retokenized_span`); the new context is ``p_(i+1)[e:]``.
     4. split: a new chunk under the same trial, its first prompt all context.
