@@ -24,7 +24,8 @@ from t1_reward.outcomes import (
     fold_outcomes,
 )
 from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt, xml_root_tag
-from t1_reward.report import MAX_REPORT_BYTES, read_report
+from t1_reward.pytest_output import case_outcomes, expand_collapsed
+from t1_reward.report import MAX_REPORT_BYTES, captured_output, read_report
 from t1_reward.reward import RATIO_COEFFICIENT, RewardResult, compute_reward, dense_reward, ratio_reward
 from t1_reward.verdict import Verdict, judge
 
@@ -40,7 +41,10 @@ __all__ = [
     "TamperEvidence",
     "Verdict",
     "VerifierReportError",
+    "captured_output",
+    "case_outcomes",
     "check_report",
+    "expand_collapsed",
     "missing_as_failed",
     "NOT_REPORTED",
     "compute_reward",

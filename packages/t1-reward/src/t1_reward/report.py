@@ -16,6 +16,7 @@ from t1_reward.parsers import (
     parse_reward_txt,
     xml_root_tag,
 )
+from t1_reward.pytest_output import expand_collapsed
 
 #: Largest verifier file read, bytes. A bigger one is treated as unparsable rather than loaded (untrusted
 # output).
@@ -24,6 +25,8 @@ MAX_REPORT_BYTES = 64 * 1024 * 1024
 CTRF_FILE = "ctrf.json"
 REWARD_JSON_FILE = "reward.json"
 REWARD_TXT_FILE = "reward.txt"
+#: What test.sh printed, as T1 (``t1_rollout.verify``) and Harbor save it in the verifier's output folder.
+CAPTURED_FILE = "test-stdout.txt"
 
 
 def _file_kind(mode: int) -> str:
@@ -202,7 +205,9 @@ def _read_binary(verifier_dir: Path, notes: list[str]) -> tuple[float | None, st
     return None, "none", False
 
 
-def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = False) -> Report:
+def read_report(
+    verifier_dir: Path, *, timed_out: bool = False, crashed: bool = False, stdout: str | None = None
+) -> Report:
     """Read everything a verifier left in its output directory (Harbor's ``/logs/verifier``).
 
     Per-assertion outcomes come from ``ctrf.json`` (CTRF, as pytest-json-ctrf writes it), else from the JUnit
@@ -216,7 +221,10 @@ def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = 
     folded into one assertion at its final entry's status (`fold_outcomes`); the count folded away is
     `Report.duplicates` and the names are in ``detail``. Parametrized cases have distinct names and count
     separately; an entry in which pytest-json-ctrf < 0.4 collapsed a parametrized test's cases counts all
-    of them (`AssertionOutcome.cases`, `Report.collapsed`; `parse_ctrf`), with a note in ``detail``.
+    of them (`AssertionOutcome.cases`, `Report.collapsed`; `parse_ctrf`), with a note in ``detail``, unless
+    pytest's output names each case's outcome: such an entry is then read per case
+    (`t1_reward.pytest_output.expand_collapsed`; the result is still held to pytest's closing line by
+    `check_report`).
 
     Only regular files are read, non-blocking: a report file that is a FIFO, device, socket or directory is
     not read (it would block or make no sense) and counts as present but unusable. Files are UTF-8, a
@@ -238,6 +246,8 @@ def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = 
         timed_out: The verifier overran its deadline (T1 §7: 900 s verifier deadline).
         crashed: The verifier could not run to completion for an infrastructure reason (sandbox lost, exec
             failed).
+        stdout: What ``test.sh`` printed (for the per-case outcomes of collapsed entries); None reads
+            ``verifier_dir / "test-stdout.txt"`` when it exists (`captured_output`).
 
     Returns:
         The `Report`; ``source`` names the per-assertion format when ``fallback`` is None, otherwise the
@@ -273,10 +283,29 @@ def read_report(verifier_dir: Path, *, timed_out: bool = False, crashed: bool = 
         notes.insert(0, f"no per-assertion report ({CTRF_FILE} or *.xml)")
     if fallback is not None:
         source = binary_source if binary is not None else "none"
-    return Report(
+    report = Report(
         outcomes=outcomes or (),
         binary=binary,
         source=source,
         fallback=fallback,
         detail="; ".join(notes) if notes else None,
     )
+    if report.collapsed and fallback is None:
+        if stdout is None:
+            stdout = captured_output(verifier_dir)
+        report = expand_collapsed(report, stdout)
+    return report
+
+
+def captured_output(verifier_dir: Path) -> str | None:
+    """What ``test.sh`` printed, as saved in ``verifier_dir / CAPTURED_FILE``; None when absent or unreadable.
+
+    An unreadable file (not regular, over `MAX_REPORT_BYTES`) reads as None; nothing is raised.
+    """
+    path = Path(verifier_dir) / CAPTURED_FILE
+    if not path.is_file():
+        return None
+    try:
+        return _read_text(path)
+    except VerifierReportError:
+        return None
