@@ -138,6 +138,54 @@ def test_masked_tokens_carry_no_loss_even_if_nan():
     assert loss.item() == pytest.approx(-1.0)
 
 
+NAN, INF = float("nan"), float("inf")
+LOSS_MASK = torch.tensor([0, 1, 0, 1, 1, 0])  # prompt, a, observation, a, a, glue
+
+
+def _masked_junk(x: torch.Tensor, junk: float) -> torch.Tensor:
+    """``x`` with ``junk`` at the masked positions of `LOSS_MASK`."""
+    return torch.where(LOSS_MASK.bool(), x, torch.full_like(x, junk))
+
+
+@pytest.mark.parametrize("junk", [NAN, INF, -INF])
+def test_nan_or_inf_at_masked_positions_leaves_the_policy_gradient_as_zeros_there(junk):
+    logp0 = torch.tensor([0.0, -0.3, 0.0, -1.2, -0.7, 0.0])
+    old0 = torch.tensor([0.0, -0.5, 0.0, -1.0, -0.1, 0.0])
+    adv0 = torch.tensor([0.0, 1.5, 0.0, -2.0, 0.4, 0.0])
+    grads, losses = [], []
+    for fill in (0.0, junk):
+        logp = _masked_junk(logp0, fill).requires_grad_()
+        loss, _ = ppo_policy_loss(
+            logp, _masked_junk(old0, fill), _masked_junk(adv0, fill), LOSS_MASK, clip_eps=0.2
+        )
+        loss.backward()
+        grads.append(logp.grad)
+        losses.append(loss.item())
+    assert torch.isfinite(grads[1]).all(), grads[1]
+    assert torch.equal(grads[1], grads[0]) and losses[1] == losses[0]
+    assert not grads[0][~LOSS_MASK.bool()].any()
+
+
+@pytest.mark.parametrize("junk", [NAN, INF, -INF])
+def test_nan_or_inf_at_masked_positions_leaves_the_value_gradient_as_zeros_there(junk):
+    v0 = torch.tensor([0.1, 0.4, -0.2, 0.3, 0.9, 0.5])
+    old0 = torch.tensor([0.0, 0.2, 0.0, 0.5, 0.7, 0.0])
+    ret0 = torch.tensor([0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
+    grads, losses = [], []
+    for fill in (0.0, junk):
+        values = _masked_junk(v0, fill).requires_grad_()
+        loss, metrics = value_loss(
+            values, _masked_junk(old0, fill), _masked_junk(ret0, fill), LOSS_MASK, value_clip=0.2
+        )
+        loss.backward()
+        grads.append(values.grad)
+        losses.append(loss.item())
+        assert all(math.isfinite(x) for x in metrics.values())
+    assert torch.isfinite(grads[1]).all(), grads[1]
+    assert torch.equal(grads[1], grads[0]) and losses[1] == losses[0]
+    assert not grads[0][~LOSS_MASK.bool()].any()
+
+
 def test_token_mean_over_minibatch_does_not_depend_on_split():
     g = torch.Generator().manual_seed(3)
     v = [torch.randn(n, generator=g) for n in (3, 7)]

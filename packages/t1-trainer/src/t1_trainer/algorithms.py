@@ -10,6 +10,8 @@ Conventions shared by every function:
 - "token-mean" is the sum over loss tokens divided by a token count; by default the count of loss tokens
   in the tensors given, or ``num_tokens`` when the caller accumulates micro-batches and wants the mean over
   the whole mini-batch (so the loss does not depend on how the batch is split).
+- Masked positions are selected out (``torch.where``) before any arithmetic, never multiplied by 0: a NaN or
+  inf there would otherwise reach the gradient as ``0 * nan``, even with the loss itself finite.
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, num_tokens: float | None = 
     m = mask.to(x.dtype)
     denom = m.sum() if num_tokens is None else torch.as_tensor(float(num_tokens), dtype=x.dtype)
     # where() rather than x * m so that a NaN or inf at a masked position cannot poison the sum.
-    total = torch.where(m > 0, x, torch.zeros_like(x)).sum()
+    total = _on_loss_tokens(x, mask).sum()
     return total / denom.clamp_min(1.0)
+
+
+def _on_loss_tokens(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``x`` where ``mask`` is nonzero, else 0: selected, so the gradient at masked positions is exactly 0."""
+    return torch.where(mask.to(torch.bool), x, torch.zeros_like(x))
 
 
 def gae(
@@ -152,8 +159,10 @@ def ppo_policy_loss(
         clipped branch is the one taken and differs), ``approx_kl`` (``E[old_logp - logp]``, k1),
         ``approx_kl_k3`` (``E[rho - 1 - log rho]``), ``ratio_mean``, ``ratio_min``, ``ratio_max``.
     """
-    old_logp = old_logp.detach()
-    advantages = advantages.detach()
+    # the streams' masked positions (prompt, observations) may hold anything, NaN included: select them out
+    logp = _on_loss_tokens(logp, mask)
+    old_logp = _on_loss_tokens(old_logp.detach(), mask)
+    advantages = _on_loss_tokens(advantages.detach(), mask)
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
     surr = ratio * advantages
@@ -202,8 +211,9 @@ def value_loss(
         ``(loss, metrics)``; metrics: ``value_clip_fraction`` (share of loss tokens where the clipped error
         is the larger), ``value_mean``, ``return_mean``.
     """
-    old_values = old_values.detach()
-    returns = returns.detach()
+    values = _on_loss_tokens(values, mask)  # masked positions may hold anything, NaN included
+    old_values = _on_loss_tokens(old_values.detach(), mask)
+    returns = _on_loss_tokens(returns.detach(), mask)
     clipped = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
     err = (values - returns) ** 2
     err_clipped = (clipped - returns) ** 2
