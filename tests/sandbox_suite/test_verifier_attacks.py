@@ -193,7 +193,8 @@ async def test_an_unwritable_report_plus_a_forged_reward_file_scores_zero(
     make_sandbox, environment_dir, tmp_path
 ):
     # the program makes ctrf.json a directory (the plugin cannot write it) and leaves a read-only
-    # reward.json saying "solved": a task whose test.sh asks for a CTRF report has no verdict without one
+    # reward.json saying "solved" (test.sh's own write fails): the binary fallback is not paid, as pytest
+    # started a session and never closed it (the plugin's write failed), so the reward file is not its
     program = """
     import os, sys
     if sys.argv[1] == "0":
@@ -206,7 +207,7 @@ async def test_an_unwritable_report_plus_a_forged_reward_file_scores_zero(
     run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
     assert report.fallback is not None and report.binary == 1.0  # the forged file is what was read
     assert (verdict.status, verdict.reward.value) == ("finished", 0.0)
-    assert verdict.reward.kind == "no_verdict" and "reward file is ignored" in verdict.cause
+    assert verdict.tampered and [e.check for e in verdict.evidence] == ["pytest_summary"]
 
 
 async def test_filling_the_disk_after_pytest_scores_zero_not_dropped(make_sandbox, environment_dir, tmp_path):

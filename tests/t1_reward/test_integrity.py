@@ -185,13 +185,24 @@ def test_nothing_is_added_without_a_validated_count_or_when_nothing_is_missing()
 
 
 @pytest.mark.parametrize("cause", [FallbackCause.MISSING, FallbackCause.UNPARSABLE])
-def test_a_reward_file_alone_is_no_verdict_for_a_task_that_writes_a_per_assertion_report(cause):
-    solved_file_only = _report(binary=1.0, fallback=cause, source="none")
-    trusted = judge(solved_file_only, DenseRewardSpec())  # a task not known to write one: T1 §5.2's fallback
+def test_a_solved_reward_file_is_the_fallback_even_for_a_task_that_writes_a_per_assertion_report(cause):
+    # T1 §5.2: the fallback is the binary outcome, so a solved task never scores 0 (it used to score 0 here)
+    solved_file_only = _report(binary=1.0, fallback=cause, source="reward.txt")
+    trusted = judge(solved_file_only, DenseRewardSpec())  # a task not known to write one
     assert trusted.reward.value == 1.0 and trusted.reward.kind == "binary_fallback"
-    refused = judge(solved_file_only, DenseRewardSpec(), expects_per_assertion=True)
-    assert (refused.status, refused.reward.value, refused.reward.kind) == ("finished", 0.0, "no_verdict")
-    assert "reward file is ignored" in refused.cause
+    expected = judge(solved_file_only, DenseRewardSpec(), expects_per_assertion=True)
+    assert (expected.status, expected.reward.value, expected.reward.kind) == (
+        "finished",
+        1.0,
+        "binary_fallback",
+    )
+    assert cause.value in expected.cause
+    # never more than the missing report would have paid: pytest's closing line said 3 passed
+    capped = judge(solved_file_only, DenseRewardSpec(), expects_per_assertion=True, closing_passed=3)
+    assert capped.reward.value == pytest.approx(3 / 20) and "capped" in capped.cause
+    unsolved = judge(_report(binary=0.0, fallback=cause, source="reward.txt"), DenseRewardSpec(),
+                     expects_per_assertion=True)  # fmt: skip
+    assert (unsolved.reward.value, unsolved.reward.kind) == (0.0, "no_verdict")
 
 
 def test_sabotage_of_t1s_own_steps_scores_zero_and_an_infrastructure_failure_is_dropped():
@@ -201,3 +212,53 @@ def test_sabotage_of_t1s_own_steps_scores_zero_and_an_infrastructure_failure_is_
     assert "No space left on device" in sabotaged.cause
     lost = judge(honest, DenseRewardSpec(), infrastructure_error="sandbox lost")
     assert lost.status == "failed" and lost.reward.value is None
+
+
+# ---- a cut in the captured output never turns the closing-line check off ----------------------------------
+
+FORGED_ALL_PASSED = [("test_outputs.py::test_a", P), ("test_outputs.py::test_b", P)]
+SESSION = "=== test session starts ===\ncollected 2 items\n"
+CUT = "[... 9437184 bytes omitted: over the 8388608-byte cap ...]\n"
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        SESSION + "x" * 100 + "\n" + CUT,  # the flood hid the closing line (and the rewrite that failed it)
+        SESSION + "===== 2 failed in 0.10s =====\n" + CUT,  # a cut after the closing line hides it too
+        SESSION + "===== 2 failed in 0.10s =====\n[... 1 bytes omitted\n",  # a marker the program printed
+    ],
+)
+def test_a_report_whose_closing_line_was_cut_away_is_not_trusted_alone(stdout):
+    report = _report(*FORGED_ALL_PASSED)
+    (ev,) = check_report(report, known_assertions=2, stdout=stdout)
+    assert ev.check == "pytest_summary_cut" and "cut" in ev.detail
+    verdict = judge(report, DenseRewardSpec(), evidence=(ev,))
+    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "unverifiable")
+    assert "not trusted alone" in verdict.cause
+
+
+def test_the_same_rewrite_without_a_cut_is_caught_by_the_closing_line():
+    stdout = SESSION + "===== 2 failed in 0.10s =====\n"
+    (ev,) = check_report(_report(*FORGED_ALL_PASSED), known_assertions=2, stdout=stdout)
+    assert ev.check == "pytest_summary"
+
+
+def test_a_closing_line_kept_in_the_tail_after_a_cut_is_checked_as_usual():
+    # an honest task whose tests print a lot: the verifier keeps head and tail, so the closing line survives
+    stdout = SESSION + "x" * 100 + "\n" + CUT + "y" * 100 + "\n===== 2 passed in 9.10s =====\n"
+    assert check_report(_report(*FORGED_ALL_PASSED), known_assertions=2, stdout=stdout) == ()
+    stdout = stdout.replace("2 passed", "2 failed")
+    assert [e.check for e in check_report(_report(*FORGED_ALL_PASSED), stdout=stdout)] == ["pytest_summary"]
+
+
+def test_a_cut_in_the_output_of_a_verifier_that_is_not_pytest_is_no_evidence():
+    report = _report(("suite::case_a", P), source="junit")
+    assert check_report(report, stdout="building...\n" + CUT) == ()
+
+
+def test_a_solved_reward_file_in_place_of_a_report_is_held_to_the_cut_too():
+    solved_file = _report(binary=1.0, fallback=FallbackCause.UNPARSABLE, source="reward.txt")
+    (ev,) = check_report(solved_file, stdout=SESSION + CUT)
+    assert ev.check == "pytest_summary_cut"
+    assert check_report(solved_file, stdout=SESSION + "===== 2 passed in 0.10s =====\n") == ()

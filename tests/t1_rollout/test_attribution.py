@@ -186,3 +186,104 @@ def test_the_validation_record_says_whether_a_task_emits_a_report_and_how_many_a
         assert row.per_assertion_report is True and row.assertions == count
         assert row.oracle.network is False
     assert TaskRecord.model_validate_json(row.model_dump_json()) == row
+
+
+# --- one scoring rule: training (judge_run) and `t1 reward` (summarize_verifier_dir) agree --------------
+
+CLOSED_2_PASSED = "===== test session starts =====\ncollected 2 items\n\n===== 2 passed in 0.10s =====\n"
+
+
+def _both(tmp_path: Path, files: dict[str, str], stdout: str, task: Task | None = None, **kw):
+    """The verdict training gives the folder, and what `t1 reward` prints for it (dense, S = 20)."""
+    from t1_rollout.verifier_logs import summarize_verifier_dir
+
+    task = task or _task(tmp_path)
+    run = _run(tmp_path, network=True, files=files, stdout=stdout)
+    trained = _judge(run, task)
+    if not any(run.out_dir.iterdir()):
+        return trained, None
+    return trained, summarize_verifier_dir(run.out_dir, **kw)
+
+
+@pytest.mark.parametrize("broken", ["", '{"results": {"tests": [{"name": "test_outputs.py::test_a"'])
+def test_a_solved_reward_file_beside_an_empty_or_truncated_report_is_the_binary_fallback(tmp_path, broken):
+    # test.sh asks for a CTRF report; it came out empty or cut, reward.txt says 1 (pytest exited 0), no
+    # validation record. T1 §5.2: the binary fallback, never 0; under dense no more than pytest's 2 passed.
+    files = {"ctrf.json": broken, "reward.txt": "1\n"}
+    trained, shown = _both(tmp_path, files, CLOSED_2_PASSED)
+    assert (trained.status, trained.reward.kind) == ("finished", "binary_fallback")
+    assert trained.reward.value == pytest.approx(2 / 20)
+    assert (shown["status"], shown["kind"], shown["reward"]) == (
+        "finished",
+        "binary_fallback",
+        trained.reward.value,
+    )
+    assert shown["rewards"]["binary"]["reward"] == 1.0
+    # without pytest's closing line (a test.sh that hides pytest's output), b itself
+    trained, shown = _both(tmp_path, files, "")
+    assert trained.reward.value == 1.0 == shown["reward"]
+
+
+def test_a_solved_reward_file_beside_failures_in_pytests_closing_line_scores_zero(tmp_path):
+    closed = "===== test session starts =====\n===== 1 failed, 1 passed in 0.10s =====\n"
+    trained, shown = _both(tmp_path, {"ctrf.json": "", "reward.txt": "1\n"}, closed)
+    assert (trained.reward.value, trained.reward.kind) == (0.0, "tampered")
+    assert (shown["reward"], shown["kind"]) == (0.0, "tampered")
+
+
+def test_a_verifier_that_wrote_nothing_is_dropped_not_the_agents_zero(tmp_path):
+    trained, shown = _both(tmp_path, {}, "bash: /tests/test.sh: line 3: uvx: command not found\n")
+    assert (trained.status, trained.reward.value) == ("failed", None)
+    assert "wrote nothing" in trained.cause
+    assert (shown["status"], shown["reward"]) == ("failed", None)
+    # a pytest session that ran and left no file: the run removed its output (the agent's 0)
+    trained, _ = _both(tmp_path, {}, CLOSED_2_PASSED)
+    assert (trained.status, trained.reward.value, trained.reward.kind) == ("finished", 0.0, "no_verdict")
+    # with a record showing the verifier writes its report on this machine, nothing written is the agent's
+    run = _run(tmp_path, network=True, files={}, stdout="")
+    proven = _judge(run, _task(tmp_path), _record("ctrf", network=True))
+    assert (proven.status, proven.reward.value) == ("finished", 0.0)
+
+
+def test_t1_reward_given_the_task_agrees_with_training_on_a_missing_report(tmp_path):
+    # no ctrf.json at all: only the task's test.sh (--ctrf) says a report was due
+    from t1_rollout.verifier_logs import summarize_verifier_dir
+
+    task = load_pool("builtin:mini").tasks[0]
+    run = _run(tmp_path, network=True, files={"reward.txt": "1\n"}, stdout=CLOSED_2_PASSED)
+    trained = _judge(run, task)
+    shown = summarize_verifier_dir(run.out_dir, task_dir=Path(task.tests_dir).parent)
+    assert (trained.reward.kind, trained.reward.value) == ("binary_fallback", pytest.approx(2 / 20))
+    assert (shown["kind"], shown["reward"]) == (trained.reward.kind, trained.reward.value)
+
+
+# --- a task whose own verifier hangs ------------------------------------------------------------------------
+
+
+def _timed_out(tmp_path: Path) -> VerifierRun:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    return VerifierRun(out, exit_code=None, timed_out=True, duration_s=900.0, stdout_tail="", network=True)
+
+
+def test_a_timeout_is_the_tasks_when_its_reference_solution_timed_out_too(tmp_path):
+    hung = _record(
+        "none", error="verifier timed out after 900 s (verifier.timeout_sec in task.toml)", network=True
+    )
+    verdict = _judge(_timed_out(tmp_path), _task(tmp_path), hung)
+    assert (verdict.status, verdict.reward.value) == ("failed", None)
+    assert "reference solution at validation" in verdict.cause
+
+
+def test_a_timeout_is_the_tasks_when_the_task_failed_validation(tmp_path):
+    failed = _record("ctrf", network=True).model_copy(
+        update={"verdict": "failed", "problems": ("do-nothing passes",)}
+    )
+    verdict = _judge(_timed_out(tmp_path), _task(tmp_path), failed)
+    assert verdict.status == "failed" and "failed validation" in verdict.cause
+
+
+def test_a_timeout_on_a_task_whose_verifier_ran_at_validation_is_the_agents_zero(tmp_path):
+    for validated in (None, _record("ctrf", network=True)):
+        verdict = _judge(_timed_out(tmp_path), _task(tmp_path), validated)
+        assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")

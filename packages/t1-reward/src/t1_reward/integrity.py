@@ -14,11 +14,23 @@ program runs with the verifier's rights, so it can write a report of its own. `c
   disagrees with the report's counts, or pytest started a session (``test session starts``) and never closed
   it while a report exists;
 - ``binary_contradicts_report``: ``reward.json`` / ``reward.txt`` says solved while the per-assertion report
-  has failed assertions.
+  has failed assertions, or, for a run whose per-assertion report is missing or unparsable, while pytest's
+  closing line counts failed tests or errors (and a reward file above 0 in place of a missing report
+  after a pytest session that never closed is ``pytest_summary`` evidence);
+- ``pytest_summary_cut``: the report would be scored (a per-assertion report, or a reward file above 0 in
+  its place), pytest's closing line is missing from the captured output because the output was cut there
+  (a ``[... N bytes omitted`` marker after which no closing line comes), and the report is pytest's (a
+  ``ctrf.json``, or a test session in the output). A cut never silently turns the closing-line check off:
+  the report is not trusted alone. ``t1_reward.judge`` scores it 0, as the agent's doing, never dropped
+  (`UNVERIFIABLE_CHECKS`): ``t1_rollout.verify`` keeps the head and the tail of what ``test.sh`` printed,
+  so pytest's closing line survives any volume printed before it; only more output than the kept tail
+  printed after pytest closed (or a forged marker) hides it, and a dropped trial would let the agent pick
+  which of its failures leave the batch.
 
 What stays open: a program under test that writes a report with exactly the task's test names, no more of
-them than the task has, while pytest's closing line is absent from the captured output (a ``test.sh`` that
-hides pytest's output) or forged on pytest's own output stream, is not detectable from the report alone.
+them than the task has, while pytest's closing line is absent from the captured output without a cut (a
+``test.sh`` that hides pytest's output) or forged on pytest's own output stream, is not detectable from the
+report alone.
 The sandbox-side checks (tests read-only and hashed, the report re-read after every process is killed) live
 in ``t1_rollout.verify``.
 """
@@ -30,15 +42,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from t1_reward.outcomes import AssertionOutcome, AssertionStatus, Report
+from t1_reward.outcomes import AssertionOutcome, AssertionStatus, FallbackCause, Report
 
 __all__ = [
     "NOT_REPORTED",
+    "UNVERIFIABLE_CHECKS",
     "PytestSummary",
     "TamperEvidence",
     "check_report",
     "missing_as_failed",
     "parse_pytest_summary",
+    "summary_cut",
 ]
 
 #: Name prefix of the failed outcomes `missing_as_failed` adds for assertions a report left out.
@@ -46,6 +60,10 @@ NOT_REPORTED = "t1::not-reported"
 
 #: How many offending names a piece of evidence keeps (the rest are counted in its detail).
 MAX_NAMES = 20
+
+#: Checks that say the report cannot be verified rather than that it was forged: scored 0 all the same,
+#: with their own kind (``unverifiable``) in ``t1_reward.judge``.
+UNVERIFIABLE_CHECKS = frozenset({"pytest_summary_cut"})
 
 
 @dataclass(frozen=True)
@@ -150,16 +168,41 @@ def parse_pytest_summary(stdout: str) -> tuple[PytestSummary | None, bool]:
         if _NO_TESTS.match(line):
             started, summary = False, PytestSummary({})
             continue
-        match = _CLOSING.match(line)
-        if match is None:
-            continue
-        counts: dict[str, int] = {}
-        for number, word in _OUTCOME.findall(match.group(1)):
-            word = {"errors": "error", "warning": "warnings"}.get(word, word)
-            counts[word] = counts.get(word, 0) + int(number)
+        counts = _closing_counts(line)
         if counts:
             started, summary = False, PytestSummary(counts)
     return summary, started
+
+
+def summary_cut(stdout: str) -> str | None:
+    """The cut marker that hides pytest's closing line, or None when no cut comes after the last one.
+
+    Args:
+        stdout: what ``test.sh`` printed, as T1 captured it.
+
+    Returns:
+        The last ``[... N bytes omitted ...]`` line when no pytest closing line (nor ``no tests ran``)
+        follows it; None when the output has no cut, or a closing line comes after the last cut.
+    """
+    cut: str | None = None
+    for raw in stdout.splitlines():
+        line = raw.strip()
+        if _CUT.match(line):
+            cut = line
+        elif cut is not None and (_NO_TESTS.match(line) or _closing_counts(line)):
+            cut = None
+    return cut
+
+
+def _closing_counts(line: str) -> dict[str, int]:
+    match = _CLOSING.match(line)
+    counts: dict[str, int] = {}
+    if match is None:
+        return counts
+    for number, word in _OUTCOME.findall(match.group(1)):
+        word = {"errors": "error", "warning": "warnings"}.get(word, word)
+        counts[word] = counts.get(word, 0) + int(number)
+    return counts
 
 
 def _split_name(name: str) -> tuple[str, tuple[str, ...]] | None:
@@ -246,7 +289,9 @@ def check_report(
 
     Pure: it reads only its arguments. Checks whose input is None are skipped (the module docstring lists
     them). Only a report whose outcomes are to be scored (``report.fallback`` None) is checked against the
-    counts and names; a report that falls back is not scored from its outcomes anyway.
+    counts and names; a report that falls back is not scored from its outcomes anyway, but a reward file
+    above 0 standing in for a missing or unparsable report is held to pytest's closing line (a cut that
+    hides it, failures it counts).
 
     Args:
         report: from ``t1_reward.read_report``.
@@ -315,6 +360,43 @@ def check_report(
                         + (f" to {summary.tests_high}" if summary.tests_high > summary.tests_low else ""),
                         claimed=report.total,
                         known=summary.tests_low,
+                    )
+                )
+    # a binary outcome above 0 standing in for a missing or unparsable per-assertion report would be paid
+    paid_binary = (
+        report.fallback in (FallbackCause.MISSING, FallbackCause.UNPARSABLE)
+        and report.binary is not None
+        and report.binary > 0
+    )
+    if stdout is not None and ((scored and report.outcomes) or paid_binary):
+        cut = summary_cut(stdout)
+        pytests = report.source == "ctrf" or any(_SESSION_START.match(x.strip()) for x in stdout.splitlines())
+        if cut is not None and pytests:
+            evidence.append(
+                TamperEvidence(
+                    "pytest_summary_cut",
+                    f"pytest's closing line is missing from the captured output: it was cut ({cut[:120]}) "
+                    "and no closing line follows, so the report cannot be checked against pytest's own "
+                    "counts and is not trusted alone",
+                )
+            )
+        elif paid_binary and report.binary is not None:
+            summary, unfinished = parse_pytest_summary(stdout)
+            if unfinished:
+                evidence.append(
+                    TamperEvidence(
+                        "pytest_summary",
+                        f"pytest started a test session and never printed its closing line, yet the reward "
+                        f"file says {report.binary:g} in place of the missing per-assertion report",
+                    )
+                )
+            elif report.binary >= 1 and summary is not None and summary.get("failed") + summary.get("error"):
+                evidence.append(
+                    TamperEvidence(
+                        "binary_contradicts_report",
+                        f"the reward file says {report.binary:g} (solved) but pytest's closing line counts "
+                        f"{summary.get('failed')} failed and {summary.get('error')} errors",
+                        known=summary.get("failed") + summary.get("error"),
                     )
                 )
     failed = [o.name for o in report.outcomes if o.status in (AssertionStatus.FAILED, AssertionStatus.OTHER)]

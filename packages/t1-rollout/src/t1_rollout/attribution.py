@@ -17,15 +17,19 @@ which the agent can influence:
 2. without such a row: the sandbox's network policy, as T1 set it (``VerifierRun.network``), and the hosts
    that the task's held-out ``tests/test.sh`` names (the file is uploaded read-only after the agent is gone
    and hashed, ``t1_rollout.verify``): with no network, a verifier that fetches from a host could not
-   reach it.
+   reach it;
+3. for a verifier timeout, first: the validation record's oracle run timed out too, or the task failed
+   validation (`task_timeout_cause`): the task's own verifier hangs, a task defect, never the agent's 0.
 
 What stays open: without a validation record, a task whose ``test.sh`` names a host but whose verifier
 would still produce a report offline (every package it fetches already present) is blamed on the
 environment when the agent breaks its report in a sandbox without network, so that trial is dropped rather
-than scored 0. A validation record of the pool closes this (rule 1 decides).
+than scored 0; likewise a verifier that wrote nothing at all (no file, no pytest session) is dropped,
+which an agent that breaks what ``test.sh`` needs before pytest starts could choose. A validation record
+of the pool closes both (rule 1 decides; ``t1_reward.TaskFacts.verifier_proven``).
 
-``judge_run`` reads the report, collects the tamper evidence, attributes the failure and hands everything to
-``t1_reward.judge``, the one scoring policy.
+``judge_run`` attributes the failure and scores the run by ``t1_reward.score_output``, the one scoring rule
+(``t1_reward.judge``'s policy), which ``t1 eval`` and ``t1 reward`` apply too.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from t1_reward import Report, TamperEvidence, Verdict, check_report, judge, missing_as_failed, read_report
-from t1_rollout.verify import CAPTURED_LOG, VerifierRun
+from t1_reward import Report, TaskFacts, Verdict, score_output
+from t1_rollout.verify import VerifierRun
 from t1_spec import RewardSpec
 from t1_tasks.assertions import defined_tests, known_assertion_count
 from t1_tasks.validation import TaskRecord
@@ -47,6 +51,8 @@ __all__ = [
     "expects_per_assertion",
     "judge_run",
     "network_cause",
+    "task_facts",
+    "task_timeout_cause",
     "verifier_hosts",
 ]
 
@@ -173,10 +179,40 @@ def environment_cause(run: VerifierRun, task: _TaskLike, validated: TaskRecord |
     return reached
 
 
-def _report_evidence(
-    report: Report, task: _JudgedTask, validated: TaskRecord | None, out_dir: Path
-) -> tuple[TamperEvidence, ...]:
-    """`t1_reward.check_report` against the task's known count, its test names and the captured output."""
+def task_timeout_cause(run: VerifierRun, validated: TaskRecord | None) -> str | None:
+    """Why a verifier timeout is the task's, not the agent's, from the validation record; None otherwise.
+
+    A task whose own verifier hangs times out whatever the agent does: when the record shows the
+    reference solution's verifier timing out too, or the task failing validation, a timeout of ``run`` is
+    a task defect (dropped with this cause by ``t1_reward.judge``'s rule 3), never the agent's 0.
+
+    Args:
+        run: from ``t1_rollout.verify.run_verifier``.
+        validated: the task's row of the pool's validation record, or None (then a timeout stays the
+            agent's doing: the verifier's deadline bounds an honest run).
+
+    Returns:
+        One line naming the cause, or None.
+    """
+    if not run.timed_out or validated is None:
+        return None
+    oracle = validated.oracle
+    if oracle is not None and oracle.error is not None and oracle.error.startswith("verifier timed out"):
+        why = oracle.error if len(oracle.error) <= 300 else oracle.error[:300] + "..."
+        return (
+            f"verifier timed out, as the task's verifier did for its reference solution at validation ({why})"
+        )
+    if validated.verdict != "ok":
+        problems = "; ".join(validated.problems)[:300] or "no cause recorded"
+        return f"verifier timed out on a task that failed validation ({validated.verdict}: {problems})"
+    return None
+
+
+def task_facts(task: _JudgedTask, validated: TaskRecord | None, network: bool | None) -> TaskFacts:
+    """What T1 knows of ``task`` for scoring (``t1_reward.TaskFacts``): counts, test names, report, record.
+
+    Reads the task's ``tests/*.py`` (the held-out bundle on the host, never the sandbox's copy).
+    """
     tests_dir = Path(task.tests_dir)
     files = {
         str(p.relative_to(tests_dir)): p.read_text(encoding="utf-8", errors="replace")
@@ -187,10 +223,14 @@ def _report_evidence(
         names = defined_tests(files)
     except SyntaxError:  # the verifier's own files do not parse: nothing to hold the names to
         names = None
-    log = out_dir / CAPTURED_LOG
-    stdout = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
-    known = known_assertion_count(task.n_assertions, validated)
-    return check_report(report, known_assertions=known, known_tests=names, stdout=stdout)
+    proven = validated is not None and bool(validated.oracle_reported) and _same_policy(validated, network)
+    return TaskFacts(
+        known_assertions=known_assertion_count(task.n_assertions, validated),
+        observed_assertions=validated.observed_assertions if validated is not None else None,
+        known_tests=names,
+        expects_per_assertion=expects_per_assertion(task, validated),
+        verifier_proven=proven,
+    )
 
 
 async def judge_run(
@@ -198,13 +238,14 @@ async def judge_run(
 ) -> tuple[Report, Verdict]:
     """Read a verifier run's report, check it, attribute its failure, and score it by ``t1_reward.judge``.
 
-    The files are read in a worker thread (a report may be megabytes; the event loop serves other trials).
-    The report is held to the task's known assertion count (``validated``'s observed count, else the static
-    ``task.n_assertions``), to the test names its ``tests/*.py`` define and to pytest's closing line in the
-    captured output (``t1_reward.check_report``); the run's own evidence (report changed, tests changed) is
-    added. With a validation record, assertions the report left out are added as failed
-    (``t1_reward.missing_as_failed``), and the returned report is that one. A run without a usable
-    per-assertion report is attributed by `environment_cause`.
+    The one scoring rule, ``t1_reward.score_output``, applied with the task's facts (`task_facts`: the
+    known assertion count, the test names of its ``tests/*.py``, whether it writes a per-assertion report,
+    the validation record) and the run's (timeout, signal, infrastructure failure, its own evidence:
+    report changed, tests changed). The report is held to the task's known count, its test names and
+    pytest's closing line in the captured output; with a validation record, assertions the report left
+    out are added as failed and the returned report is that one. A run without a usable per-assertion
+    report is attributed by `environment_cause`; a timeout by `task_timeout_cause` first. The files are
+    read in a worker thread (a report may be megabytes; the event loop serves other trials).
 
     Args:
         run: from ``t1_rollout.verify.run_verifier``.
@@ -215,23 +256,21 @@ async def judge_run(
     Returns:
         ``(report, verdict)``.
     """
-    report = await asyncio.to_thread(read_report, run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
-    evidence = run.evidence
+    cause = None
     if run.error is None:
-        evidence += await asyncio.to_thread(_report_evidence, report, task, validated, run.out_dir)
-        # assertions the report left out count as failed (deleting failing entries must not pay)
-        padded = missing_as_failed(report, validated.observed_assertions if validated is not None else None)
-        if padded is not report:
-            report = padded
-            if not any(e.check == "binary_contradicts_report" for e in evidence):
-                evidence += check_report(report)  # a reward file saying "solved" now contradicts it
-    cause = await asyncio.to_thread(environment_cause, run, task, validated) if run.error is None else None
-    return report, judge(
-        report,
+        cause = task_timeout_cause(run, validated) or await asyncio.to_thread(
+            environment_cause, run, task, validated
+        )
+    facts = await asyncio.to_thread(task_facts, task, validated, run.network)
+    return await asyncio.to_thread(
+        score_output,
+        run.out_dir,
         reward_spec,
+        facts=facts,
+        timed_out=run.timed_out,
+        crashed=run.crashed,
         infrastructure_error=run.error,
-        evidence=evidence,
-        expects_per_assertion=expects_per_assertion(task, validated),
+        run_evidence=run.evidence,
         sabotage=run.sabotage,
         environment_cause=cause,
     )

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from t1_reward import FallbackCause, RewardResult, compute_reward, read_report
+from t1_reward import FallbackCause, RewardResult, score_output
+from t1_rollout.attribution import task_facts
 from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compaction_metrics
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
@@ -302,13 +303,16 @@ class CheckPolicy:
         check = await _check(task, kind, self.sandbox_factory, root, self.ledger)
         report_dir = root / task.id / kind
         extra = {"wall_s": check.duration_s}
-        if check.error is None:
-            return _scored(task, attempt, compute_reward(read_report(report_dir), self.reward_spec), **extra)
-        if report_dir.is_dir() and "wrote no per-assertion report" in check.error:
-            # the verifier ran to its end and wrote only the binary outcome: score it, as training would
-            report = read_report(report_dir)
-            if report.fallback is FallbackCause.MISSING and report.binary is not None:
-                return _scored(task, attempt, compute_reward(report, self.reward_spec), **extra)
+        if check.error is None or (report_dir.is_dir() and "wrote no per-assertion report" in check.error):
+            # scored by the one rule training applies (t1_reward.score_output), with the task's own facts
+            facts = await asyncio.to_thread(task_facts, task, None, check.network)
+            report, verdict = await asyncio.to_thread(score_output, report_dir, self.reward_spec, facts=facts)
+            if check.error is None or (
+                report.fallback is FallbackCause.MISSING and report.binary is not None
+            ):
+                if verdict.status == "finished":
+                    return _scored(task, attempt, verdict.reward, **extra)
+                return _trial(task, attempt, cause=verdict.cause or "verifier: no verdict", **extra)
         stage = "solution" if check.error.startswith("solution/") else "verifier"
         return _trial(task, attempt, cause=f"{stage}: {check.error}", **extra)
 
