@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from t1.cli import app
 from t1.run import PreflightError, Run, preflight
-from t1_spec import load_recipe
+from t1_spec import RecipeError, load_recipe
 from t1_trainer.megatron.backend import MISSING_LINE as MISSING_MEGATRON
 
 REPO = Path(__file__).resolve().parents[2]
@@ -240,9 +240,36 @@ def test_continuation_is_runnable_on_the_embedded_loop_and_off_by_default():
     ids=["ray", "groups", "checkpoints"],
 )
 def test_what_continuation_is_not_built_with_is_refused_by_name(recipe, overrides, says):
+    # refused on every machine, so by the spec: --spec-only refuses it as validate and train do
     args = [str(REPO / "recipes" / recipe), "rollout.continuation.enabled=true", *overrides]
-    problems = preflight(load_recipe(args[0], args[1:])).problems
-    lines = [p for p in problems if p.startswith("rollout.continuation.enabled:")]
-    assert len(lines) == 1 and says in lines[0], problems
-    checked = CliRunner().invoke(app, ["recipe", "validate", *args])
-    assert checked.exit_code == 1 and says in " ".join(checked.output.split())
+    with pytest.raises(RecipeError) as info:
+        load_recipe(args[0], args[1:])
+    lines = [p.message for p in info.value.problems if p.field == "rollout.continuation.enabled"]
+    assert len(lines) == 1 and says in lines[0], info.value.problems
+    for flags in ([], ["--spec-only"]):
+        checked = CliRunner().invoke(app, ["recipe", "validate", *args, *flags])
+        assert checked.exit_code == 2 and says in " ".join(checked.output.split())
+
+
+@pytest.mark.parametrize(
+    ("recipe", "overrides", "field"),
+    [
+        ("tiny-grpo.yaml", ["rollout.launched=5"], "rollout.launched"),
+        ("tiny-cpu.yaml", ["pool.category_mix={a: 1.0}"], "pool.category_mix"),
+        ("tiny-ray.yaml", ["rollout.continuation.enabled=true"], "rollout.continuation.enabled"),
+        ("tiny-cpu.yaml", ["tito.normalize_max_s=16", "tito.normalize_max_u=96"], "tito.normalize_max_u"),
+    ],
+    ids=["launched-splits-a-group", "category-mix", "continuation-on-ray", "tito-bounds-swapped"],
+)
+def test_refusals_that_do_not_depend_on_the_machine_are_the_specs(recipe, overrides, field, tmp_path):
+    """What no machine runs is refused by ``--spec-only`` as by validate and train, naming the field."""
+    args = [str(REPO / "recipes" / recipe), *overrides]
+    runner = CliRunner()
+    for command in (
+        ["recipe", "validate", *args, "--spec-only"],
+        ["recipe", "validate", *args],
+        ["train", *args, f"logging.run_root={tmp_path}"],
+    ):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and field in result.output, (command, result.output)
+    assert not any(tmp_path.iterdir())

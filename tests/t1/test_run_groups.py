@@ -9,7 +9,7 @@ import pytest
 
 from t1.run import preflight
 from t1.run.loop import planned_steps, warmup_steps
-from t1_spec import load_recipe
+from t1_spec import RecipeError, load_recipe
 from t1_tasks import StepTasks, load_pool
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -23,8 +23,9 @@ def test_the_grpo_recipe_is_runnable_here():
 
 
 def test_a_launch_count_that_splits_a_group_is_refused_naming_the_field():
-    problems = preflight(load_recipe(GRPO, ["rollout.launched=5"])).problems
-    (line,) = [p for p in problems if p.startswith("rollout.launched")]
+    with pytest.raises(RecipeError) as info:  # refused on every machine: the spec's rule
+        load_recipe(GRPO, ["rollout.launched=5"])
+    (line,) = [p.message for p in info.value.problems if p.field == "rollout.launched"]
     assert "multiple of ppo.samples_per_task 2" in line and "set it to 4 or 6" in line
 
 

@@ -93,6 +93,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "pool.category_mix",
         "rescale",
     ),
+    (
+        "pool.category_mix_not_built",
+        "prod",
+        ("pool.category_mix={scripting: 0.5, data: 0.5}",),
+        "pool.category_mix",
+        "set it to null",
+    ),
     # plan
     (
         "plan.inference_lt_devices",
@@ -139,6 +146,13 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "ppo.batch_size",
         "multiple of plan.dp",
     ),
+    (
+        "ppo.micro_batch_divides",
+        "prod",
+        ("ppo.micro_batch_size=3",),  # 512 samples at dp 2: 256 per rank
+        "ppo.micro_batch_size",
+        "pick a divisor of 256",
+    ),
     # rollout
     ("rollout.admitted_le_launched", "tiny", ("rollout.launched=3",), "rollout.admitted", "raise launched"),
     (
@@ -151,9 +165,42 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
     (
         "rollout.deadlines_sum",
         "tiny",
-        ("rollout.remote_deadline_s=150",),
+        ("rollout.remote_deadline_s=180",),  # = agent 120 + verifier 60: no time left to build the sandbox
         "rollout.remote_deadline_s",
-        "at least their sum",
+        "above their sum",
+    ),
+    (
+        "rollout.launched_whole_groups",
+        "tiny",
+        ("ppo.samples_per_task=2", "rollout.launched=9", "rollout.admitted=8"),
+        "rollout.launched",
+        "set it to 8 or 10",
+    ),
+    (
+        "rollout.continuation_not_on_ray",
+        "tiny",
+        ("rollout.continuation.enabled=true", "runtime.kind=ray", "trainer.checkpoint_every=0"),
+        "rollout.continuation.enabled",
+        "not built on the Ray loop",
+    ),
+    (
+        "rollout.continuation_not_with_groups",
+        "tiny",
+        (
+            "rollout.continuation.enabled=true",
+            "ppo.samples_per_task=2",
+            "rollout.launched=10",
+            "rollout.admitted=8",
+        ),
+        "rollout.continuation.enabled",
+        "groups of ppo.samples_per_task 2 are not built with it",
+    ),
+    (
+        "rollout.continuation_not_with_checkpoints",
+        "tiny",
+        ("rollout.continuation.enabled=true", "trainer.checkpoint_every=1"),
+        "rollout.continuation.enabled",
+        "checkpoints with partial-rollout continuation",
     ),
     (
         "rollout.creation_quota",
@@ -283,6 +330,28 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         ("liveness.probe_period_s=300",),
         "liveness.probe_deadline_s",
         "period < deadline <= grace",
+    ),
+    (
+        "liveness.collective_timeout_range",
+        "prod",
+        ("liveness.collective_timeout_s=30",),  # 30 s, not 30 min
+        "liveness.collective_timeout_s",
+        "within [1800, 7200] s",
+    ),
+    # tito
+    (
+        "tito.normalize_max_s_bound",
+        "tiny",
+        ("tito.normalize_max_s=97",),
+        "tito.normalize_max_s",
+        "exceeds the paper's bound 96",
+    ),
+    (
+        "tito.normalize_max_u_bound",
+        "prod",
+        ("tito.normalize_max_s=16", "tito.normalize_max_u=96"),
+        "tito.normalize_max_u",
+        "look swapped",
     ),
 ]
 

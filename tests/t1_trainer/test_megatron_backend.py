@@ -87,6 +87,17 @@ def test_preflight_refuses_unbuilt_degrees_by_name():
     assert [line.split(" ")[0] for line in lines] == ["plan.tp", "plan.pp", "plan:"]
 
 
+def test_preflight_names_the_megatron_backend_for_the_ppo_settings_it_does_not_build():
+    r = _recipe()
+    ppo = r.ppo.model_copy(update={"normalize_advantages": True, "micro_batch_size": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "ppo": ppo}))
+    assert [line.split(" ")[0].rstrip(":") for line in lines] == [
+        "ppo.normalize_advantages",
+        "ppo.micro_batch_size",
+    ]
+    assert all("megatron" in line and "torch" not in line for line in lines), lines
+
+
 def test_actor_and_critic_have_the_hf_policy_shapes(stepped, sampler, spec):
     be, before, _ = stepped
     hf = sampler.state_dict()

@@ -6,6 +6,9 @@ from pydantic import Field, model_validator
 
 from t1_spec._base import Spec, Violation, raise_if
 
+COLLECTIVE_TIMEOUT_RANGE_S = (1800.0, 7200.0)
+"""The 30 to 120 min regime re-created collective groups' deadlines are calibrated to (seconds, T1 §7.3)."""
+
 
 class LivenessSpec(Spec):
     """Deadlines that tell a dead participant from a slow one (cluster runs).
@@ -29,7 +32,8 @@ class LivenessSpec(Spec):
 
     collective_timeout_s: float = Field(default=7200.0, gt=0)
     """Deadline of a re-created collective group (seconds), calibrated to the 30-120 min regime of hour-scale
-    steps rather than to interactive latencies (T1 §7); 7200 s, the upper end, chosen."""
+    steps rather than to interactive latencies (T1 §7.3), so it must lie in [1800, 7200]; 7200 s, the upper
+    end, chosen."""
 
     @model_validator(mode="after")
     def _check(self) -> LivenessSpec:
@@ -42,6 +46,18 @@ class LivenessSpec(Spec):
                     f"probe timings must nest period < deadline <= grace (T1 §7: 30 < 120 <= 600 s); "
                     f"got period {self.probe_period_s}, deadline {self.probe_deadline_s}, grace "
                     f"{self.probe_grace_s}: reorder them",
+                )
+            )
+        lo, hi = COLLECTIVE_TIMEOUT_RANGE_S
+        if not lo <= self.collective_timeout_s <= hi:
+            v.append(
+                Violation(
+                    "liveness.collective_timeout_range",
+                    "collective_timeout_s",
+                    f"collective_timeout_s {self.collective_timeout_s:g} s lies outside the 30-120 min "
+                    "regime of re-created collective groups (T1 §7.3: a multi-minute collective copy is "
+                    "legitimate, an interactive-latency deadline misreads it as a failure): set it within "
+                    f"[{lo:g}, {hi:g}] s",
                 )
             )
         raise_if(v)

@@ -49,9 +49,9 @@ class PoolSpec(Spec):
     """Seed of the per-epoch permutation (epoch e uses a permutation derived from ``(shuffle_seed, e)``)."""
 
     category_mix: dict[str, float] | None = None
-    """Optional target share of each task category (fractions in [0, 1] summing to 1), e.g. ``{"scripting":
-    0.179, ...}`` (T1 §3.1, Fig. 3). Validated only: re-weighting the pool by category is not built yet, so
-    the pool's own composition is used either way. ``None`` keeps the pool's own composition."""
+    """Target share of each task category (fractions in [0, 1] summing to 1), e.g. ``{"scripting": 0.179,
+    ...}`` (T1 §3.1, Fig. 3). Re-weighting the pool by category is not built yet, so any mix is refused;
+    ``None`` (the only value accepted) keeps the pool's own composition."""
 
     limit: int | None = Field(default=None, gt=0)
     """Use only the first ``limit`` tasks (tasks), after ordering, before shuffling); ``None`` uses the whole
@@ -123,6 +123,14 @@ def pool_violations(p: PoolSpec) -> list[Violation]:
             )
         )
     if p.category_mix is not None:
+        v.append(
+            Violation(
+                "pool.category_mix_not_built",
+                "category_mix",
+                "re-weighting the pool by category is not built yet, so the pool's own composition would be "
+                "used whatever the mix: set it to null",
+            )
+        )
         bad = {k: x for k, x in p.category_mix.items() if not 0.0 <= x <= 1.0}
         if bad:
             v.append(

@@ -108,8 +108,9 @@ class PPOSpec(Spec):
     """Optimizer passes over each step's batch (epochs); one update per batch in the paper)."""
 
     micro_batch_size: int = Field(default=1, gt=0)
-    """Sequences per micro-batch per data-parallel rank (samples); gradients accumulate over micro-batches. 1
-    in the paper: batch 512 at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
+    """Sequences per micro-batch per data-parallel rank (samples); gradients accumulate over micro-batches, so
+    it must divide each rank's ``batch_size * samples_per_task / plan.dp`` samples. 1 in the paper: batch 512
+    at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
 
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Global gradient-norm clip for actor and critic. 1.0, chosen (the paper is silent)."""

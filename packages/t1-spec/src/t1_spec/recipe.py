@@ -146,6 +146,30 @@ def cross_violations(r: Recipe) -> list[Violation]:
                 "batch_size * samples_per_task a multiple of plan.dp",
             )
         )
+    if not samples % p.dp and (samples // p.dp) % ppo.micro_batch_size:
+        per_rank = samples // p.dp
+        v.append(
+            Violation(
+                "ppo.micro_batch_divides",
+                "ppo.micro_batch_size",
+                f"each of the dp {p.dp} ranks takes {per_rank} samples of the batch of {samples}, which "
+                f"ppo.micro_batch_size {ppo.micro_batch_size} does not split into whole micro-batches "
+                f"(T1 §7: 512 samples at dp 2 are 256 micro-batches of 1 per rank): pick a divisor of "
+                f"{per_rank}",
+            )
+        )
+    g = ppo.samples_per_task
+    if ro.launched % g:
+        v.append(
+            Violation(
+                "rollout.launched_whole_groups",
+                "rollout.launched",
+                f"rollout.launched {ro.launched}: not a multiple of ppo.samples_per_task {g}; the scheduler "
+                f"launches whole groups of {g} trials per task (launched / {g} tasks a step), so set it to "
+                f"{max(g, ro.launched // g * g)} or {(ro.launched // g + 1) * g}",
+            )
+        )
+    v += continuation_violations(r)
     if ro.context_tokens > p.token_wall:
         v.append(
             Violation(
@@ -248,6 +272,51 @@ def cross_violations(r: Recipe) -> list[Violation]:
     return v
 
 
+def continuation_violations(r: Recipe) -> list[Violation]:
+    """What partial-rollout continuation (``rollout.continuation``, T1 §10) is not built with, on any machine.
+
+    Built: the embedded loop, one trial per task. Not built: the Ray loop (its trials run on remote sandbox
+    hosts that would have to hold parked trials across the publication barrier), groups
+    (``ppo.samples_per_task > 1``: a group would straddle two steps, its members drawn under different
+    versions and normalised under one GRPO baseline), and checkpoints (``trainer.checkpoint_every > 0``: a
+    checkpoint does not save parked trials, so a resumed run would lose them silently).
+    """
+    if not r.rollout.continuation.enabled:
+        return []
+    field, v = "rollout.continuation.enabled", []
+    if r.runtime.kind == "ray":
+        v.append(
+            Violation(
+                "rollout.continuation_not_on_ray",
+                field,
+                "partial-rollout continuation is not built on the Ray loop (runtime.kind: ray); set it to "
+                "false, or runtime.kind to embedded",
+            )
+        )
+    g = r.ppo.samples_per_task
+    if g > 1:
+        v.append(
+            Violation(
+                "rollout.continuation_not_with_groups",
+                field,
+                f"partial-rollout continuation parks single trials, and groups of ppo.samples_per_task {g} "
+                "are not built with it (a group would straddle two steps and two weight versions under one "
+                "group baseline); set ppo.samples_per_task to 1 or the continuation off",
+            )
+        )
+    every = r.trainer.checkpoint_every
+    if every > 0:
+        v.append(
+            Violation(
+                "rollout.continuation_not_with_checkpoints",
+                field,
+                "checkpoints with partial-rollout continuation are not built (a checkpoint does not save "
+                f"the parked trials); set trainer.checkpoint_every {every} to 0, or the continuation off",
+            )
+        )
+    return v
+
+
 def recipe_advisories(r: Recipe) -> list[Violation]:
     """Allowed departures from the paper (see ``Recipe.advisories``)."""
     a: list[Violation] = []
@@ -290,4 +359,4 @@ def recipe_advisories(r: Recipe) -> list[Violation]:
     return a
 
 
-__all__ = ["BINARY_ONLY_POOLS", "Recipe", "cross_violations", "recipe_advisories"]
+__all__ = ["BINARY_ONLY_POOLS", "Recipe", "continuation_violations", "cross_violations", "recipe_advisories"]

@@ -15,7 +15,7 @@ class ContinuationSpec(Spec):
     newly published weights, so long trajectories are not selected out of the batch (T1 §10). A continued
     trajectory then holds turns of two or more weight versions; the trainer takes the rollout's per-token
     log-probs as its PPO ratio's behaviour policy (T1 Eq. 17, Appendix 12). `t1_rollout.continuation`
-    implements it; `t1.run.preflight` refuses the settings it is not built for.
+    implements it; the recipe's rules refuse the settings it is not built with (Ray, groups, checkpoints).
     """
 
     enabled: bool = False
@@ -64,7 +64,8 @@ class RolloutSpec(Spec):
     600 /min (T1 §7)."""
 
     remote_deadline_s: float = Field(gt=0)
-    """Whole-trial deadline on the remote sandbox (seconds): build, agent and verifier. 5400 s (T1 §7)."""
+    """Whole-trial deadline on the remote sandbox (seconds): build, agent and verifier, so it must exceed
+    ``agent_deadline_s + verifier_deadline_s``. 5400 s (T1 §7)."""
 
     agent_deadline_s: float = Field(gt=0)
     """Deadline of the agent phase (seconds). 3600 s (T1 §7)."""
@@ -135,14 +136,15 @@ def rollout_violations(r: RolloutSpec) -> list[Violation]:
                 f"{r.remote_deadline_s}: reorder them",
             )
         )
-    elif r.agent_deadline_s + r.verifier_deadline_s > r.remote_deadline_s:
+    elif r.agent_deadline_s + r.verifier_deadline_s >= r.remote_deadline_s:
         v.append(
             Violation(
                 "rollout.deadlines_sum",
                 "remote_deadline_s",
-                f"agent {r.agent_deadline_s} s + verifier {r.verifier_deadline_s} s exceed the remote "
-                f"deadline {r.remote_deadline_s} s, so the sandbox could be reclaimed mid-verification: "
-                "raise remote_deadline_s to at least their sum",
+                f"agent {r.agent_deadline_s:g} s + verifier {r.verifier_deadline_s:g} s reach the remote "
+                f"deadline {r.remote_deadline_s:g} s, which also covers building the sandbox, so the sandbox "
+                "could be reclaimed mid-verification (T1 §7.3: 3600 + 900 < 5400 s): raise "
+                "remote_deadline_s above their sum",
             )
         )
     if r.creation_rate_per_s * 60 > r.creation_quota_per_min:

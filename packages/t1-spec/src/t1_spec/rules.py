@@ -100,6 +100,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "pool.category_mix_sum", "pool.category_mix", "shares sum to 1 (within 1e-3)", "shares are fractions"
     ),
+    Rule(
+        "pool.category_mix_not_built",
+        "pool.category_mix",
+        "`category_mix: null`",
+        "re-weighting the pool by category is not built; a mix would be ignored",
+    ),
     # plan
     Rule(
         "plan.inference_lt_devices",
@@ -176,6 +182,12 @@ RULES: tuple[Rule, ...] = (
         "`batch_size * samples_per_task` is a multiple of `plan.dp`",
         "T1 §7: the batch is split evenly over data-parallel ranks",
     ),
+    Rule(
+        "ppo.micro_batch_divides",
+        "ppo.micro_batch_size",
+        "`micro_batch_size` divides each rank's `batch_size * samples_per_task / plan.dp` samples",
+        "T1 §7: gradients accumulate over whole micro-batches (512 at dp 2: 256 of 1 per rank)",
+    ),
     # rollout
     Rule(
         "rollout.admitted_le_launched",
@@ -192,8 +204,32 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "rollout.deadlines_sum",
         "rollout.remote_deadline_s",
-        "agent + verifier deadline <= remote deadline",
-        "the sandbox must outlive both phases (3600 + 900 <= 5400 s)",
+        "agent + verifier deadline < remote deadline",
+        "T1 §7.3: the remote deadline also covers building the sandbox (3600 + 900 < 5400 s)",
+    ),
+    Rule(
+        "rollout.launched_whole_groups",
+        "rollout.launched",
+        "`launched` is a multiple of `ppo.samples_per_task`",
+        "the scheduler launches whole groups of G trials per task",
+    ),
+    Rule(
+        "rollout.continuation_not_on_ray",
+        "rollout.continuation.enabled",
+        "continuation off with `runtime.kind: ray`",
+        "not built: parked trials would have to outlive the publication barrier on remote hosts (T1 §10)",
+    ),
+    Rule(
+        "rollout.continuation_not_with_groups",
+        "rollout.continuation.enabled",
+        "continuation off with `ppo.samples_per_task > 1`",
+        "not built: a group would straddle two steps and two weight versions (T1 §10)",
+    ),
+    Rule(
+        "rollout.continuation_not_with_checkpoints",
+        "rollout.continuation.enabled",
+        "continuation off with `trainer.checkpoint_every > 0`",
+        "not built: a checkpoint does not save the parked trials",
     ),
     Rule(
         "rollout.creation_quota",
@@ -322,6 +358,25 @@ RULES: tuple[Rule, ...] = (
         "liveness.probe_deadline_s",
         "probe period < deadline <= grace",
         "T1 §7: 30 < 120 <= 600 s",
+    ),
+    Rule(
+        "liveness.collective_timeout_range",
+        "liveness.collective_timeout_s",
+        "`collective_timeout_s` in [1800, 7200]",
+        "T1 §7.3: collective groups' deadlines are calibrated to 30-120 min, not interactive latencies",
+    ),
+    # tito
+    Rule(
+        "tito.normalize_max_s_bound",
+        "tito.normalize_max_s",
+        "`normalize_max_s <= 96`",
+        "T1 §4.1: (s, u) in [0, 96] x [0, 16], s the prompt ids dropped",
+    ),
+    Rule(
+        "tito.normalize_max_u_bound",
+        "tito.normalize_max_u",
+        "`normalize_max_u <= 16`",
+        "T1 §4.1: (s, u) in [0, 96] x [0, 16], u the sampled ids dropped (a swapped pair is caught here)",
     ),
 )
 """Every fatal rule."""

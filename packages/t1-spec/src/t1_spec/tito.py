@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from t1_spec._base import Spec
+from t1_spec._base import Spec, Violation, raise_if
+
+NORMALIZE_BOUNDS = (96, 16)
+"""The paper's box (s, u) in [0, 96] x [0, 16] of the normalized case (tokens; T1 §4.1)."""
 
 
 class TitoSpec(Spec):
@@ -26,8 +29,43 @@ class TitoSpec(Spec):
     mode."""
 
     normalize_max_s: int = Field(default=96, ge=0)
-    """s bound of the normalized case: most tokens dropped from the prompt side p_i (tokens). 96 (T1 §4.1)."""
+    """s bound of the normalized case: most tokens dropped from the prompt side p_i (tokens), e.g. the
+    generation prompt's empty think block a template leaves out of the history. 96, the paper's bound, which
+    a recipe may lower but not raise (T1 §4.1)."""
 
     normalize_max_u: int = Field(default=16, ge=0)
-    """u bound of the normalized case: most tokens dropped from the sampled side a_i (tokens). 16 (T1 §4.1).
-    """
+    """u bound of the normalized case: most tokens dropped from the sampled side a_i (tokens), e.g. trailing
+    whitespace or a stop id the harness strips; each is a sampled id later turns are trained on although
+    inference did not see it. 16, the paper's bound, which a recipe may lower but not raise (T1 §4.1)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> TitoSpec:
+        v: list[Violation] = []
+        max_s, max_u = NORMALIZE_BOUNDS
+        swapped = self.normalize_max_s <= max_u < self.normalize_max_u <= max_s
+        hint = (
+            "; the two bounds look swapped: s is the prompt side p_i (96), u the sampled side a_i (16)"
+            if swapped
+            else ""
+        )
+        if self.normalize_max_s > max_s:
+            v.append(
+                Violation(
+                    "tito.normalize_max_s_bound",
+                    "normalize_max_s",
+                    f"normalize_max_s {self.normalize_max_s} exceeds the paper's bound {max_s} on the prompt "
+                    f"ids a normalized boundary drops (T1 §4.1: (s, u) in [0, 96] x [0, 16]): lower it",
+                )
+            )
+        if self.normalize_max_u > max_u:
+            v.append(
+                Violation(
+                    "tito.normalize_max_u_bound",
+                    "normalize_max_u",
+                    f"normalize_max_u {self.normalize_max_u} exceeds the paper's bound {max_u} on the "
+                    "sampled ids a normalized boundary drops (T1 §4.1: (s, u) in [0, 96] x [0, 16]): lower "
+                    f"it{hint}",
+                )
+            )
+        raise_if(v)
+        return self

@@ -31,13 +31,18 @@ def torch_preflight(recipe: Recipe) -> list[str]:
     return ([unseen] if unseen else []) + one_device_plan(recipe) + unbuilt_ppo(recipe.ppo)
 
 
-def unbuilt_ppo(ppo: PPOSpec) -> list[str]:
-    """The PPO settings the torch backend does not build, one line each starting with the field path."""
+def unbuilt_ppo(ppo: PPOSpec, backend: str = "torch") -> list[str]:
+    """The PPO settings the torch and megatron trainers do not build, one line each led by the field path.
+
+    Args:
+        ppo: the recipe's PPO section.
+        backend: the ``trainer.backend`` the lines name (both backends share these limits).
+    """
     problems = []
     if ppo.normalize_advantages:
         problems.append(
-            "ppo.normalize_advantages: advantage whitening is not built; T1 §5.2 keeps advantages "
-            "unnormalized (set it to false)"
+            f"ppo.normalize_advantages: advantage whitening is not built in the {backend} trainer; T1 §5.2 "
+            "keeps advantages unnormalized (set it to false)"
         )
     for name, value, loss in (
         ("kl_coef", ppo.kl_coef, "KL"),
@@ -45,12 +50,12 @@ def unbuilt_ppo(ppo: PPOSpec) -> list[str]:
     ):
         if value:
             problems.append(
-                f"ppo.{name} {value}: the torch trainer builds no {loss} loss; T1 runs with it at 0 "
+                f"ppo.{name} {value}: the {backend} trainer builds no {loss} loss; T1 runs with it at 0 "
                 "(set it to 0)"
             )
     if ppo.micro_batch_size != 1:
         problems.append(
-            f"ppo.micro_batch_size {ppo.micro_batch_size}: the torch backend feeds one variable-length "
+            f"ppo.micro_batch_size {ppo.micro_batch_size}: the {backend} trainer feeds one variable-length "
             "sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
         )
     return problems

@@ -103,7 +103,7 @@ class MegatronBackend:
         temperature: float = 1.0,
         logprob_gap_every: int = 0,
     ) -> None:
-        problems = _unbuilt_ppo(ppo_spec) + _plan_problems(plan, device)
+        problems = _unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device)
         if problems:
             raise TrainerConfigError(
                 "the megatron trainer cannot run this recipe:\n  - " + "\n  - ".join(problems)
@@ -189,8 +189,8 @@ class MegatronBackend:
         Checks, without importing megatron-core: that it is installed (`MISSING_LINE`); a CUDA
         ``trainer.device`` torch does not see; the plan's degrees this backend does not build (tp, pp,
         cp > 1; more than one CPU process) and a world size other than ``plan.training_devices``; Gated
-        DeltaNet layers where CUDA or flash-linear-attention is missing; the PPO settings the torch backend
-        also refuses.
+        DeltaNet layers where CUDA or flash-linear-attention is missing; the PPO settings neither this backend
+        nor the torch one builds (`t1_trainer.checks.unbuilt_ppo`).
         """
         if not _megatron_installed():
             return [MISSING_LINE]
@@ -201,7 +201,7 @@ class MegatronBackend:
         lines = [unseen] if unseen else []
         lines += _plan_problems(recipe.plan, device)
         gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda") and torch.cuda.is_available())
-        return lines + ([gdn] if gdn else []) + _unbuilt_ppo(recipe.ppo)
+        return lines + ([gdn] if gdn else []) + _unbuilt_ppo(recipe.ppo, "megatron")
 
     def _optimizer(self, name: str, lr: float) -> Any:
         model = getattr(self, name)

@@ -1,13 +1,15 @@
 """One preflight for `t1 recipe validate` and `t1 train`: can this recipe run here, and does its plan fit?
 
-The spec has already checked the paper's rules when a recipe loads. The preflight adds what only the run
-knows, in one place, so that validate and train give the same answer in the same words:
+The spec has already checked the paper's rules, and refused the settings no machine runs, when a recipe
+loads (so ``t1 recipe validate --spec-only`` refuses them too). The preflight adds what only the run knows,
+in one place, so that validate and train give the same answer in the same words:
 
 1. **Backends built.** Each seam's registry (``engine.kind``, ``sandbox.kind``, ``trainer.backend``) must
    hold the kind the recipe names; the backend it picks then says, through its own ``preflight(recipe)``,
    which of the recipe's settings it does not run and what this machine lacks for it (bubblewrap, a visible
    CUDA device).
-2. **Loop features built.** Settings the run loop itself does not implement yet are refused by name.
+2. **Loop features usable here.** The evaluation suites load here, and the chat template has the thinking
+   mode ``evaluation.thinking`` asks for.
 3. **Capacity.** The capacity model must admit the plan (T1 §7.1, Eq. 21), the same rule as ``t1 plan check``.
 4. **Inputs.** The pools load (with their ``limit`` and ``audit``) and hold a step of distinct tasks, and
    ``logging.run_root`` can hold a run directory (`t1.run.pools`); these are invalid input (exit 2).
@@ -90,55 +92,13 @@ def backend_kinds(recipe: Recipe) -> dict[str, str]:
 
 
 def loop_problems(recipe: Recipe) -> list[str]:
-    """Settings of ``recipe`` that the run loop itself does not implement yet, one line each."""
-    problems = []
-    problems += evaluation_problems(recipe)
-    problems += continuation_problems(recipe)
-    if recipe.pool.category_mix:
-        problems.append(
-            "pool.category_mix: re-weighting the pool by category is not built yet (set it to null)"
-        )
-    g, launched = recipe.ppo.samples_per_task, recipe.rollout.launched
-    if launched % g:
-        problems.append(
-            f"rollout.launched {launched}: not a multiple of ppo.samples_per_task {g}; the scheduler "
-            f"launches whole groups of {g} trials per task (launched / {g} tasks a step), so set it to "
-            f"{max(g, launched // g * g)} or {(launched // g + 1) * g}"
-        )
-    return problems
+    """Settings of ``recipe`` that the run loop cannot run here, one line each.
 
-
-def continuation_problems(recipe: Recipe) -> list[str]:
-    """What partial-rollout continuation (``rollout.continuation``, T1 §10) is not built with, one line each.
-
-    Built: the embedded loop, one trial per task. Not built: the Ray loop (its trials run on remote sandbox
-    hosts that would have to hold parked trials across the publication barrier), groups
-    (``ppo.samples_per_task > 1``: a group would straddle two steps, its members drawn under different
-    versions and normalised under one GRPO baseline), and checkpoints (``trainer.checkpoint_every > 0``: a
-    checkpoint does not save parked trials, so a resumed run would lose them silently).
+    What no machine runs (partial-rollout continuation on Ray, with groups or with checkpoints; a category
+    mix; a launch count that splits a group) is the spec's to refuse (`t1_spec.Recipe`), so that
+    ``t1 recipe validate --spec-only`` refuses it too; what is left here depends on this machine's files.
     """
-    if not recipe.rollout.continuation.enabled:
-        return []
-    problems = []
-    if recipe.runtime.kind == "ray":
-        problems.append(
-            "rollout.continuation.enabled: partial-rollout continuation is not built on the Ray loop "
-            "(runtime.kind: ray); set it to false, or runtime.kind to embedded"
-        )
-    g = recipe.ppo.samples_per_task
-    if g > 1:
-        problems.append(
-            f"rollout.continuation.enabled: partial-rollout continuation parks single trials, and groups "
-            f"of ppo.samples_per_task {g} are not built with it (a group would straddle two steps and two "
-            "weight versions under one group baseline); set ppo.samples_per_task to 1 or the continuation off"
-        )
-    if recipe.trainer.checkpoint_every > 0:
-        problems.append(
-            f"rollout.continuation.enabled: checkpoints with partial-rollout continuation are not built (a "
-            f"checkpoint does not save the parked trials); set trainer.checkpoint_every "
-            f"{recipe.trainer.checkpoint_every} to 0, or the continuation off"
-        )
-    return problems
+    return evaluation_problems(recipe)
 
 
 def evaluation_problems(recipe: Recipe) -> list[str]:
