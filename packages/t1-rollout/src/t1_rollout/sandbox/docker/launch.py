@@ -16,9 +16,13 @@ from typing import Any
 
 from t1_rollout.sandbox.base import ExecResult, SandboxError
 from t1_rollout.sandbox.docker.stream import Frames, exec_socket
-from t1_rollout.sandbox.docker.toolchain import LAUNCHER, PYTHON
+from t1_rollout.sandbox.docker.toolchain import LAUNCH
 
-__all__ = ["Launches"]
+__all__ = ["ROOT_ENV", "Launches"]
+
+#: The whole environment of every command T1 runs as the container's root: a fixed system ``PATH`` (the
+#: image's may name a folder the agent can write) and root's own ``HOME``, nothing the agent chose.
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "BASH_ENV": ""}
 
 
 class Launches:
@@ -50,7 +54,7 @@ class Launches:
             raise SandboxError("exec on a sandbox that is not started (call start) or already closed")
         tag = secrets.token_hex(8)
         cpu = "-" if cpu_time_s is None else repr(float(cpu_time_s))
-        cmd = [PYTHON, LAUNCHER, "run", tag, str(uid), str(gid), cpu, cwd, "1", "--", *argv]
+        cmd = [*LAUNCH, "run", tag, str(uid), str(gid), cpu, cwd, "1", "--", *argv]
         api = self._api()
         started = time.monotonic()
         exec_id = (
@@ -93,7 +97,12 @@ class Launches:
     async def _direct(self, script: str, *, timeout_s: float) -> tuple[int | None, bytes]:
         """Run ``bash -c script`` as the container's root without the launcher (kills, the folder restore)."""
         api = self._api()
-        exec_id = (await asyncio.to_thread(api.exec_create, self._id, ["bash", "-c", script], user="0"))["Id"]
+        environment = [f"{k}={v}" for k, v in ROOT_ENV.items()]
+        exec_id = (
+            await asyncio.to_thread(
+                api.exec_create, self._id, ["bash", "-c", script], user="0", environment=environment
+            )
+        )["Id"]
         sock = await asyncio.to_thread(exec_socket, api, exec_id, tty=False)
         frames = Frames(64 * 1024)
         try:
@@ -107,7 +116,7 @@ class Launches:
             ["bash", "-c", command],
             timeout_s=timeout_s,
             cwd="/",
-            env=self._merged_env(None),
+            env=ROOT_ENV,
             uid=0,
             gid=0,
             stdin=stdin,

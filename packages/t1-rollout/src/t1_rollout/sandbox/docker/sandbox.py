@@ -22,14 +22,13 @@ from typing import Any, Self
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
 from t1_rollout.sandbox.docker import client as dc
 from t1_rollout.sandbox.docker.images import ImageChoice, build_image, resolve_image, task_environment
-from t1_rollout.sandbox.docker.launch import Launches
+from t1_rollout.sandbox.docker.launch import ROOT_ENV, Launches
 from t1_rollout.sandbox.docker.security import CAPS, seccomp_profile
 from t1_rollout.sandbox.docker.shell import DockerShell, prompt_env
 from t1_rollout.sandbox.docker.stream import exec_socket
 from t1_rollout.sandbox.docker.toolchain import (
-    LAUNCHER,
+    LAUNCH,
     MOUNT,
-    PYTHON,
     VERIFIER_GID,
     ensure_volume,
     verifier_env,
@@ -290,7 +289,7 @@ class DockerSandbox(Launches, Sandbox):
             api.create_container,
             choice.image,
             command=["init"],
-            entrypoint=[PYTHON, LAUNCHER],
+            entrypoint=list(LAUNCH),
             user="0",
             working_dir="/",
             labels=labels,
@@ -311,7 +310,7 @@ class DockerSandbox(Launches, Sandbox):
         root = shell_quote(self._workdir)
         setup = await self._root(
             f"mkdir -p {root} /logs/verifier /logs/agent /logs/artifacts /home/agent /tmp && "
-            f"chown -R {AGENT_UID}:{AGENT_UID} {root} /logs /home/agent && chmod 1777 /tmp",
+            f"chown -hR {AGENT_UID}:{AGENT_UID} {root} /logs /home/agent && chmod 1777 /tmp",
             timeout_s=max(1.0, end - time.monotonic()),
         )
         if not setup.ok:
@@ -452,7 +451,7 @@ class DockerSandbox(Launches, Sandbox):
             ["bash", "-c", download_command(remote)],
             timeout_s=timeout_s,
             cwd="/",
-            env=self._merged_env(None),
+            env=ROOT_ENV,
             uid=0,
             gid=0,
             cap=None,
@@ -479,8 +478,7 @@ class DockerSandbox(Launches, Sandbox):
         env = self._merged_env(prompt_env(nonce))
         bash = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
         cmd = [
-            PYTHON,
-            LAUNCHER,
+            *LAUNCH,
             "run",
             tag,
             str(AGENT_UID),
@@ -532,12 +530,16 @@ class DockerSandbox(Launches, Sandbox):
             await self._shell.close()
         if self._id is None or self._closed:
             return
+        # Root acts on folders the agent could write: a link there (/logs/agent -> /usr/bin) is removed,
+        # never followed (chown and chmod would change its target, handing a system folder to the agent).
+        folders = "/logs /logs/verifier /logs/agent /logs/artifacts"
         code, err = await self._direct(
             "for i in $(seq 200); do kill -9 -1 2>/dev/null || break; sleep 0.02; done; "
-            "mkdir -p /logs/verifier /logs/agent /logs/artifacts /tmp && "
-            f"chown {AGENT_UID}:{AGENT_UID} /logs /logs/verifier /logs/agent /logs/artifacts && "
-            "chmod 0755 /logs /logs/verifier /logs/agent /logs/artifacts && "
-            "chown 0:0 /tmp && chmod 1777 /tmp",
+            f"for d in {folders}; do "
+            'if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 1; fi; '
+            f'mkdir -p -- "$d" && chown -h {AGENT_UID}:{AGENT_UID} -- "$d" && chmod 0755 -- "$d" || exit 1; '
+            "done; "
+            "if [ -L /tmp ]; then rm -f /tmp; fi; mkdir -p /tmp && chown -h 0:0 /tmp && chmod 1777 /tmp",
             timeout_s=60,
         )
         if code != 0:

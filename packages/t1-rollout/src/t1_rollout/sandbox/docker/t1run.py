@@ -1,7 +1,9 @@
 """The launcher every Docker sandbox process starts under; it runs inside the container, never on the host.
 
 It is copied into the verifier toolchain volume and run by the toolchain's Python as the container's root
-(``docker exec --user 0``), standard library only. Modes (``argv[1]``):
+(``docker exec --user 0``), isolated (``python3 -I``: no ``PYTHON*`` variable, no user site, no script folder
+on the module path, so nothing the agent wrote is imported as root), standard library only. Modes
+(``argv[1]``):
 
 - ``init``: the container's pid 1; reaps every orphan, forever.
 - ``run TAG UID GID CPU_S CWD SESSION -- ARGV...``: become a child subreaper (``PR_SET_CHILD_SUBREAPER``), so

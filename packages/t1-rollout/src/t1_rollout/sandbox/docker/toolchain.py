@@ -5,7 +5,9 @@ One read-only Docker volume per toolchain (``t1-verifier-<hash>``, labelled ``t1
 (``sys.base_prefix``: its binary with its run path made relative, ``libpython``, the standard library with its
 bytecode, less ``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest,
 pytest-json-ctrf and what they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx``
-(the ``uv`` PyPI package's binaries), a ``pytest`` command and ``t1run.py`` (the launcher). The volume is
+(the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``), the import guard
+(``guard/sitecustomize.py``, first on the verifier's ``PYTHONPATH``: pytest never imports from the working
+directory ahead of the toolchain) and ``t1run.py`` (the launcher, run isolated: `LAUNCH`). The volume is
 mounted in every container, but only the verifier's launch runs with group `VERIFIER_GID`: the agent's uid
 cannot enter the directory, and nothing in the container can write the volume. The tree is built on the host
 once (cached under ``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
@@ -19,8 +21,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import os
+import py_compile
 import sys
 import tarfile
 import threading
@@ -31,6 +35,8 @@ from t1_rollout.sandbox.base import SandboxError
 
 __all__ = [
     "DISTRIBUTIONS",
+    "GUARD",
+    "LAUNCH",
     "LAUNCHER",
     "MOUNT",
     "PYTHON",
@@ -45,6 +51,12 @@ MOUNT = "/opt/t1"
 ROOT = f"{MOUNT}/verifier"
 PYTHON = f"{ROOT}/bin/python3"
 LAUNCHER = f"{ROOT}/t1run.py"
+#: How T1 starts the launcher as the container's root: isolated (``-I``: no ``PYTHON*`` variable, no user site
+#: under an agent's ``HOME``, no script folder on the module path), so nothing the agent wrote runs as root.
+LAUNCH = (PYTHON, "-I", LAUNCHER)
+#: The folder first on the verifier's ``PYTHONPATH``, holding the import guard (``sitecustomize.py``).
+GUARD = f"{ROOT}/guard"
+_GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 VERIFIER_GID = 1999
 #: The distributions copied into the toolchain's site-packages (pytest 8+ and pytest-json-ctrf's closure).
 DISTRIBUTIONS = ("pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging", "pygments")
@@ -57,7 +69,7 @@ def verifier_env(image_path: str) -> dict[str, str]:
     """Variables putting the toolchain first on PATH for the verifier's launch (``image_path``: image's)."""
     return {
         "PATH": f"{ROOT}/bin:{image_path}",
-        "PYTHONPATH": f"{ROOT}/site-packages",
+        "PYTHONPATH": f"{GUARD}:{ROOT}/site-packages",  # the guard's sitecustomize first
         "PYTHONNOUSERSITE": "1",
     }
 
@@ -73,6 +85,7 @@ def _relative_runpath(binary: bytes, prefix: str) -> bytes:
 
 def _key() -> str:
     parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
+    parts.append(_GUARD_SOURCE.read_text())
     for name in DISTRIBUTIONS:
         parts.append(f"{name}=={importlib.metadata.version(name)}")
     parts.append("layout-1")
@@ -136,7 +149,20 @@ def _write_tar(path: Path) -> None:
         for tool in ("uv", "uvx"):
             if (uv.parent / tool).is_file():
                 _add(tar, uv.parent / tool, f"verifier/bin/{tool}", mode=0o755)
-        _add_bytes(tar, f'#!/bin/sh\nexec {PYTHON} -m pytest "$@"\n'.encode(), "verifier/bin/pytest", 0o755)
+        # -s -P: as a pytest script runs, neither the working directory nor the user site is on the path
+        _add_bytes(
+            tar, f'#!/bin/sh\nexec {PYTHON} -s -P -m pytest "$@"\n'.encode(), "verifier/bin/pytest", 0o755
+        )
+        _dir(tar, "verifier/guard")
+        _add(tar, _GUARD_SOURCE, "verifier/guard/sitecustomize.py", mode=0o644)
+        _dir(tar, "verifier/guard/__pycache__")  # compiled here: the volume is read-only in the container
+        pyc = path.with_suffix(".pyc.tmp")
+        try:
+            py_compile.compile(str(_GUARD_SOURCE), cfile=str(pyc), dfile=f"{GUARD}/sitecustomize.py")
+            cached = Path(importlib.util.cache_from_source("sitecustomize.py")).name
+            _add(tar, pyc, f"verifier/guard/__pycache__/{cached}", mode=0o644)
+        finally:
+            pyc.unlink(missing_ok=True)
         _dir(tar, "verifier/lib")
         for lib in sorted((base / "lib").glob("libpython*.so*")):
             _add(tar, lib, f"verifier/lib/{lib.name}")

@@ -33,9 +33,11 @@ from t1_rollout.sandbox.local.rootfs import mount_root, mounted_roots, release_r
 from t1_rollout.sandbox.local.seccomp import seccomp_program
 from t1_rollout.sandbox.local.uids import UidSlot, kill_tagged
 
-__all__ = ["MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
+__all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
 
 MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
+#: The whole environment of the ``bwrap`` process itself: nothing of the host's (the trainer's tokens).
+LAUNCH_ENV: dict[str, str] = {}
 
 
 class Launcher:
@@ -195,6 +197,9 @@ class Launcher:
                     executable=argv[0],
                     preexec_fn=preexec,
                     pass_fds=(program,),
+                    # bwrap's own process is the sandbox's pid 1, whose /proc/1/environ the command can read:
+                    # it gets none of the trainer's variables (the command's are --setenv'd, `bwrap_argv`)
+                    env=LAUNCH_ENV,
                     **streams,
                 )
             finally:

@@ -6,7 +6,10 @@ agent's shell or execs. Its ``bin`` holds ``python3``, ``python``, ``pytest``, `
 Harbor ``test.sh`` that calls ``pytest`` or ``uvx`` directly finds them (Harbor's task template does). It is
 built on the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk;
 the interpreter's standard library keeps its bytecode (``__pycache__``, compiled once at build time, read-only
-after), so the verifier's Python does not recompile it on every start. `bundle_masks` lists the
+after), so the verifier's Python does not recompile it on every start. The verifier's import guard
+(``sandbox/verifier_site/sitecustomize.py``, at ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``) keeps the
+working directory off every pytest process's module path, so an agent's ``/app/pytest.py`` or ``/app/ctrf/``
+is never the grader (its docstring says how). `bundle_masks` lists the
 directories of T1 packages that ship task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and
 reference solutions) found under a path that every launch binds (``/usr``, ``/etc``) or under the
 toolchain's ``site-packages``; each launch covers them with an empty read-only tmpfs.
@@ -19,6 +22,7 @@ import glob
 import hashlib
 import importlib.util
 import os
+import py_compile
 import shutil
 import sys
 import warnings
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from t1_rollout.sandbox.base import SandboxError
 
-__all__ = ["TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
+__all__ = ["GUARD_SOURCE", "TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class VerifierToolchain:
 
 
 TOOLCHAIN_MOUNT = "/opt/t1-verifier"
+#: The verifier's import guard, first on the verifier's ``PYTHONPATH`` on each backend with a toolchain.
+GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 _TOOLCHAIN: VerifierToolchain | None = None
 
 
@@ -164,6 +170,31 @@ def _bin_dir(cache_root: Path, exe: Path) -> Path:
     return dest
 
 
+def _guard_dir(cache_root: Path) -> Path:
+    """A world-readable folder holding only the verifier's ``sitecustomize.py`` (`GUARD_SOURCE`), cached."""
+    text = GUARD_SOURCE.read_bytes()
+    dest = cache_root / f"guard-{hashlib.sha256(text + sys.version.encode()).hexdigest()[:16]}"
+    if dest.is_dir():
+        return dest
+    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    tmp = cache_root / f".guard.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(mode=0o755)
+    (tmp / "sitecustomize.py").write_bytes(text)
+    os.chmod(tmp / "sitecustomize.py", 0o644)
+    # compiled here: the sandbox sees the folder read-only, and every verifier Python imports it at start
+    py_compile.compile(str(tmp / "sitecustomize.py"), dfile=f"{TOOLCHAIN_MOUNT}/guard/sitecustomize.py")
+    for d in (tmp / "__pycache__", tmp):
+        os.chmod(d, 0o755)
+    for pyc in (tmp / "__pycache__").iterdir():
+        os.chmod(pyc, 0o644)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another process won the race
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
 def toolchain() -> VerifierToolchain:
     """The verifier toolchain for this interpreter (built once per process, cached on disk).
 
@@ -171,7 +202,8 @@ def toolchain() -> VerifierToolchain:
     from a world-readable mirror that keeps the standard library's bytecode; the environment's
     ``site-packages`` (pytest, pytest-json-ctrf) at ``/opt/t1-verifier/site-packages`` and put on
     ``PYTHONPATH``; ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at ``/opt/t1-verifier/bin``, first
-    on ``PATH``. Only ``site-packages`` is mounted, never the repository: editable installs' ``.pth`` files
+    on ``PATH``; the import guard (`GUARD_SOURCE`, compiled) at ``/opt/t1-verifier/guard``, first on
+    ``PYTHONPATH``. Only ``site-packages`` is mounted, never the repository: editable installs' ``.pth`` files
     are not processed from ``PYTHONPATH`` and their targets do not exist inside the sandbox, so task bundles
     (tests, solutions) stay invisible.
 
@@ -197,9 +229,11 @@ def toolchain() -> VerifierToolchain:
     if not exe.exists():
         raise SandboxError(f"verifier toolchain: interpreter {exe} not found")
     binds.append((str(_bin_dir(cache, exe)), f"{TOOLCHAIN_MOUNT}/bin"))
+    binds.append((str(_guard_dir(cache)), f"{TOOLCHAIN_MOUNT}/guard"))
     env = {
         "PATH": f"{TOOLCHAIN_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin",
-        "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/site-packages",
+        # the guard first: its sitecustomize keeps the agent's files off pytest's module path (GUARD_SOURCE)
+        "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/guard:{TOOLCHAIN_MOUNT}/site-packages",
         "PYTHONNOUSERSITE": "1",
         "UV_PYTHON": f"{TOOLCHAIN_MOUNT}/bin/python3",  # uv and uvx run the toolchain's interpreter
         "UV_PYTHON_DOWNLOADS": "never",  # no network: fail naming the missing Python, not a timeout

@@ -1,0 +1,126 @@
+"""The verifier's import guard: Python imports it at start in every process of a verifier launch.
+
+It is never imported by T1 itself. Each backend that mounts a verifier toolchain puts this file's folder first
+on the verifier launch's ``PYTHONPATH`` (``/opt/t1-verifier/guard`` locally, ``/opt/t1/verifier/guard`` in a
+Docker container), so Python's ``site`` imports it as ``sitecustomize`` before any of the command runs.
+Standard library only, for any Python 3 (the task image's own interpreter reads it too).
+
+In a process that runs pytest (``python3 -m pytest``, ``python3 -m py.test``, or a script named ``pytest``
+or ``py.test``), the grader:
+
+1. Safe-path mode: the process re-executes itself once with ``-s -P`` (Python 3.11+), so neither the working
+   directory (the agent's ``/app``, which ``-m`` puts first on ``sys.path``) nor a script's folder nor the
+   user site is on the module path. Nothing the agent wrote there (``pytest.py``, a ``ctrf`` package, a
+   ``statistics.py``, a ``*.dist-info`` whose ``pytest11`` entry point pytest would load) is importable.
+2. Under ``-m`` only, the working directory is still searched, last: a finder at the end of
+   ``sys.meta_path`` resolves a name found nowhere else there (tests that import the program under test
+   by name from the working directory, as ``python3 -m pytest`` allows, keep working). It is not on
+   ``sys.path``, so no distribution metadata or ``.pth`` file is read from it.
+3. A top-level module named like one of the standard library or of the verifier toolchain (pytest, its
+   plugins and what they import) is only taken from a ``sys.path`` entry this process cannot write, even
+   when the tests put the working directory first on ``sys.path`` themselves.
+
+Other processes (the program under test, run by the tests) are left as Python runs them.
+"""
+
+import os
+import sys
+from importlib.machinery import PathFinder
+
+_PYTEST = ("pytest", "py.test")
+#: Top-level names of the verifier toolchain's distributions (pytest, pytest-json-ctrf and what they need).
+_TOOLCHAIN = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "ctrf")
+_VALUE_FLAGS = "XWQ"  # one-letter options of the interpreter that take a value
+
+
+def _pytest_launch(argv):
+    """``"module"`` (``-m pytest``), ``"script"`` (a pytest script) or None, from ``sys.orig_argv``."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            return "script" if os.path.basename(arg) in _PYTEST else None
+        if arg.startswith("--"):
+            i += 2 if arg == "--check-hash-based-pycs" else 1
+            continue
+        for k, flag in enumerate(arg[1:], start=1):
+            if flag == "c":
+                return None
+            if flag == "m":
+                name = arg[k + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
+                return "module" if name in _PYTEST else None
+            if flag in _VALUE_FLAGS:
+                if not arg[k + 1 :]:
+                    i += 1  # the value is the next word
+                break
+        i += 1
+    return None
+
+
+def _untrusted(entry):
+    """Whether this process could write the ``sys.path`` entry (the agent runs as the same uid)."""
+    if not isinstance(entry, str) or entry in ("", "."):
+        return True
+    try:
+        return os.access(entry, os.W_OK)
+    except (OSError, ValueError):
+        return True
+
+
+class _ProtectedNames:
+    """Resolves the standard library's and the toolchain's top-level names from unwritable entries only."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name not in self.names:
+            return None
+        return PathFinder.find_spec(name, [p for p in sys.path if not _untrusted(p)])
+
+    def invalidate_caches(self):
+        pass
+
+
+class _WorkdirLast:
+    """Resolves, last of all finders, a top-level name that is not protected from the working directory."""
+
+    def __init__(self, workdir, protected):
+        self.workdir, self.protected = workdir, protected
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name in self.protected:
+            return None
+        return PathFinder.find_spec(name, [self.workdir])
+
+    def invalidate_caches(self):
+        pass
+
+
+def _guard():
+    launch = _pytest_launch(list(getattr(sys, "orig_argv", ())))
+    if launch is None:
+        return
+    if (
+        sys.version_info >= (3, 11)
+        and sys.executable
+        and not (sys.flags.safe_path and sys.flags.no_user_site)
+    ):
+        argv = list(sys.orig_argv)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-s", "-P", *argv[1:]])
+    protected = set(getattr(sys, "stdlib_module_names", ())) | set(_TOOLCHAIN)
+    protected -= {"__main__", "sitecustomize", "usercustomize"}
+    finders = sys.meta_path
+    at = next((i for i, f in enumerate(finders) if getattr(f, "__name__", "") == "PathFinder"), 0)
+    finders.insert(at, _ProtectedNames(frozenset(protected)))
+    if launch == "module":
+        try:
+            finders.append(_WorkdirLast(os.getcwd(), frozenset(protected)))
+        except OSError:
+            pass
+
+
+if __name__ == "sitecustomize":
+    _guard()
