@@ -30,3 +30,22 @@ def test_analytic_backward_matches_autograd(temperature, limit):
     torch.testing.assert_close(w2.grad, w1.grad, rtol=1e-4, atol=1e-6)
     if limit is not None:
         assert not w2.grad[limit:].any()  # padding rows of the vocabulary get no gradient
+
+
+@pytest.mark.parametrize("junk", [float("nan"), float("inf")])
+def test_a_row_the_loss_selects_out_adds_nothing_to_the_head_gradient_even_if_not_finite(junk):
+    # Row 1 scores a position the loss masks out (selected away); its hidden state is not finite.
+    g = torch.Generator().manual_seed(1)
+    hidden, weight = torch.randn(3, 8, generator=g), torch.randn(50, 8, generator=g)
+    targets = torch.tensor([4, 7, 9])
+    keep = torch.tensor([True, False, True])
+    grads = []
+    for fill in (0.0, junk):
+        h = hidden.clone()
+        h[1] = fill
+        w = weight.clone().requires_grad_(True)
+        logp = lm_head_logprobs(h, w, targets, temperature=1.0, chunk=2)
+        torch.where(keep, logp, torch.zeros_like(logp)).sum().backward()
+        grads.append(w.grad)
+    assert torch.isfinite(grads[1]).all()
+    torch.testing.assert_close(grads[1], grads[0])

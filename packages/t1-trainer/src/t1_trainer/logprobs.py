@@ -49,6 +49,10 @@ class _HeadLogprob(torch.autograd.Function):
         hidden, weight, targets = ctx.saved_tensors
         w = weight[: ctx.vocab_limit]
         g = grad_out.float() / ctx.scale
+        # a row the loss selected out (gradient 0) is selected out here too, never multiplied by 0: its
+        # hidden state or logits may be inf or NaN, and 0 * nan would reach both gradients
+        dropped = g == 0
+        hidden = torch.where(dropped[:, None], torch.zeros_like(hidden), hidden)
         # softmax(z) * (-g), then + g at the sampled id: d loss / d logits over the real vocabulary
         probs = torch.softmax((hidden @ w.t()).float() / ctx.scale, dim=-1)
         probs.mul_(-g[:, None])
