@@ -201,6 +201,19 @@ def test_a_reserialized_answer_never_enters_the_stream_after_a_normalized_repair
         assert result.audit.drifted_loss_tokens == 0 and result.audit.dropped_context_tokens == case.u
 
 
+def test_routing_through_a_reserialized_answer_skips_the_harness_copy(tok):
+    end = tok.im_end_id
+    p1, a1 = [1, 2, 3], [10, 11, 12, end]  # T_1: 7 ids, rows for positions [0, 6)
+    p2, a2 = [1, 2, 3, 10, 20, 21, end, 40, 41], [13]  # the harness re-rendered 11 12 as 20 21; c = 7
+    (s,) = run([turn(p1, a1, routed=True), turn(p2, a2, routed=True, start=0, offset=100)], tok=tok).samples
+    assert s.token_ids.tolist() == p1 + a1 + [40, 41, 13]
+    assert s.routing.shape == (9, L, K)
+    first = s.routing[:, 0, 0]
+    # stream positions 6..8 (the sampled <|im_end|>, 40, 41) take turn 2's rows at its positions 6..8: the
+    # harness's <|im_end|> (c - 1 = 6) on; rows of the harness's copy (positions 4, 5) are never used
+    assert first.tolist() == [0, 1, 2, 3, 4, 5, 106, 107, 108]
+
+
 def test_a_stripped_answer_tail_is_closed_once(tok):
     # Trailing whitespace stripped by the harness: the template's close follows the kept ids. A sampled
     # <|im_end|> stands for the harness's; a sample without one gets the harness's close as context glue.
