@@ -68,15 +68,22 @@ def _untrusted(entry):
 
 
 class _ProtectedNames:
-    """Resolves the standard library's and the toolchain's top-level names from unwritable entries only."""
+    """Resolves the standard library's and the toolchain's top-level names from trusted entries only.
+
+    Trusted: the interpreter's own standard library (the folder of ``os`` and its ``lib-dynload``) and any
+    ``sys.path`` entry this process cannot write.
+    """
 
     def __init__(self, names):
         self.names = names
+        stdlib = os.path.dirname(os.path.abspath(os.__file__))
+        self.stdlib = (stdlib, os.path.join(stdlib, "lib-dynload"))
 
     def find_spec(self, name, path=None, target=None):
         if path is not None or name not in self.names:
             return None
-        return PathFinder.find_spec(name, [p for p in sys.path if not _untrusted(p)])
+        trusted = [p for p in sys.path if p in self.stdlib or not _untrusted(p)]
+        return PathFinder.find_spec(name, trusted)
 
     def invalidate_caches(self):
         pass
