@@ -19,8 +19,13 @@ TOP_KEYS = {
     "check": str,
     "device": str,
     "dry_run": bool,
+    "size": str,
     "backend": str,
     "skipped": list,
+    "preflight": list,
+    "gdn_kernel": str,
+    "model_overrides": list,
+    "params": int,
     "model": str,
     "engine_dtype": str,
     "trainer_dtype": str,
@@ -50,14 +55,18 @@ def _load_check():
     return module
 
 
-def _run(*args: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess, dict]:
+def _run_lines(*args: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess, list[dict]]:
     proc = subprocess.run(
         ["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
     assert proc.returncode == 0, f"check.sh {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    return proc, [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _run(*args: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess, dict]:
+    proc, lines = _run_lines(*args, timeout=timeout)
     assert len(lines) == 1, f"expected one JSON line on stdout, got {len(lines)}:\n{proc.stdout[-2000:]}"
-    return proc, json.loads(lines[0])
+    return proc, lines[0]
 
 
 def _rows(memory: dict):
@@ -178,24 +187,24 @@ def test_bad_sizes_are_refused_before_any_work() -> None:
         check.parse_args(["--dry-run", "--device", "cuda:0"])
 
 
-def test_megatron_is_taken_from_the_registry_or_skipped_with_its_reason() -> None:
+def test_megatron_is_planned_from_the_registry_or_skipped_with_its_reason() -> None:
     check = _load_check()
     from t1_trainer.base import TRAINER_BACKENDS
 
-    skipped: list[str] = []
-    recipe_path = ROOT / "recipes" / "tiny-cpu.yaml"
-    name, cls, recipe = check._choose_backend(recipe_path, ["trainer.device=cpu"], "megatron", skipped)
-    if name == "megatron":
-        assert "megatron" in TRAINER_BACKENDS.kinds() and not skipped
-        assert recipe.trainer.backend == "megatron" and cls.preflight(recipe) == []
+    args = check.parse_args(["--dry-run", "--backend", "megatron"])
+    units = check.plan_runs(args, "cpu", cuda=False)
+    planned = [(u.size, name, u.overrides) for u in units for name, _, _ in u.backends]
+    if "megatron" in TRAINER_BACKENDS.kinds():
+        # the CPU builds no Gated DeltaNet in megatron: the same shape runs with full attention, said so
+        assert len(planned) == 1 and planned[0][:2] == ("tiny", "megatron")
+        assert check.FULL_ATTENTION in planned[0][2]
+        assert "full attention in every layer" in units[0].skipped[0]
+        assert units[0].recipe.model.num_linear_attention_layers == 0
+        assert units[0].recipe.model.dtype == "float32"  # bfloat16 only on CUDA
     else:
-        assert name == "torch" and cls is TRAINER_BACKENDS.load("torch")
-        assert recipe.trainer.backend == "torch"
-        assert len(skipped) == 1 and skipped[0].startswith("trainer.backend megatron: skipped (")
-        assert "the torch backend trained instead" in skipped[0] and "\n" not in skipped[0]
-    if "megatron" in TRAINER_BACKENDS.kinds() and not torch.cuda.is_available():
-        # the spec's own rule names the field: megatron trains on CUDA devices only
-        assert name == "torch" and "trainer.device" in skipped[0]
+        assert [p[1] for p in planned] == ["torch"]
+        assert units[0].skipped[0].startswith("trainer.backend megatron: skipped (")
+        assert "the torch backend trained instead" in units[0].skipped[0]
 
 
 @pytest.mark.gpu
@@ -206,3 +215,244 @@ def test_gpu_check_measures_every_term() -> None:
     for name, row in _rows(line["memory"]):
         assert row["measured_gib"] is not None and row["measured_gib"] >= 0, name
     assert line["gap_replay"] >= 0 and line["gap_live"] >= 0 and 0 <= line["flip_fraction"] <= 1
+
+
+# ---- preflight, sizes, backends, exit ------------------------------------------------------------------
+
+
+def _load_preflight():
+    spec = importlib.util.spec_from_file_location(
+        "t1_device_check_preflight", ROOT / "tools" / "device" / "check_preflight.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("fla", "triton", "capability", "refused"),
+    [
+        ("0.4.1", "3.6.0", (9, 0), True),  # the H200's image: Triton 3.6 on Hopper
+        ("0.4.1", "3.4.0", (9, 0), True),  # the range's lower end is included
+        ("0.4.1", "3.7.0+git1234", (9, 0), True),  # a local build's suffix is read as its release
+        ("0.4.1", "3.7.1", (9, 0), False),  # the upper end is excluded: fixed there
+        ("0.4.1", "3.3.1", (9, 0), False),
+        ("0.4.1", "3.6.0", (8, 0), False),  # Ampere: not affected
+        ("0.4.1", "3.6.0", (10, 0), False),  # Blackwell: not affected
+        (None, "3.6.0", (9, 0), False),  # no fla: nothing to refuse
+        ("0.4.1", None, (9, 0), False),
+        ("0.4.1", "3.6.0", None, False),  # no CUDA device
+    ],
+)
+def test_fla_triton_preflight_is_a_function_of_versions_and_capability(
+    fla, triton, capability, refused
+) -> None:
+    pre = _load_preflight()
+    line = pre.fla_triton_problem(fla, triton, capability)
+    assert (line is not None) == refused
+    if refused:
+        assert f"Triton {triton}" in line and "compute capability 9.0" in line and "chunk_bwd_dqkwg" in line
+        assert "torch implementation" in line
+
+
+def test_version_tuple_reads_the_leading_release() -> None:
+    pre = _load_preflight()
+    assert pre.version_tuple("3.6.0") == (3, 6, 0)
+    assert pre.version_tuple("3.7") == (3, 7, 0)
+    assert pre.version_tuple("3.7.1+cu130") == (3, 7, 1)
+    with pytest.raises(ValueError, match="no leading number"):
+        pre.version_tuple("dev")
+
+
+def test_block_fla_makes_transformers_bind_the_torch_gated_delta_rule(tmp_path: Path) -> None:
+    """With a stand-in ``fla`` importable, transformers binds it; after `block_fla`, its torch path."""
+    fake = tmp_path / "fla"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "def chunk_gated_delta_rule(q, k, v, g=None, beta=None, **kw):\n"
+        "    raise AssertionError('fla used')\n"
+    )
+    code = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])\n"
+        "import check_preflight as p\n"
+        "assert p.installed_fla() is not None\n"
+        "if sys.argv[3] == 'block': p.block_fla()\n"
+        "from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as m\n"
+        "q = torch.randn(1, 4, 2, 8)\n"
+        "try:\n"
+        "    m.torch_chunk_gated_delta_rule(q, q, q, torch.zeros(1, 4, 2), torch.ones(1, 4, 2))\n"
+        "    print('torch')\n"
+        "except AssertionError:\n"
+        "    print('fla')\n"
+    )
+    seen = {}
+    for mode in ("keep", "block"):
+        proc = subprocess.run(
+            ["python", "-c", code, str(tmp_path), str(ROOT / "tools" / "device"), mode],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        seen[mode] = proc.stdout.split()[-1]
+    assert seen == {"keep": "fla", "block": "torch"}
+
+
+def test_block_fla_refuses_when_too_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    pre = _load_preflight()
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe", object())
+    with pytest.raises(RuntimeError, match="already imported"):
+        pre.block_fla()
+
+
+def test_sizes_and_backends_are_comma_lists_checked_before_work() -> None:
+    check = _load_check()
+    args = check.parse_args(["--dry-run", "--sizes", "tiny,1b,tiny", "--backend", "torch,megatron"])
+    assert args.size_list == ["tiny", "1b"] and args.backends == ["torch", "megatron"]
+    for bad in (["--sizes", "7b"], ["--backend", "jax"], ["--sizes", ","]):
+        with pytest.raises(SystemExit) as e:
+            check.parse_args(["--dry-run", *bad])
+        assert e.value.code == 2
+
+
+def test_1b_shape_has_the_stated_parameter_count() -> None:
+    """The ``1b`` size's overrides give 1,359,751,232 actor parameters (counted on the meta device)."""
+    check = _load_check()
+    from t1_policy import build_model
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(ROOT / "recipes" / "tiny-cpu.yaml", check.SIZES["1b"])
+    m = recipe.model
+    assert (m.hidden_size, m.num_layers, m.num_experts, m.top_k, m.vocab_size) == (1024, 8, 64, 8, 248_320)
+    assert m.num_layers - m.num_linear_attention_layers == 2 and not m.tie_word_embeddings
+    with torch.device("meta"):
+        model = build_model(m, seed=0)
+    assert sum(p.numel() for p in model.parameters()) == 1_359_751_232
+
+
+@pytest.fixture(scope="module")
+def dry_run_both() -> list[dict]:
+    """The JSON lines of one CPU dry run of both sizes and both backends."""
+    return _run_lines("--dry-run", "--sizes", "tiny,1b", "--backend", "torch,megatron")[1]
+
+
+def test_dry_run_of_both_sizes_and_backends_prints_one_line_each(dry_run_both: list[dict]) -> None:
+    from t1_trainer.base import TRAINER_BACKENDS
+
+    got = [(r["size"], r["backend"]) for r in dry_run_both]
+    if "megatron" in TRAINER_BACKENDS.kinds():
+        assert got == [("tiny", "torch"), ("1b", "torch"), ("tiny", "megatron"), ("1b", "megatron")]
+    else:
+        assert got == [("tiny", "torch"), ("1b", "torch")]
+    for r in dry_run_both:
+        for key, kind in TOP_KEYS.items():
+            assert isinstance(r[key], kind), f"{r['size']}/{r['backend']}: {key}"
+        assert r["gap_replay"] < 1e-4 and r["loss_tokens"] == 12
+    big = [r for r in dry_run_both if r["size"] == "1b"]
+    for r in big:  # the dry run keeps the 1b shape's layers, experts, top-k and vocabulary
+        assert "model.num_experts=64" in r["model_overrides"] and "model.top_k=8" in r["model_overrides"]
+        assert "model.hidden_size=64" in r["model_overrides"]
+    for r in dry_run_both:
+        if r["backend"] == "megatron":
+            assert r["gdn_kernel"] == "none" and "model.full_attention_interval=1" in r["model_overrides"]
+            assert any("full attention in every layer" in s for s in r["skipped"])
+            assert r["capacity_constants"]["weight_bytes"] == 4.0  # float32 on the CPU
+        else:
+            assert r["gdn_kernel"] == "torch" and r["trainer_dtype"] == "float32"
+
+
+def test_progress_lines_name_every_phase_on_stderr() -> None:
+    proc, lines = _run_lines("--dry-run")
+    assert len(lines) == 1
+    phases = [
+        ln.split("] ", 1)[1].split(":", 1)[0]
+        for ln in proc.stderr.splitlines()
+        if ln.startswith("t1 device check [+")
+    ]
+    for phase in ("preflight", "build", "sample", "place", "train", "memory", "done"):
+        assert phase in phases, phases
+
+
+def test_a_failure_ends_the_process_at_once_with_its_phase(tmp_path: Path) -> None:
+    """A failed phase exits 1 with its phase even while a non-daemon thread (as the engine's) is alive."""
+    code = (
+        "import sys, threading, time; sys.path.insert(0, sys.argv[1]); import check\n"
+        "threading.Thread(target=time.sleep, args=(600,)).start()\n"
+        "check.run_and_exit(['--dry-run', '--recipe', sys.argv[2]])\n"
+    )
+    missing = tmp_path / "no-such-recipe.yaml"
+    proc = subprocess.run(
+        ["python", "-c", code, str(ROOT / "tools" / "device"), str(missing)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "device check failed in preflight after" in proc.stderr and "no-such-recipe.yaml" in proc.stderr
+
+
+class _FakeCuda:
+    """The five ``torch.cuda`` calls `Memory` makes, over scripted allocator figures."""
+
+    def __init__(self) -> None:
+        self.alloc = self.peak = self.reserved = 0
+
+    def synchronize(self, device) -> None:
+        pass
+
+    def memory_allocated(self, device) -> int:
+        return self.alloc
+
+    def max_memory_allocated(self, device) -> int:
+        return self.peak
+
+    def max_memory_reserved(self, device) -> int:
+        return self.reserved
+
+    def reset_peak_memory_stats(self, device) -> None:
+        self.peak = self.reserved = self.alloc
+
+
+def test_a_run_after_a_larger_one_does_not_inherit_its_peak() -> None:
+    check = _load_check()
+    memory = check.Memory(torch.device("cpu"))
+    cuda = _FakeCuda()
+    memory.torch, memory.cuda = type("T", (), {"cuda": cuda})(), True
+    memory.start_overall()
+    cuda.alloc, cuda.peak, cuda.reserved = 1 << 30, 40 << 30, 41 << 30  # the first run: 40 GiB peak
+    assert memory.overall_peak() == 40 << 30
+    memory.start_overall()  # the next, smaller run
+    cuda.peak, cuda.reserved = 2 << 30, 3 << 30
+    assert memory.overall_peak() == 2 << 30 and memory.overall_reserved_peak() == 3 << 30
+
+
+def test_megatron_rows_put_the_main_copy_with_the_gradients(tiny_model_spec) -> None:
+    """megatron: grads = DDP buffer + fp32 main copy (built with the backend), optimizer = Adam m and v."""
+    check = _load_check()
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(ROOT / "recipes" / "tiny-cpu.yaml")
+    pred = check.predicted_terms(recipe, 100, check.megatron_bytes("bfloat16"))
+    rec = check.PhaseRecorder(check.Memory(torch.device("cpu")))
+    mib = 1 << 20
+    rec.marks = {
+        "actor/start": {"alloc": 900 * mib, "peak": 900 * mib},
+        "actor/pre_step": {"alloc": 900 * mib, "peak": 1300 * mib},
+        "actor/end": {"alloc": 1140 * mib, "peak": 1300 * mib},
+    }
+    table = check.memory_table(pred, rec, {"actor": 60 * mib, "actor_grads": 240 * mib}, backend="megatron")
+    actor = table["actor"]
+    assert actor["weights"]["measured_gib"] == pytest.approx(60 / 1024)
+    assert actor["grads"]["measured_gib"] == pytest.approx(240 / 1024)
+    assert actor["optimizer"]["measured_gib"] == pytest.approx(240 / 1024)
+    assert actor["activations"]["measured_gib"] == pytest.approx(400 / 1024)
+    t = {term.name: term.bytes for term in pred["actor"].terms}
+    params_bytes = t["expert_weights"] + t["dense_weights"]  # 2 B per parameter
+    assert actor["grads"]["predicted_gib"] == pytest.approx(4 * params_bytes / GIB)  # (4 + 4) B
+    assert actor["optimizer"]["predicted_gib"] == pytest.approx(4 * params_bytes / GIB)  # (4 + 4) B
+    with pytest.raises(ValueError, match="float16"):
+        check.megatron_bytes("float16")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device check in one command: sample with the embedded engine, train one PPO step, print one JSON line
-# (keys in docs/device-check.md). Under 8 minutes on one H200; `--dry-run` runs it on the CPU for CI.
-# Usage: tools/device/check.sh [--dry-run] [--backend torch|megatron] [other tools/device/check.py flags]
+# per (size, backend) (keys in docs/device-check.md). Under 8 minutes on one H200; `--dry-run` runs it on the CPU.
+# Usage: tools/device/check.sh [--dry-run] [--backend torch,megatron] [--sizes tiny,1b] [other check.py flags]
 # Env: T1_DEVICE_CHECK_TIMEOUT_S (default 450 s) bounds the run; T1_WHEELS=DIR installs the wheels in DIR
 # into a private folder first (the lent GPU machine reaches no registry); T1_NO_UV=1 uses python3 even where
 # uv is installed. Exit: 0 the line was printed, 1 a phase failed, 2 bad arguments or no device, 124 timeout.
