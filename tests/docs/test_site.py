@@ -209,7 +209,7 @@ def test_exit_codes_match_the_cli(root: Path) -> None:
     text = (root / "docs" / "cli.md").read_text(encoding="utf-8")
     for code, word in (
         (EXIT_OK, "success"),
-        (EXIT_CHECK_FAILED, "check ran and failed"),
+        (EXIT_CHECK_FAILED, "the input is valid, but the check failed or the work cannot be done here"),
         (EXIT_INVALID_INPUT, "invalid input"),
         (EXIT_INTERRUPTED, "interrupted by Ctrl-C"),
     ):

@@ -30,6 +30,7 @@ from t1_capacity.split import balance_point, generation_work_from_rate
 from t1_spec import RecipeError
 
 app = typer.Typer(
+    rich_markup_mode=None,  # help text is plain: a [word] is printed, not read as Rich markup
     help="Check, search and calibrate parallelism plans against the closed-form memory model (T1 §7.1).",
     no_args_is_help=True,
 )
@@ -176,7 +177,7 @@ def calibrate(
 ) -> None:
     """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override.
 
-    Exit 2, with nothing else printed, for a bad recipe, CSV (naming file, line, row and column) or ``--out``.
+    Exit 2, with nothing else printed, for a bad recipe, CSV (naming file, line, row and column) or `--out`.
     """
     with reported(debug, invalid=INVALID):
         if out is not None:

@@ -1,8 +1,10 @@
 """`t1 recipe` verbs: validate, show, schema, diff.
 
 Exit codes: 0 success; 1 ``validate`` found a valid recipe that ``t1 train`` would refuse here (its
-preflight); 2 invalid input (a recipe that does not load or validate, a missing file, bad arguments). Errors
-go to stderr as one message naming the file and the dotted field, without a traceback unless ``--debug``.
+preflight: a part not built, a host tool missing, a path the recipe names that this machine lacks, a plan
+that does not fit); 2 invalid input (a recipe that does not load or validate, a missing file, bad
+arguments). Errors go to stderr as one message naming the file and the dotted field, without a traceback
+unless ``--debug``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from t1._errors import EXIT_CHECK_FAILED, EXIT_INVALID_INPUT, err_console, reported
+from t1._errors import EXIT_CHECK_FAILED, err_console, reported
 from t1_spec import (
     ABSENT,
     RecipeError,
@@ -31,6 +33,7 @@ from t1_spec import (
 from t1_spec.schema import SECTION_TYPES, all_schemas, render
 
 app = typer.Typer(
+    rich_markup_mode=None,  # help text is plain: a [word] is printed, not read as Rich markup
     help="Validate, print, diff recipes and export the spec's JSON Schemas (schema: t1/v1).",
     no_args_is_help=True,
 )
@@ -85,10 +88,12 @@ def validate(
     ] = False,
     debug: Debug = False,
 ) -> None:
-    """Validate a recipe and run t1 train's preflight on it (exit 2: invalid; 1: t1 train would refuse it).
+    """Validate a recipe and run t1 train's preflight on it (exit 2: invalid; 1: not runnable here).
 
-    A path of the recipe that is unusable here (a pool that does not load or is too small for one step, a
-    ``logging.run_root`` that takes no directory) is invalid input, exit 2, as in ``t1 train``.
+    Exit 0: valid, and t1 train's preflight accepts it on this machine. Exit 1: valid, but not runnable here;
+    a path of the recipe that is unusable here (a pool that does not load or is too small for one step, a
+    checkpoint or `logging.run_root` this machine lacks) is among those reasons, as in `t1 train`. Exit 2:
+    the recipe does not load or validate (the spec and the paper's rules).
 
     The preflight is the one `t1 train` runs before any work: backends built, host tools present, settings the
     loop runs, and the capacity model's admission of the plan (T1 §7.1, Eq. 21); its lines are printed as
@@ -128,7 +133,8 @@ def validate(
             out.print("  [green]runnable here[/]: t1 train's preflight accepts it")
             return
         err_console.print(f"[bold red]error:[/] {escape(verdict.message())}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INVALID_INPUT if verdict.invalid else EXIT_CHECK_FAILED)
+        # The recipe is valid (printed above): whatever this machine lacks, paths included, is exit 1.
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 @app.command()
@@ -185,8 +191,8 @@ def diff(
 ) -> None:
     """Show what a recipe changes against its base: dotted field, base value, new value (with defaults).
 
-    Overrides apply to the recipe (the new side); with no ``extends:`` and no ``--against``, the base is the
-    recipe itself, so ``t1 recipe diff R ppo.steps=1`` shows what the overrides change.
+    Overrides apply to the recipe (the new side); with no `extends:` and no `--against`, the base is the
+    recipe itself, so `t1 recipe diff R ppo.steps=1` shows what the overrides change.
     """
     with reported(debug, invalid=INVALID):
         base_path = against if against is not None else base_of(recipe)

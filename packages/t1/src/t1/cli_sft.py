@@ -9,8 +9,9 @@ tokens and writes ``<sft.output>/weights/actor.safetensors``; ``model.init: chec
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
-from t1._errors import err_console, reported
+from t1._errors import EXIT_CHECK_FAILED, err_console, reported
 from t1_spec import RecipeError
 
 
@@ -31,9 +32,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit the actor to expert trajectories (the recipe's sft section) and save it for `t1 train`.
 
-        Exit codes: 0 the weights were written; 2 the recipe is invalid, has no sft section, or a path in it
-        is unusable (an existing SFT directory without --overwrite, a missing trajectories file); 1 the fit
-        failed (no replay passed, a non-finite update).
+        Exit codes: 0 the weights were written; 2 the recipe is invalid, has no sft section, or its SFT
+        directory exists and --overwrite was not given; 1 a file the valid recipe names is missing here (the
+        trajectories file, a checkpoint), or the fit failed (no replay passed, a non-finite update).
         """
         with reported(debug, invalid=(RecipeError, FileExistsError)):
             from t1.run.sft import run_sft, sft_output
@@ -52,7 +53,12 @@ def register(app: typer.Typer) -> None:
                     )
 
             err_console.print(f"sft: {spec.name} -> {out}", highlight=False)
-            result = run_sft(spec, overwrite=overwrite, on_epoch=show)
+            try:
+                result = run_sft(spec, overwrite=overwrite, on_epoch=show)
+            except FileNotFoundError as exc:
+                # the recipe is valid; a file it names is absent on this machine: exit 1, as t1 train does
+                err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+                raise typer.Exit(EXIT_CHECK_FAILED) from None
             for line in result.dropped:
                 err_console.print(f"[yellow]left out:[/] {line}", highlight=False, soft_wrap=True)
             first, last = result.epochs[0], result.epochs[-1]

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` a
     from t1_rollout.validate import CheckResult, SandboxLedger
 
 app = typer.Typer(
+    rich_markup_mode=None,  # help text is plain: a [word] is printed, not read as Rich markup
     help="List, summarise, validate, audit and compare task pools (Harbor task bundles).",
     no_args_is_help=True,
 )
@@ -291,12 +292,12 @@ def validate(
 
     Each check runs in a fresh local sandbox (bubblewrap, as root), with the task.toml's [agent] timeout_sec
     for the solution and [verifier] timeout_sec for the verifier. Broken bundles are reported as failures
-    next to the validated tasks. A task whose assertion count is not known statically (shown as ``?`` by
-    ``list``) is checked against the count its verifier reports. Exit 0 when every bundle is valid, 1
-    otherwise (or when this machine cannot run local sandboxes, said once up front), 2 for a ``--keep`` that
-    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed). ``--record FILE`` writes
+    next to the validated tasks. A task whose assertion count is not known statically (shown as `?` by
+    `list`) is checked against the count its verifier reports. Exit 0 when every bundle is valid, 1
+    otherwise (or when this machine cannot run local sandboxes, said once up front), 2 for a `--keep` that
+    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed). `--record FILE` writes
     what was observed (per task: verdict, oracle and do-nothing counts, report format, solve and verifier
-    times, failure causes; format in ``t1_tasks.validation``), read by ``t1 tasks stats --validated FILE``.
+    times, failure causes; format in `t1_tasks.validation`), read by `t1 tasks stats --validated FILE`.
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):

@@ -36,7 +36,7 @@ def overlap(
     """Near-duplicate tasks between a training pool and evaluation pools (T1 §3: disjoint by construction).
 
     Instruction and test content are compared as word 5-gram sets: MinHash LSH finds the candidates, the exact
-    Jaccard decides (``t1_tasks.overlap``). Pairs at or above the threshold are listed closest first. Exit 0
+    Jaccard decides (`t1_tasks.overlap`). Pairs at or above the threshold are listed closest first. Exit 0
     when none is found, 1 when any is (or a bundle is broken: it is not compared), 2 for an unloadable pool.
     """
     code = EXIT_OK
@@ -135,10 +135,10 @@ def audit(
     """Audit every task on the eight-dimension rubric: static checks, optionally the LLM judge (T1 §3.2).
 
     Static checks find test leakage, solution shortcuts and hidden-requirement candidates in the bundle's
-    files; with ``--validated`` the validation record adds the weak-verifier, correctness and coverage checks.
-    ``--judge`` scores all eight dimensions through an OpenAI-compatible endpoint (``--base-url``,
-    ``--model``, key from ``$OPENAI_API_KEY``). ``--out FILE`` writes one JSONL row per task (what a recipe's
-    ``pool.audit.file`` reads). Exit 0 when every task is admitted, 1 when one is rejected, has a judge
+    files; with `--validated` the validation record adds the weak-verifier, correctness and coverage checks.
+    `--judge` scores all eight dimensions through an OpenAI-compatible endpoint (`--base-url`,
+    `--model`, key from `$OPENAI_API_KEY`). `--out FILE` writes one JSONL row per task (what a recipe's
+    `pool.audit.file` reads). Exit 0 when every task is admitted, 1 when one is rejected, has a judge
     failure or is a broken bundle, 2 for invalid input (no judge model, an unreadable record).
     """
     code = EXIT_OK

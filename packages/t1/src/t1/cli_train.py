@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
-from t1._errors import EXIT_INTERRUPTED, err_console, reported
+from t1._errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, err_console, reported
 from t1_spec import RecipeError
 
 
@@ -31,12 +32,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train a recipe: critic warm-up if enabled, then PPO steps; writes a run directory.
 
-        Exit codes: 0 the run finished; 2 the recipe is invalid or a path in it is unusable (no run directory
-        is created); 1 the run failed, or the preflight refused the recipe before any work (a part not built,
-        a missing host tool, a plan the capacity model refuses); 130 interrupted by Ctrl-C, SIGTERM or SIGHUP
+        Exit codes: 0 the run finished; 2 the recipe is invalid (it does not load or validate; no run
+        directory is created); 1 the run failed, or the preflight refused the valid recipe before any work (a
+        part not built, a missing host tool, a path the recipe names that is unusable here, a plan the
+        capacity model refuses), as `t1 recipe validate` does; 130 interrupted by Ctrl-C, SIGTERM or SIGHUP
         (the run directory is kept, marked "interrupted" in status.json).
 
-        With ``--resume RUN_DIR`` the run continues in RUN_DIR after its latest checkpoint's PPO step, with
+        With `--resume RUN_DIR` the run continues in RUN_DIR after its latest checkpoint's PPO step, with
         the weights, optimizer states, counters, task order and RNG states saved there (`t1.run.resume`);
         an override that would change the run's identity, or a missing, corrupt or foreign checkpoint, is
         refused by name (exit 2) before anything is built.
@@ -48,7 +50,7 @@ def register(app: typer.Typer) -> None:
             # SIGTERM and SIGHUP stop the run as Ctrl-C does (trials cancelled, sandboxes reclaimed, the run
             # directory marked "interrupted"), from the first moment: the handlers go in before any import.
             with stop_signals() as token, reported(debug, invalid=(RecipeError,)):
-                from t1.run import RunFailed
+                from t1.run import PreflightError, RunFailed
                 from t1.run.runtimes import RUNTIMES
                 from t1_spec import load_recipe
 
@@ -68,9 +70,15 @@ def register(app: typer.Typer) -> None:
                 else:
                     spec = load_recipe(recipe, overrides or [])
                     resolved = spec.model_dump(mode="json", by_alias=True)
-                run = RUNTIMES.load(spec.runtime.kind).from_spec(
-                    spec, resolved, stop=token, resume_from=checkpoint
-                )
+                try:
+                    run = RUNTIMES.load(spec.runtime.kind).from_spec(
+                        spec, resolved, stop=token, resume_from=checkpoint
+                    )
+                except PreflightError as exc:
+                    # a valid recipe this machine cannot run (a path it lacks included): exit 1, as validate
+                    message = f"[bold red]error:[/] {escape(str(exc))}"
+                    err_console.print(message, highlight=False, soft_wrap=True)
+                    raise typer.Exit(EXIT_CHECK_FAILED) from None
                 try:
                     run.run()
                 except ValueError as exc:  # once the run has started, a failure is the run's (exit 1)
