@@ -183,13 +183,23 @@ def summarize(runs: list[dict[str, Any]], window: int = 5) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--vocab", type=int, default=4096)
-    ap.add_argument("--arms", default="ppo,null,bad_critic")
-    ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-cpu.yaml")
+    arms = "; ".join(f"{a.name}: actor LR {a.actor_lr:g}, critic LR {a.critic_lr:g}" for a in ARMS.values())
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog=f"Arms: {arms} (null: the reward is a 1/8 coin that ignores the answer). Prints one line "
+        "per arm and a JSON object last; nothing asserts.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    ap.add_argument("--seeds", type=int, default=5, help="seeds per arm (each a fresh model and sampler)")
+    ap.add_argument("--steps", type=int, default=40, help="PPO steps per seed")
+    ap.add_argument("--batch", type=int, default=16, help="samples per step (one sampled token each)")
+    ap.add_argument(
+        "--vocab", type=int, default=4096, help="vocabulary size of the tiny model (248320: the real one)"
+    )
+    ap.add_argument("--arms", default="ppo,null,bad_critic", help="comma-separated arms to run, in order")
+    ap.add_argument(
+        "--recipe", type=Path, default=ROOT / "recipes" / "tiny-cpu.yaml", help="recipe whose model is used"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     out: dict[str, Any] = {"bench": "learning", "steps": args.steps, "batch": args.batch, "vocab": args.vocab}
@@ -207,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         out[name] = fig
         ev = fig["ev_last"]
         print(
-            f"{name:<11} actor {arm.actor_lr:.0e} critic {arm.critic_lr:.0e}"
+            f"{name:<11} actor {arm.actor_lr:g} critic {arm.critic_lr:g}"
             f"{' null reward' if arm.null_reward else ''}: success start "
             f"{fig['start']['median']:.3f} [{fig['start']['min']:.3f}, {fig['start']['max']:.3f}] -> end "
             f"{fig['end']['median']:.3f} [{fig['end']['min']:.3f}, {fig['end']['max']:.3f}]; slope/step "
