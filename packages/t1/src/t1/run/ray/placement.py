@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import socket
 import time
@@ -248,7 +249,9 @@ class RayCluster:
                 raise RuntimeError(f"runtime.ray: the local Ray cluster did not start ({exc})") from exc
             cluster = cls(address=node.address, local=True, node=node)
             try:
-                ray.init(address=node.address, log_to_driver=False)
+                # the driver joins the head it just started: Ray's "Connecting to existing Ray cluster" (INFO)
+                # would read as if another cluster were used, so its INFO lines are off for this join
+                ray.init(address=node.address, log_to_driver=False, logging_level=logging.WARNING)
             except BaseException:
                 cluster.stop()
                 raise
