@@ -19,8 +19,10 @@ from t1_spec._base import Spec
 class RaySpec(Spec):
     """The Ray cluster of a ``runtime.kind: ray`` run and how many actors of each role it places.
 
-    Liveness probes, fault recovery, partial-rollout continuation, resume of the Ray loop, data-parallel
-    trainer workers and NCCL weight publication are not built: a dead actor fails the run.
+    Built: liveness probes of the engine replicas and sandbox hosts (the ``liveness`` section; a lost one is
+    dropped and the run goes on with the rest) and checkpoints with ``t1 train --resume``. Not built:
+    replacing a lost actor, probing the trainer worker (its loss fails the run), partial-rollout
+    continuation, data-parallel trainer workers and NCCL weight publication.
     """
 
     address: str | None = Field(default=None, min_length=1)
