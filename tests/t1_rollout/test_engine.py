@@ -82,6 +82,25 @@ async def test_top_k_one_is_greedy(engine):
     greedy = await engine.generate(PROMPT, SamplingParams(temperature=0, max_new_tokens=5))
     topk1 = await engine.generate(PROMPT, SamplingParams(top_k=1, max_new_tokens=5, seed=9))
     assert topk1.output_ids == greedy.output_ids
+    # The distribution drawn from is a point mass on the argmax: log 1, not the untruncated softmax's.
+    assert topk1.output_logprobs == greedy.output_logprobs == [0.0] * 5
+
+
+async def test_truncated_logprobs_match_the_renormalised_teacher_forced_distribution(engine):
+    sampling = SamplingParams(temperature=0.8, top_k=20, top_p=0.9, max_new_tokens=8, seed=4)
+    gen = await engine.generate(PROMPT, sampling)
+    with torch.no_grad(), replay_routing(engine.model, gen.routed_experts):
+        logits = engine.model(torch.tensor([PROMPT + gen.output_ids])).logits[0]
+    for pos, (tok, lp) in enumerate(zip(gen.output_ids, gen.output_logprobs, strict=True)):
+        z = logits[len(PROMPT) - 1 + pos, : engine.vocab_limit].double() / 0.8
+        p = torch.softmax(z, -1)
+        top = torch.topk(p, 20)
+        q = top.values / top.values.sum()  # top-k renormalised, descending
+        kept = int((torch.cumsum(q, 0) - q < 0.9).sum())
+        ids_kept = top.indices[:kept].tolist()
+        assert tok in ids_kept
+        expected = float(z[tok] - torch.logsumexp(z[ids_kept], 0))
+        assert abs(lp - expected) < 1e-5
 
 
 async def test_next_turn_reuses_prefix_and_matches_fresh_prefill(fresh):

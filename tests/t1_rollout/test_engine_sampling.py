@@ -34,12 +34,49 @@ def test_top_p_keeps_smallest_prefix_reaching_the_mass():
     assert set(c) == {0, 1} and abs(c[0] / 4000 - 0.625) < 0.03
 
 
-def test_reported_logprob_is_untruncated_and_temperature_scaled():
+def truncated_logprob(token, temperature, keep):
+    """log of the renormalised probability of ``token`` over ``keep``, from PROBS by hand (no torch)."""
+    z = [math.log(p) / temperature for p in PROBS]
+    return z[token] - math.log(sum(math.exp(z[i]) for i in keep))
+
+
+@pytest.mark.parametrize(
+    ("params", "keep"),
+    [
+        # temperature 0.5 squares the odds: 0.25 : 0.09 : 0.0225 : 0.0025 (mass 0.365).
+        (SamplingParams(top_k=2, temperature=0.5), (0, 1)),
+        # top-p 0.9 at T = 0.5: shares 0.685, 0.247, 0.062, ...: 0.685 < 0.9 so id 1 stays, then 0.932.
+        (SamplingParams(top_p=0.9, temperature=0.5), (0, 1)),
+        # T = 1, top-p 0.85: cumulative 0.5, 0.8, 0.95: ids 0, 1, 2 stay (0.8 < 0.85).
+        (SamplingParams(top_p=0.85), (0, 1, 2)),
+        # min-p 0.2: keep p >= 0.1 -> ids 0, 1, 2.
+        (SamplingParams(min_p=0.2), (0, 1, 2)),
+        # top-k 3 then top-p 0.6 over the renormalised 0.526 / 0.316 / 0.158: ids 0, 1.
+        (SamplingParams(top_k=3, top_p=0.6), (0, 1)),
+    ],
+)
+def test_reported_logprob_is_the_truncated_renormalised_probability(params, keep):
+    g = torch.Generator().manual_seed(0)
+    seen = set()
+    for _ in range(200):
+        token, lp = sample_token(LOGITS, params, g, vocab_limit=4)
+        seen.add(token)
+        assert token in keep
+        assert lp == pytest.approx(truncated_logprob(token, params.temperature, keep), abs=1e-5)
+    assert seen == set(keep)
+
+
+def test_top_k_one_reports_log_one_not_the_softmax():
     g = torch.Generator().manual_seed(0)
     token, lp = sample_token(LOGITS, SamplingParams(top_k=1, temperature=0.5), g, vocab_limit=4)
-    z = [2 * math.log(p) for p in PROBS]
-    assert token == 0
-    assert lp == pytest.approx(z[0] - math.log(sum(math.exp(v) for v in z)), abs=1e-6)
+    assert token == 0 and lp == pytest.approx(0.0, abs=1e-6)
+
+
+def test_untruncated_logprob_is_the_temperature_scaled_softmax_the_trainer_reads():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        token, lp = sample_token(LOGITS, SamplingParams(temperature=0.7), g, vocab_limit=4)
+        assert lp == pytest.approx(truncated_logprob(token, 0.7, range(4)), abs=1e-6)
 
 
 def test_ids_beyond_the_vocab_limit_are_never_drawn():
@@ -47,7 +84,7 @@ def test_ids_beyond_the_vocab_limit_are_never_drawn():
     assert max(counts(SamplingParams(), n=500, logits=logits, vocab_limit=4)) < 4
 
 
-def test_greedy_takes_the_argmax_and_reports_temperature_one():
+def test_greedy_takes_the_argmax_with_log_prob_zero():
     g = torch.Generator().manual_seed(0)
     token, lp = sample_token(LOGITS, SamplingParams(temperature=0), g, vocab_limit=4)
-    assert token == 0 and lp == pytest.approx(math.log(0.5), abs=1e-6)
+    assert token == 0 and lp == 0.0

@@ -285,6 +285,14 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "trainer.backend",
         "trainer.backend: torch",
     ),
+    ("engine.sampling_greedy", "tiny", ("engine.sampling.top_k=1",), "engine.sampling.top_k", "argmax"),
+    (
+        "engine.sampling_truncated",
+        "prod",
+        ("engine.sampling.top_p=0.95", "engine.sampling.top_k=20"),
+        "engine.sampling.top_k",
+        "never sampled",
+    ),
     ("engine.replicas_fill_partition", "prod", ("engine.replicas=4",), "engine.replicas", "fill"),
     ("engine.sglang_needs_devices", "tiny", ("engine.kind=sglang",), "plan.inference_devices", "engine.urls"),
     (
@@ -455,3 +463,29 @@ def test_tokenizer_id_count_matches_the_real_tokenizer() -> None:
     from t1_tito import load_tokenizer
 
     assert load_tokenizer("qwen3.5").vocab_size == TOKENIZER_ID_COUNTS["qwen3.5"] == 248_077
+
+
+def test_greedy_in_any_form_gets_one_message(tiny_path, problems_of) -> None:
+    by_temperature = problems_of(tiny_path, "engine.sampling.temperature=0")
+    by_top_k = problems_of(tiny_path, "engine.sampling.top_k=1")
+    assert [p.rule for p in by_temperature] == [p.rule for p in by_top_k] == ["engine.sampling_greedy"]
+    assert by_temperature[0].field == "engine.sampling.temperature"
+    assert by_temperature[0].message.split(" (override")[0] == by_top_k[0].message.split(" (override")[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (("engine.sampling.top_p=0.95",), "top_p = 0.95"),
+        (("engine.sampling.min_p=0.05",), "min_p = 0.05"),
+        (("engine.sampling.top_k=2",), "top_k = 2"),
+    ],
+)
+def test_each_truncation_is_refused_by_name_for_training(overrides, named, tiny_path, problems_of) -> None:
+    probs = problems_of(tiny_path, *overrides)
+    assert [p.rule for p in probs] == ["engine.sampling_truncated"] and named in probs[0].message
+
+
+def test_evaluation_decoding_may_still_truncate(tiny_path) -> None:
+    r = load_recipe(tiny_path, ["evaluation.top_k=1", "evaluation.top_p=0.5"])
+    assert r.evaluation.top_k == 1 and r.evaluation.top_p == 0.5

@@ -313,6 +313,7 @@ async def _sample(
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         top_k=sampling.top_k,
+        min_p=sampling.min_p,
         max_new_tokens=max_new_tokens,
         stop_token_ids=tuple(tito.tokenizer.eos_ids),
         seed=None if sampling.seed is None else sampling.seed + len(episode.turns),

@@ -12,19 +12,69 @@ from t1_spec._base import Spec, Violation, raise_if
 class SamplingSpec(Spec):
     """Decoding parameters of training rollouts.
 
-    PPO's importance ratio assumes tokens are sampled from the policy itself, so training samples at
-    temperature 1 with top-p and top-k off (chosen; the paper gives evaluation decoding only, T1 §6).
+    PPO's importance ratio divides the trainer's probability of each sampled token by the behaviour
+    policy's, and the trainer scores ``log_softmax(logits / temperature)`` over the whole vocabulary. So a
+    training recipe samples that very distribution: temperature > 0 and no truncation (top-k, top-p and
+    min-p off). Greedy decoding (``engine.sampling_greedy``) and truncated decoding
+    (``engine.sampling_truncated``) are refused; evaluation keeps its own decoding
+    (``evaluation.temperature``, ``top_p``, ``top_k``), which may truncate (T1 §6).
     """
 
-    temperature: float = Field(default=1.0, gt=0)
-    """Softmax temperature (dimensionless); 1.0 samples the policy's own distribution."""
+    temperature: float = Field(default=1.0, ge=0)
+    """Softmax temperature (dimensionless); 1.0 samples the policy's own distribution; 0 (greedy) is refused
+    for training."""
 
     top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling: keep the smallest set of tokens holding this probability mass (fraction); 1.0 = off.
-    """
+    """Nucleus sampling: keep the smallest set of tokens holding this probability mass (fraction); 1.0 = off,
+    the only value training admits."""
 
     top_k: int = Field(default=0, ge=0)
-    """Keep only the k most likely tokens (tokens); 0 = off."""
+    """Keep only the k most likely tokens (tokens); 0 = off, the only value training admits."""
+
+    min_p: float = Field(default=0.0, ge=0, lt=1)
+    """Keep tokens whose probability is at least this fraction of the most likely token's (fraction);
+    0.0 = off, the only value training admits."""
+
+    @model_validator(mode="after")
+    def _check(self) -> SamplingSpec:
+        raise_if(sampling_violations(self))
+        return self
+
+
+def sampling_violations(s: SamplingSpec) -> list[Violation]:
+    """Rules of ``SamplingSpec`` (field paths relative to the sampling section).
+
+    Greedy decoding in any statically visible form (temperature 0, ``top_k: 1``) gets one rule and one
+    message; a ``top_p`` so small that it is greedy in practice depends on the logits and is caught as
+    truncation.
+    """
+    v: list[Violation] = []
+    greedy = "temperature" if s.temperature == 0 else "top_k" if s.top_k == 1 else None
+    if greedy is not None:
+        v.append(
+            Violation(
+                "engine.sampling_greedy",
+                greedy,
+                "greedy decoding (temperature: 0 or top_k: 1) makes every sampled token the argmax, so "
+                "the behaviour policy is a point mass that the trainer's softmax never matches and PPO's "
+                "ratio is meaningless; train with temperature > 0 and top_k: 0 (evaluation.temperature "
+                "and evaluation.top_k may decode greedily for greedy evaluation)",
+            )
+        )
+        return v
+    cuts = [f for f, on in (("top_k", s.top_k > 1), ("top_p", s.top_p < 1), ("min_p", s.min_p > 0)) if on]
+    if cuts:
+        v.append(
+            Violation(
+                "engine.sampling_truncated",
+                cuts[0],
+                f"{', '.join(f'{f} = {getattr(s, f)}' for f in cuts)} truncates the sampling "
+                "distribution, but the trainer scores tokens under the untruncated one, so PPO's ratio "
+                "would compare against a policy that never sampled (a trainer-side truncation is not "
+                "built); set top_k: 0, top_p: 1.0, min_p: 0.0 (evaluation.top_p / top_k may truncate)",
+            )
+        )
+    return v
 
 
 class EmbeddedEngineSpec(Spec):

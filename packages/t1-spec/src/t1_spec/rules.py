@@ -318,6 +318,20 @@ RULES: tuple[Rule, ...] = (
         "T1 launches the servers on those devices",
     ),
     Rule(
+        "engine.sampling_greedy",
+        "engine.sampling.top_k",
+        "training decodes with `temperature > 0` and `top_k != 1`",
+        "PPO's ratio needs the behaviour policy's probability; greedy decoding is a point mass the "
+        "trainer's softmax never matches",
+    ),
+    Rule(
+        "engine.sampling_truncated",
+        "engine.sampling.top_k",
+        "training decodes untruncated: `top_k: 0`, `top_p: 1`, `min_p: 0`",
+        "the trainer scores the untruncated temperature-scaled distribution (trainer-side truncation is "
+        "not built); evaluation may truncate (T1 §6)",
+    ),
+    Rule(
         "engine.urls_match_replicas",
         "engine.replicas",
         "one url per replica when urls are given",

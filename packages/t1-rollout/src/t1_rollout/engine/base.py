@@ -62,9 +62,10 @@ class SamplingParams:
     """Decoding parameters of one request (SGLang ``sampling_params``).
 
     Attributes:
-        temperature: softmax temperature; 0 = greedy (log-probs then reported at temperature 1, as SGLang).
+        temperature: softmax temperature; 0 = greedy.
         top_p: nucleus mass; 1.0 = off.
         top_k: keep the k most likely ids; 0 = off.
+        min_p: keep ids with probability >= min_p x the most likely one's; 0.0 = off.
         max_new_tokens: generation budget, tokens (>= 1).
         stop_token_ids: ids that end generation (kept as the last output id), e.g. Qwen ``<|im_end|>`` 248046
             and ``<|endoftext|>`` 248044.
@@ -75,6 +76,7 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float = 0.0
     max_new_tokens: int = 128
     stop_token_ids: tuple[int, ...] = ()
     seed: int | None = None
@@ -86,6 +88,8 @@ class SamplingParams:
             raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
         if self.top_k < 0:
             raise ValueError(f"top_k={self.top_k} must be >= 0 (0 = off)")
+        if not 0 <= self.min_p < 1:
+            raise ValueError(f"min_p={self.min_p} must be in [0, 1) (0 = off)")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
 
@@ -94,7 +98,7 @@ class SamplingParams:
         """A request's decoding parameters from the recipe's ``engine.sampling`` section.
 
         Args:
-            sampling: temperature, top-p and top-k of training rollouts.
+            sampling: temperature, top-p, top-k and min-p of training rollouts.
             max_new_tokens: the per-turn budget, tokens (``rollout.max_new_tokens``).
             seed: the request's sampling seed; None = drawn from the engine.
 
@@ -105,6 +109,7 @@ class SamplingParams:
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k,
+            min_p=sampling.min_p,
             max_new_tokens=max_new_tokens,
             seed=seed,
         )
@@ -116,8 +121,11 @@ class Generation:
 
     Attributes:
         output_ids: sampled ids, ``[completion_tokens]`` (a stop id, when hit, is the last one).
-        output_logprobs: ``log_softmax(logits / temperature)`` at each sampled id, ``[completion_tokens]``
-            (untruncated by top-p/top-k; see `t1_policy.token_logprobs`); empty when not requested.
+        output_logprobs: log-prob of each sampled id, ``[completion_tokens]``; empty when not requested.
+            The embedded engine reports it under the distribution it drew from (temperature, top-k, top-p,
+            min-p, renormalised: `t1_rollout.engine.sampling.sampling_logprobs`); SGLang reports
+            ``log_softmax(logits / temperature)``, untruncated. The two agree when no cut is active, the
+            only decoding a training recipe admits.
         routed_experts: int32 ``[rows, L, k]`` with
             ``rows = len(input_ids) + len(output_ids) - 1 - start_len``; None when not requested.
         routed_experts_start_len: first row covered (SGLang ``routed_experts_start_len``).

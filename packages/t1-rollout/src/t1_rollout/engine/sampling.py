@@ -1,4 +1,4 @@
-"""Choosing the next token from one position's logits: temperature, top-k, top-p, seeded."""
+"""Choosing the next token from one position's logits: temperature, top-k, top-p, min-p, seeded."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from t1_policy import logprob_vector
 from t1_rollout.engine.base import SamplingParams
 
-__all__ = ["draw", "sample_token"]
+__all__ = ["draw", "sample_token", "sampling_logprobs"]
 
 
 def draw(weights_v: torch.Tensor, generator: torch.Generator) -> int:
@@ -21,15 +21,56 @@ def draw(weights_v: torch.Tensor, generator: torch.Generator) -> int:
     return int(torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1))
 
 
+def sampling_logprobs(logits_v: torch.Tensor, params: SamplingParams, *, vocab_limit: int) -> torch.Tensor:
+    """Log-probs of the distribution a token is drawn from: temperature, then top-k, top-p, min-p.
+
+    Each cut is taken on the distribution the previous one left, renormalised (the order SGLang and vLLM
+    apply them): top-k keeps the ids whose log-prob reaches the k-th largest (ties kept); top-p keeps the
+    smallest most-likely prefix whose mass reaches ``top_p`` (the most likely id always stays); min-p keeps
+    ids with probability >= ``min_p`` x the largest. What is left is renormalised and dropped ids get
+    ``-inf``. Temperature 0 is the point mass on the argmax (log-prob 0 there). With no cut active this is
+    exactly `t1_policy.logprob_vector`, what the trainer recomputes.
+
+    Args:
+        logits_v: float ``[vocab]`` logits of the last position.
+        params: decoding parameters.
+        vocab_limit: number of real ids; ids beyond it are dropped (Qwen3.5's padded embedding rows).
+
+    Returns:
+        float32 ``[vocab_limit]`` log-probabilities (``-inf`` on dropped ids).
+    """
+    logp = logprob_vector(logits_v, params.temperature, vocab_limit=vocab_limit)
+    if params.temperature == 0:
+        point = torch.full_like(logp, float("-inf"))
+        point[int(torch.argmax(logp))] = 0.0
+        return point
+    keep = torch.ones_like(logp, dtype=torch.bool)
+    if 0 < params.top_k < logp.shape[0]:
+        kth = torch.topk(logp, params.top_k).values[-1]
+        keep &= logp >= kth
+    if params.top_p < 1.0:
+        p = torch.softmax(logp.masked_fill(~keep, float("-inf")), dim=-1)
+        sorted_p, order = torch.sort(p, descending=True)
+        # An id stays while the mass strictly before it is below top_p (the most likely id always stays).
+        stays = torch.cumsum(sorted_p, dim=-1) - sorted_p < params.top_p
+        keep &= torch.zeros_like(keep).scatter(0, order, stays)
+    if params.min_p > 0.0:
+        keep &= logp >= logp.max() + torch.log(torch.tensor(params.min_p, dtype=logp.dtype))
+    if bool(keep.all()):
+        return logp
+    return torch.log_softmax(logp.masked_fill(~keep, float("-inf")), dim=-1)
+
+
 def sample_token(
     logits_v: torch.Tensor, params: SamplingParams, generator: torch.Generator, *, vocab_limit: int
 ) -> tuple[int, float]:
-    """Samples one id from ``logits_v`` and returns it with its rollout log-prob.
+    """Samples one id from ``logits_v`` and returns it with its log-prob under the distribution drawn from.
 
-    Ids ``>= vocab_limit`` (Qwen3.5's padded embedding rows) are never sampled. Top-k then top-p truncate the
-    temperature-scaled distribution and the draw is renormalised over what is left; the REPORTED log-prob is
-    read from `t1_policy.logprob_vector` (temperature-scaled, untruncated, over the real ids), which is
-    exactly what `token_logprobs` computes for the trainer, as SGLang reports it.
+    The distribution is `sampling_logprobs` (temperature, top-k, top-p, min-p, renormalised), so the
+    reported log-prob is that of the behaviour policy that actually sampled the id. Without truncation it
+    is `t1_policy.token_logprobs`' temperature-scaled log-prob, what the trainer recomputes; training with a
+    truncation or greedily is refused by the recipe (``engine.sampling_truncated``,
+    ``engine.sampling_greedy``), since the trainer scores the untruncated distribution.
 
     Args:
         logits_v: float ``[vocab]`` logits of the last position.
@@ -38,21 +79,11 @@ def sample_token(
         vocab_limit: number of real ids.
 
     Returns:
-        ``(token_id, logprob)``.
+        ``(token_id, logprob)``; at temperature 0 the argmax and 0.0.
     """
-    logp = logprob_vector(logits_v, params.temperature, vocab_limit=vocab_limit)
+    logp = sampling_logprobs(logits_v, params, vocab_limit=vocab_limit)
     if params.temperature == 0:
         token = int(torch.argmax(logp))
     else:
-        weights = logp.exp()
-        if 0 < params.top_k < weights.shape[0]:
-            kth = torch.topk(logp, params.top_k).values[-1]
-            weights = weights.masked_fill(logp < kth, 0.0)
-        if params.top_p < 1.0:
-            weights = weights / weights.sum()
-            sorted_w, order = torch.sort(weights, descending=True)
-            # Keep the smallest prefix whose mass reaches top_p (the most likely id is always kept).
-            drop = torch.cumsum(sorted_w, dim=-1) - sorted_w >= params.top_p
-            weights = weights.scatter(0, order, sorted_w.masked_fill(drop, 0.0))
-        token = draw(weights.cpu(), generator)
+        token = draw(logp.exp().cpu(), generator)
     return token, float(logp[token])

@@ -127,7 +127,14 @@ class SGLangEngine:
         return_routed_experts: bool,
         routed_experts_start_len: int,
     ) -> dict[str, Any]:
-        """The JSON body of ``POST /generate`` (SGLang ``GenerateReqInput``)."""
+        """The JSON body of ``POST /generate`` (SGLang ``GenerateReqInput``).
+
+        SGLang's ``output_token_logprobs`` are ``log_softmax(logits / temperature)`` at the sampled id
+        (temperature-scaled since SGLang's "original logprobs" change of mid-2025; before top-k, top-p and
+        min-p, not renormalised over what they keep), so they are the sampling distribution's only when no
+        cut is active. That is the one decoding a training recipe admits (``engine.sampling_truncated``,
+        ``engine.sampling_greedy``); evaluation, which may truncate, does not use the log-probs.
+        """
         params: dict[str, Any] = {
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -135,6 +142,8 @@ class SGLangEngine:
             "max_new_tokens": sampling.max_new_tokens,
             "stop_token_ids": list(sampling.stop_token_ids),
         }
+        if sampling.min_p > 0:
+            params["min_p"] = sampling.min_p
         if sampling.seed is not None:
             params["sampling_seed"] = sampling.seed
         payload: dict[str, Any] = {
