@@ -17,10 +17,12 @@ Layout::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,11 @@ import yaml
 
 if TYPE_CHECKING:
     from t1.run.tensorboard import TensorBoardLog
+
+
+STATUS_ROOM = 1024
+"""Bytes ``status.json`` always takes (the JSON, then spaces), so that on a full disk the final status can be
+written over them with a message of that length (`RunDir.write_status`)."""
 
 
 @dataclass(frozen=True)
@@ -105,28 +112,87 @@ class RunDir:
         TensorBoard event of its scalars at its ``step``.
         """
         line = json.dumps(_finite(row), sort_keys=False, default=_jsonable, allow_nan=False)
-        with self.metrics_path.open("a") as fh:
+        with _naming(self.metrics_path), self.metrics_path.open("a") as fh:
             fh.write(line + "\n")
         if self.tensorboard is not None:
             self.tensorboard.add_row(json.loads(line))
 
     def write_status(self, status: str, steps: int, message: str | None) -> None:
-        """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done."""
+        """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done.
+
+        Where the new file cannot be written (a full disk), the status is written over the old file's own
+        bytes instead, its message cut to fit, so a run that fails for want of space still ends ``failed``.
+
+        Raises:
+            OSError: neither write succeeded; the message names ``status.json``'s path.
+        """
         payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
         if self.resumed_from is not None:
             payload["resumed_from"] = self.resumed_from
         # written whole then renamed: a reader polling a live run never sees half a file
-        tmp = self.root / "status.json.tmp"
-        tmp.write_text(json.dumps(payload, indent=1) + "\n")
-        tmp.replace(self.root / "status.json")
+        path, tmp = self.root / "status.json", self.root / "status.json.tmp"
+        try:
+            # padded with spaces (valid JSON) to STATUS_ROOM bytes: room for a failure's status later
+            tmp.write_text((json.dumps(payload, indent=1) + "\n").ljust(STATUS_ROOM))
+            tmp.replace(path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            if not _overwrite_in_place(path, payload):
+                raise _named(exc, path) from exc
 
     def write_trajectory(self, step_label: str, trial_id: str, payload: dict[str, Any]) -> Path:
         """Write one trial's record under ``trajectories/<step_label>/<trial_id>.json``."""
         folder = self.root / "trajectories" / step_label
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{trial_id}.json"
-        path.write_text(json.dumps(payload, indent=1, default=_jsonable))
+        with _naming(path):
+            path.write_text(json.dumps(payload, indent=1, default=_jsonable))
         return path
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """``exc`` with ``path`` as its file name when it has none (``[Errno 28] No space left on device``)."""
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, f"{exc.strerror or exc} (writing the run directory)", str(path))
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Re-raise an `OSError` of a write to ``path`` with the path in its message."""
+    try:
+        yield
+    except OSError as exc:
+        named = _named(exc, path)
+        if named is exc:
+            raise
+        raise named from exc
+
+
+def _overwrite_in_place(path: Path, payload: dict[str, Any]) -> bool:
+    """Write ``payload`` over ``path``'s existing bytes (no new block is needed), padded with spaces.
+
+    The message is shortened until the JSON fits the old size. Returns False when there is no old file, it
+    is too small for the bare status, or the write fails.
+    """
+    try:
+        size = path.stat().st_size
+        message = payload.get("message") or ""
+        while True:
+            text = json.dumps({**payload, "message": message or None}).encode()
+            if len(text) + 1 <= size or not message:
+                break
+            message = message[: max(0, len(message) - (len(text) + 1 - size) - 3)].rstrip() + "..."
+            if message == "...":
+                message = ""
+        if len(text) + 1 > size:
+            return False
+        with path.open("r+b") as fh:  # no truncation: the bytes already held are rewritten
+            fh.write(text + b"\n" + b" " * (size - len(text) - 1))
+        return True
+    except OSError:
+        return False
 
 
 def _utc_now() -> str:
