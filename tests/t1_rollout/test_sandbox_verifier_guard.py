@@ -8,6 +8,7 @@ which prints ``AGENT`` when imported; the grader must never import them, whateve
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,9 +38,15 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``argv`` as the verifier does: ``<toolchain>/guard`` and ``<toolchain>/site-packages`` first."""
+    toolchain = cwd.parent / "toolchain"
+    if not toolchain.exists():
+        (toolchain / "guard").mkdir(parents=True)
+        shutil.copy(GUARD_SOURCE, toolchain / "guard" / "sitecustomize.py")
+        site = next(p for p in sys.path if p.endswith("site-packages"))
+        (toolchain / "site-packages").symlink_to(site)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))}
-    site = next(p for p in sys.path if p.endswith("site-packages"))
-    env["PYTHONPATH"] = f"{GUARD_SOURCE.parent}:{site}"
+    env["PYTHONPATH"] = f"{toolchain}/guard:{toolchain}/site-packages"
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -86,3 +93,12 @@ def test_a_stdlib_name_resolves_to_the_standard_library_when_tests_put_the_workd
     )
     done = _run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tests)], workdir)
     assert "AGENT" not in done.stderr and "1 passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_python_c_gets_the_real_pytest_and_still_imports_the_workdirs_own_modules(workdir: Path):
+    tests = workdir.parent / "tests"
+    code = f"import sys, pytest; sys.exit(pytest.main(['-p', 'no:cacheprovider', '-q', {str(tests)!r}]))"
+    done = _run([sys.executable, "-c", code], workdir)
+    assert "AGENT" not in done.stderr and "1 passed" in done.stdout, done.stdout + done.stderr
+    own = _run([sys.executable, "-c", "import prog_lib; print(prog_lib.square(3))"], workdir)
+    assert own.stdout.strip() == "9", own.stderr

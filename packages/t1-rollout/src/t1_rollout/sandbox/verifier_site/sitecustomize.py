@@ -6,19 +6,20 @@ Docker container), so Python's ``site`` imports it as ``sitecustomize`` before a
 Standard library only, for any Python 3 (the task image's own interpreter reads it too).
 
 In a process that runs pytest (``python3 -m pytest``, ``python3 -m py.test``, or a script named ``pytest``
-or ``py.test``), the grader:
+or ``py.test``), the grader, and in one that runs ``python3 -c`` code (which may call ``pytest.main()``):
 
 1. Safe-path mode: the process re-executes itself once with ``-s -P`` (Python 3.11+), so neither the working
    directory (the agent's ``/app``, which ``-m`` puts first on ``sys.path``) nor a script's folder nor the
    user site is on the module path. Nothing the agent wrote there (``pytest.py``, a ``ctrf`` package, a
    ``statistics.py``, a ``*.dist-info`` whose ``pytest11`` entry point pytest would load) is importable.
-2. Under ``-m`` only, the working directory is still searched, last: a finder at the end of
+2. Under ``-m`` and ``-c`` only, the working directory is still searched, last: a finder at the end of
    ``sys.meta_path`` resolves a name found nowhere else there (tests that import the program under test
    by name from the working directory, as ``python3 -m pytest`` allows, keep working). It is not on
    ``sys.path``, so no distribution metadata or ``.pth`` file is read from it.
 3. A top-level module named like one of the standard library or of the verifier toolchain (pytest, its
-   plugins and what they import) is only taken from a ``sys.path`` entry this process cannot write, even
-   when the tests put the working directory first on ``sys.path`` themselves.
+   plugins and what they import) is only taken from the interpreter's standard library, the toolchain or a
+   ``sys.path`` entry this process cannot write, even when the tests put the working directory first on
+   ``sys.path`` themselves.
 
 Other processes (the program under test, run by the tests) are left as Python runs them.
 """
@@ -34,7 +35,10 @@ _VALUE_FLAGS = "XWQ"  # one-letter options of the interpreter that take a value
 
 
 def _pytest_launch(argv):
-    """``"module"`` (``-m pytest``), ``"script"`` (a pytest script) or None, from ``sys.orig_argv``."""
+    """``"module"`` (``-m pytest``), ``"script"`` (a pytest script), ``"command"`` (``-c``) or None.
+
+    Read from ``sys.orig_argv``; ``-c`` code may call ``pytest.main()``, so it is guarded as a grader.
+    """
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -45,7 +49,7 @@ def _pytest_launch(argv):
             continue
         for k, flag in enumerate(arg[1:], start=1):
             if flag == "c":
-                return None
+                return "command"
             if flag == "m":
                 name = arg[k + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
                 return "module" if name in _PYTEST else None
@@ -70,20 +74,26 @@ def _untrusted(entry):
 class _ProtectedNames:
     """Resolves the standard library's and the toolchain's top-level names from trusted entries only.
 
-    Trusted: the interpreter's own standard library (the folder of ``os`` and its ``lib-dynload``) and any
-    ``sys.path`` entry this process cannot write.
+    Trusted: the interpreter's own standard library (the folder of ``os`` and its ``lib-dynload``), the
+    verifier toolchain (the folder above this file's: ``/opt/t1-verifier``, read-only in every launch) and
+    any ``sys.path`` entry this process cannot write.
     """
 
     def __init__(self, names):
         self.names = names
         stdlib = os.path.dirname(os.path.abspath(os.__file__))
         self.stdlib = (stdlib, os.path.join(stdlib, "lib-dynload"))
+        self.toolchain = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def _trusted(self, entry):
+        if not isinstance(entry, str):
+            return False
+        return entry in self.stdlib or entry.startswith(self.toolchain) or not _untrusted(entry)
 
     def find_spec(self, name, path=None, target=None):
         if path is not None or name not in self.names:
             return None
-        trusted = [p for p in sys.path if p in self.stdlib or not _untrusted(p)]
-        return PathFinder.find_spec(name, trusted)
+        return PathFinder.find_spec(name, [p for p in sys.path if self._trusted(p)])
 
     def invalidate_caches(self):
         pass
@@ -122,7 +132,7 @@ def _guard():
     finders = sys.meta_path
     at = next((i for i, f in enumerate(finders) if getattr(f, "__name__", "") == "PathFinder"), 0)
     finders.insert(at, _ProtectedNames(frozenset(protected)))
-    if launch == "module":
+    if launch in ("module", "command"):
         try:
             finders.append(_WorkdirLast(os.getcwd(), frozenset(protected)))
         except OSError:
