@@ -83,13 +83,12 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
         content), and `read_report` folds them with `fold_outcomes`.
 
     Raises:
-        VerifierReportError: invalid JSON (nesting too deep to read included); ``results.tests``
-            missing or not a list; a test without a string
-            ``name`` or ``status``; a status that is not one of CTRF's five (the message quotes it and the
-            test's index and name); a collapsed entry whose ``retries`` is not a non-negative integer;
-            zero tests (a report that lists nothing carries no per-assertion
-            information); or ``results.summary.tests`` disagreeing with the number of entries (a partial
-            report).
+        VerifierReportError: invalid JSON (nesting too deep to read included); ``results.tests`` missing
+            or not a list; a test without a string ``name`` or ``status``; a status that is not one of
+            CTRF's five (the message quotes it and the test's index and name); a collapsed entry whose
+            ``retries`` is not a non-negative integer; zero tests (a report that lists nothing carries no
+            per-assertion information); or ``results.summary.tests`` disagreeing with the number of
+            entries (a partial report).
     """
     data = _load_json(text, "ctrf.json")
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
@@ -283,8 +282,8 @@ def parse_reward_json(text: str) -> float:
     Raises:
         VerifierReportError: invalid JSON (nesting too deep to read included), not an object, an empty
             object (no reward), a value Harbor cannot read as a number (the keys are named), a boolean
-            reward, or a reward that is not finite or lies outside
-            [0, 1] (the message quotes it): an outcome such as -1 or 2.5 is a verifier slip, never a reward.
+            reward, or a reward that is not finite or lies outside [0, 1] (the message quotes it): an
+            outcome such as -1 or 2.5 is a verifier slip, never a reward.
     """
     text = text.removeprefix("\ufeff")
     try:

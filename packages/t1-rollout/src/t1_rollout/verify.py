@@ -9,7 +9,8 @@ there as future work, built here). The sequence, identical on every backend beca
 1. ``stop_agent()``: every process of the agent is gone before the tests arrive;
 2. the tests are hashed on the host (sha256 per file) and uploaded with ``read_only=True``;
 3. a fresh ``/logs/verifier`` is made and ``bash /tests/test.sh`` runs through ``exec_verifier`` (the
-   verifier toolchain is visible to that launch only);
+   verifier toolchain is visible to that launch only), its output's head and tail kept
+   (``t1_rollout.verifier_capture``);
 4. right after ``test.sh`` exits, the report files are hashed in the sandbox and the folder is set aside
    (``/logs/.t1-verifier-done``, so that ending the agent phase again cannot clear it);
 5. ``stop_agent()`` again: nothing that ``test.sh`` or the program under test started is left running;
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 
 from t1_reward import TamperEvidence
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 
 __all__ = [
     "VerifierRun",
@@ -165,8 +167,9 @@ async def run_verifier(
     call first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running
     are killed), uploads the tests read-only and empties ``/logs/verifier`` so that no agent-written report
     is read. ``test.sh`` runs through ``sandbox.exec_verifier`` (the verifier toolchain, python3 with pytest
-    and pytest-json-ctrf, for that launch only). Its stdout and stderr are saved as ``test-stdout.txt`` in
-    ``out_dir``.
+    and pytest-json-ctrf, for that launch only). Its stdout and stderr, in order, are saved as
+    ``test-stdout.txt`` in ``out_dir``: all of it, or its head and tail around a ``[... N bytes omitted``
+    line (``t1_rollout.verifier_capture``), so pytest's closing line survives output printed before it.
 
     Only what the reward reader uses and what helps debugging is copied back from ``/logs/verifier``: its
     top-level regular files named like `REPORT_PATTERNS` (``ctrf.json``, ``reward.json``, ``reward.txt``,
@@ -184,6 +187,8 @@ async def run_verifier(
         task: the task (``t1_tasks.Task``: ``id``, ``tests_dir``).
         timeout_s: the verifier's wall-clock deadline in seconds, also its CPU budget: the recipe's
             ``rollout.verifier_deadline_s`` in training, ``[verifier].timeout_sec`` in ``t1 tasks validate``.
+            ``test.sh`` itself gets 10% less (at most 30 s less), so that what it printed is still kept
+            when it overruns (``t1_rollout.verifier_capture``).
         out_dir: host directory to receive the verifier's output (created).
         max_file_bytes: the largest file copied back, bytes (> 0; default 8 MiB).
         max_total_bytes: all files copied back together, bytes (>= ``max_file_bytes``; default 32 MiB).
@@ -224,12 +229,18 @@ async def run_verifier(
         await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=control_s, read_only=True)
         # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
         fresh = f"{VERIFIER_LOG_DIR} {DONE_DIR}"
+        # test.sh's output keeps its head and tail (pytest's closing line survives a flood printed before it)
+        run_tests = capture_command(
+            f"bash {TESTS_DIR}/test.sh", inner_deadline(timeout_s), min(max_file_bytes, MAX_FILE_BYTES)
+        )
         result = await sandbox.exec_verifier(
             f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
-            f"&& bash {TESTS_DIR}/test.sh",
+            f"&& {run_tests}",
             timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
         )
         exit_code, timed_out = result.exit_code, result.timed_out
+        if exit_code == TIMEOUT_EXIT and INNER_TIMEOUT_MARK in result.stdout[-200:]:
+            exit_code, timed_out = None, True  # the inner deadline: test.sh ran past it (the output is kept)
         if exit_code is not None and exit_code > 128 and not timed_out:
             signal = exit_code - 128  # killed (by the program under test, a sandbox limit): no verdict
         combined = result.stdout + (("\n[stderr]\n" + result.stderr) if result.stderr else "")
