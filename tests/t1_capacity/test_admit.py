@@ -27,7 +27,9 @@ def test_five_gib_budget_on_tiny_is_refused_naming_the_binding_term():
     verdict = admit_recipe(recipe)
     assert not verdict.ok
     assert verdict.message.startswith("refused by the capacity model")
-    assert "logit_buffer" in verdict.message
+    # the torch trainer's actor (5.2 GiB) binds on b0 now that one LM-head chunk, not the wall, is priced
+    assert f"{verdict.check.binding.network} {verdict.check.binding.binding.name}" in verdict.message
+    assert "allocator_residue" in verdict.message
     assert "smallest change:" in verdict.message
     assert "\n" not in verdict.message
 

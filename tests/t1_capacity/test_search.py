@@ -187,8 +187,9 @@ def tiny_coresident_gib() -> float:
     """recipes/tiny-cpu.yaml priced by hand (Eq. 21, tp = pp = cp = dp = ep = 1, T = 4096, no padding).
 
     h 64, L 4 (3 Gated DeltaNet + 1 full attention), E 8 x F 32, shared F 32, |V| 248,320, alpha 67,584 B,
-    b0 3 GiB; 2 + 4 + 12 = 18 B per parameter (one optimizer shard). Co-resident: actor + critic with the
-    allocator residue counted once.
+    b0 3 GiB; its torch trainer in float32: 4 + 4 + 8 = 16 B per parameter (weights, grads, AdamW m and v),
+    and one LM-head chunk of 256 rows at 12 B per logit (not the wall's 4096 rows). Co-resident: actor +
+    critic with the allocator residue counted once.
     """
     h, v, t, alpha, b0 = 64, 248_320, 4096, 67_584, 3 * 2**30
     experts = 3 * h * 32 * 8 * 4
@@ -198,8 +199,8 @@ def tiny_coresident_gib() -> float:
     recurrent = h * (2 * dk + 2 * dv) + h * 2 * 4 + (2 * dk + dv) * 4 + dv * h + 2 * 4 + 16
     body = 4 * per_layer + attention + 3 * recurrent + v * h + h  # embedding, final norm
     activations = alpha * t * 4
-    actor = 18 * (experts + body + v * h) + activations + t * v * 6 + b0  # LM head, logit buffer
-    critic = 18 * (experts + body + h) + activations + b0  # value head h -> 1
+    actor = 16 * (experts + body + v * h) + activations + 256 * v * 12 + b0  # LM head, one logit chunk
+    critic = 16 * (experts + body + h) + activations + b0  # value head h -> 1
     return (actor + critic - b0) / 2**30
 
 
@@ -208,34 +209,34 @@ def test_tiny_recipe_coresident_total_is_the_hand_figure():
 
     inputs = load(TINY)
     verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
-    assert verdict.coresident_gib == pytest.approx(tiny_coresident_gib(), rel=1e-12)  # 11.555 GiB
+    assert verdict.coresident_gib == pytest.approx(tiny_coresident_gib(), rel=1e-12)  # 6.494 GiB
 
 
 def test_offload_none_search_headroom_is_m_minus_coresident_as_check_says():
-    """Issue: search printed headroom 84.7 (M - actor alone) where check printed 83.4 (M - co-resident)."""
+    """Issue: search printed the headroom of M - actor alone where check printed M - co-resident."""
     from t1_capacity import load
 
     inputs = load(TINY)
     result = search_plans(inputs.model, inputs.plan, inputs.constants)
     (cand,) = result.fitting
-    assert cand.headroom_gib == pytest.approx(95.0 - tiny_coresident_gib())  # 83.44, not 95 - 10.25
+    assert cand.headroom_gib == pytest.approx(95.0 - tiny_coresident_gib())  # 88.5, not 95 - 5.22
     verdict = check_plan(inputs.model, cand.plan, inputs.constants)
     assert cand.headroom_gib == verdict.headroom_gib
     assert f"{cand.headroom_gib:.1f} GiB headroom" in cand.explain(inputs.model, inputs.constants)
 
 
 def test_offload_none_refusal_names_coresidency_not_a_negative_overflow():
-    """Issue: at M = 11 search said "actor over M by -0.7 GiB".
+    """Issue: at an M between the actor alone and the co-resident total, search said "over M by -0.x GiB".
 
-    The actor alone (10.25 GiB) fits; actor + critic co-resident (11.56 GiB) does not.
+    At M = 6 the actor alone (5.22 GiB) fits; actor + critic co-resident (6.49 GiB) does not.
     """
     from t1_capacity import load
 
-    inputs = load(TINY, ["plan.memory_budget_gib=11"])
+    inputs = load(TINY, ["plan.memory_budget_gib=6"])
     result = search_plans(inputs.model, inputs.plan, inputs.constants)
     assert not result.fitting
     (cand,) = result.refused
-    over = tiny_coresident_gib() - 11.0
+    over = tiny_coresident_gib() - 6.0
     assert cand.headroom_gib == pytest.approx(-over)
     text = cand.explain(inputs.model, inputs.constants)
     assert "co-resident" in text and f"exceeds M by {over:.1f} GiB" in text and "-0." not in text
@@ -243,9 +244,9 @@ def test_offload_none_refusal_names_coresidency_not_a_negative_overflow():
     assert text == verdict.reason() and cand.fits == verdict.fits
 
 
-@pytest.mark.parametrize("budget", [11.5, 11.6, 12.0, 95.0])
+@pytest.mark.parametrize("budget", [6.4, 6.5, 7.0, 95.0])
 def test_search_and_check_share_one_admission_rule(budget):
-    """Near the co-resident total (11.555 GiB) both admit exactly when actor + critic - b0 <= M."""
+    """Near the co-resident total (6.494 GiB) both admit exactly when actor + critic - b0 <= M."""
     from t1_capacity import load
 
     inputs = load(TINY, [f"plan.memory_budget_gib={budget}"])

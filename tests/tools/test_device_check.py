@@ -166,7 +166,16 @@ def test_memory_table_reads_each_phase_from_its_marks(tiny_model_spec) -> None:
         fp.term(n).bytes for n in ("recurrent_activations", "attention_activations", "logit_buffer")
     )
     assert actor["activations"]["predicted_gib"] == pytest.approx(expected_act / GIB)
-    assert fp.term("logit_buffer").bytes == pytest.approx(100 * 248_320 * 4)  # T |V| b_logit, fp32 logits
+    # one LM-head chunk of min(T, 256) rows at 12 B per logit: the torch trainer's chunked head
+    assert fp.term("logit_buffer").bytes == pytest.approx(100 * 248_320 * 12)
+
+
+def test_the_checks_torch_layout_is_the_capacity_models() -> None:
+    check = _load_check()
+    from t1_capacity.footprint import backend_constants
+
+    c = backend_constants("torch", "float32", alpha=0.0, b0_gib=0.0)
+    assert check.TORCH_FP32_BYTES == {k: getattr(c, k) for k in check.TORCH_FP32_BYTES}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")

@@ -12,9 +12,16 @@ from typing import Any
 
 GIB = float(1 << 30)
 
-TORCH_FP32_BYTES = {"weight_bytes": 4.0, "grad_bytes": 4.0, "optimizer_bytes": 8.0, "logit_bytes": 4.0}
-"""Bytes of the torch backend: fp32 weights, fp32 grads, AdamW m and v (no master copy) per parameter, and
-fp32 logits (no bf16 copy) per logit."""
+TORCH_FP32_BYTES = {
+    "weight_bytes": 4.0,
+    "grad_bytes": 4.0,
+    "optimizer_bytes": 8.0,
+    "logit_bytes": 12.0,
+    "logit_rows": 256,
+}
+"""Bytes of the torch backend in float32 (`t1_capacity.footprint.backend_constants("torch", "float32")`):
+fp32 weights, fp32 grads, AdamW m and v (no master copy) per parameter; one LM-head chunk of at most 256
+rows, 12 B per logit (the chunk and two fp32 copies)."""
 
 
 def megatron_bytes(dtype: str) -> dict[str, float]:
@@ -22,12 +29,24 @@ def megatron_bytes(dtype: str) -> dict[str, float]:
 
     ``grad_reduce_in_fp32``: 4 B gradients in DDP's buffer; Adam m and v 8 B; bf16 weights add a 4 B fp32
     main copy held by the distributed optimizer (Eq. 21's ``6 + 12/d`` layout at d = 1); float32 weights
-    have no main copy. Logits are the chunked LM head's, in the weight dtype.
+    have no main copy. Logits as Eq. 21 prices them (the whole wall), in the weight dtype.
     """
     if dtype == "bfloat16":
-        return {"weight_bytes": 2.0, "grad_bytes": 4.0, "optimizer_bytes": 12.0, "logit_bytes": 2.0}
+        return {
+            "weight_bytes": 2.0,
+            "grad_bytes": 4.0,
+            "optimizer_bytes": 12.0,
+            "logit_bytes": 2.0,
+            "logit_rows": None,
+        }
     if dtype == "float32":
-        return {"weight_bytes": 4.0, "grad_bytes": 4.0, "optimizer_bytes": 8.0, "logit_bytes": 4.0}
+        return {
+            "weight_bytes": 4.0,
+            "grad_bytes": 4.0,
+            "optimizer_bytes": 8.0,
+            "logit_bytes": 4.0,
+            "logit_rows": None,
+        }
     raise ValueError(f"megatron_bytes: dtype {dtype!r} is neither bfloat16 nor float32")
 
 

@@ -78,11 +78,14 @@ class CapacityConstants:
             (2 B) is still alive when the vocab-parallel cross entropy makes its fp32 copy (4 B), see
             ``reference/capacity.md`` §10; Megatron's estimator counts the 4 B only.
         vocab_pad_multiple: the vocabulary is padded to a multiple of this times tp (Megatron default 128).
+        logit_rows: token positions whose logits are alive at once. None (Eq. 21, the paper's Megatron
+            stack): every token of the wall; an integer: a chunked LM head (`backend_constants`), at most this
+            many rows, never more than the wall.
 
     Raises:
         ValueError: naming the field, when alpha or b0_gib is negative or not finite (0 is allowed: the
-            calibration splits the footprint at alpha = b0 = 0), a byte count is not a finite number > 0, or
-            vocab_pad_multiple is not an integer >= 1.
+            calibration splits the footprint at alpha = b0 = 0), a byte count is not a finite number > 0,
+            vocab_pad_multiple is not an integer >= 1, or logit_rows is neither None nor an integer >= 1.
     """
 
     alpha: float = 67_584.0
@@ -92,6 +95,7 @@ class CapacityConstants:
     optimizer_bytes: float = 12.0
     logit_bytes: float = 6.0
     vocab_pad_multiple: int = 128
+    logit_rows: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("alpha", "b0_gib"):
@@ -107,6 +111,11 @@ class CapacityConstants:
         pad = self.vocab_pad_multiple
         if not isinstance(pad, numbers.Integral) or isinstance(pad, bool) or pad < 1:
             raise ValueError(f"CapacityConstants.vocab_pad_multiple must be an integer >= 1, got {pad!r}")
+        rows = self.logit_rows
+        if rows is not None and (
+            not isinstance(rows, numbers.Integral) or isinstance(rows, bool) or rows < 1
+        ):
+            raise ValueError(f"CapacityConstants.logit_rows must be None or an integer >= 1, got {rows!r}")
 
 
 def _finite_real(value: object) -> bool:
@@ -115,6 +124,49 @@ def _finite_real(value: object) -> bool:
 
 
 PAPER_CONSTANTS = CapacityConstants()
+
+TORCH_LOGIT_CHUNK = 256
+"""Loss positions per LM-head chunk of the torch backend (``t1_trainer.logprobs.LOGIT_CHUNK``)."""
+
+DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
+
+
+def backend_constants(backend: str, dtype: str, *, alpha: float, b0_gib: float) -> CapacityConstants:
+    """The byte layout of the trainer backend that trains in ``dtype``, with the recipe's alpha and b0.
+
+    ``megatron``: Eq. 21 as the paper's Megatron stack prices it (`PAPER_CONSTANTS`' bytes: bf16 weights,
+    fp32 main gradients, fp32 master + Adam m, v, 6 B per logit over the whole wall; T1 §7.1).
+    ``torch`` (`t1_trainer.torch_backend`): weights, gradients and AdamW's two moments in the weight dtype,
+    no master copy (``w, w, 2w`` bytes per parameter); log-probs through a chunked LM head of at most
+    `TORCH_LOGIT_CHUNK` loss positions whose backward recomputes the chunk, so only one chunk's logits live:
+    the chunk in the weight dtype plus two fp32 ``[rows, V]`` tensors (the temperature-scaled logits and
+    their log-softmax, or softmax in the backward), ``w + 8`` bytes per logit.
+
+    Args:
+        backend: ``trainer.backend``: ``"torch"`` or ``"megatron"``.
+        dtype: ``model.dtype``: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        alpha: activation bytes per token per layer (``plan.alpha``).
+        b0_gib: allocator residue, GiB (``plan.b0_gib``).
+
+    Raises:
+        ValueError: an unknown backend or dtype, naming it.
+    """
+    if backend == "megatron":
+        return CapacityConstants(alpha=alpha, b0_gib=b0_gib)
+    if backend != "torch":
+        raise ValueError(f"trainer.backend {backend!r}: the capacity model knows 'torch' and 'megatron'")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"model.dtype {dtype!r}: the capacity model knows {', '.join(DTYPE_BYTES)}")
+    w = DTYPE_BYTES[dtype]
+    return CapacityConstants(
+        alpha=alpha,
+        b0_gib=b0_gib,
+        weight_bytes=w,
+        grad_bytes=w,
+        optimizer_bytes=2 * w,
+        logit_bytes=w + 8.0,
+        logit_rows=TORCH_LOGIT_CHUNK,
+    )
 
 
 @dataclass(frozen=True)
@@ -280,12 +332,14 @@ def logit_buffer_bytes(
     """Logits of the output projection on the terminal stage: T * |V_pad| * b_logit / (tp * cp) (T1 §7.1).
 
     Zero on other stages, and zero for the critic, whose scalar value head replaces the LM head (T1 §4.5):
-    its T x 1 output is negligible and is left out.
+    its T x 1 output is negligible and is left out. With ``c.logit_rows`` set (a chunked LM head), T is
+    ``min(token_wall, logit_rows)``: one chunk's logits, not the wall's.
     """
     if not stage.last or network != ACTOR:
         return 0.0
     v = padded_vocab(model.vocab_size, plan.tp, c.vocab_pad_multiple)
-    return plan.token_wall * v * c.logit_bytes / (plan.tp * plan.cp)
+    rows = plan.token_wall if c.logit_rows is None else min(plan.token_wall, c.logit_rows)
+    return rows * v * c.logit_bytes / (plan.tp * plan.cp)
 
 
 def allocator_residue_bytes(c: CapacityConstants) -> float:
@@ -322,8 +376,9 @@ ASSUMPTIONS: tuple[str, ...] = (
     "full-attention key/value projections and attention-layer activations divide by min(tp, kv heads)",
     "activations = alpha * token_wall * layers / cp per stage; alpha absorbs recompute policy and pipeline "
     "in-flight micro-batches (calibrate it)",
-    "logit buffer only on the actor's terminal stage, 6 B per logit by default (bf16 logits + fp32 copy), "
-    "vocabulary padded to 128*tp; the critic's scalar value head has no logit buffer",
+    "logit buffer only on the actor's terminal stage, 6 B per logit by default (bf16 logits + fp32 copy) "
+    "over the whole wall, vocabulary padded to 128*tp; a chunked LM head (the torch backend) holds one "
+    "chunk; the critic's scalar value head has no logit buffer",
     "pipeline stages even (L / pp layers each); the binding stage is reported",
     "not modelled: routing imbalance, CUDA graphs, offload staging buffers (inside b0)",
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import t1_spec
-from t1_capacity.footprint import CapacityConstants
+from t1_capacity.footprint import CapacityConstants, backend_constants
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import ModelShape
 from t1_spec import GRPOAdvantageSpec, Recipe, SGLangEngineSpec
@@ -19,7 +19,8 @@ class CapacityInputs:
     Attributes:
         model: the model shape.
         plan: the training plan (token wall, budget, offload included).
-        constants: alpha and b0 from the recipe, other constants at their defaults.
+        constants: alpha and b0 from the recipe, the byte layout of its trainer backend and dtype
+            (`t1_capacity.footprint.backend_constants`).
         devices: G, all devices of the run.
         replica_devices: devices per inference replica (``engine.tp`` when the recipe has one, else 1); the
             inference partition grows in these steps.
@@ -65,7 +66,9 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
         samples_per_task=ppo.samples_per_task,
         critic=not isinstance(ppo.advantage, GRPOAdvantageSpec),
     )
-    constants = CapacityConstants(alpha=float(p.alpha), b0_gib=float(p.b0_gib))
+    constants = backend_constants(
+        recipe.trainer.backend, recipe.model.dtype, alpha=float(p.alpha), b0_gib=float(p.b0_gib)
+    )
     replica = recipe.engine.tp if isinstance(recipe.engine, SGLangEngineSpec) else 1
     return CapacityInputs(ModelShape.from_spec(recipe.model), plan, constants, p.devices, replica, source)
 
