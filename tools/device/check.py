@@ -330,10 +330,11 @@ def _free(device: Any) -> None:
 def train_one(
     name: str, cls: Any, recipe: Any, actor: Any, samples: list, device: Any, prog: Progress
 ) -> dict[str, Any]:
-    """One PPO step of backend ``name`` on ``samples``, starting from ``actor``'s weights; its figures.
+    """One PPO step of backend ``name`` on ``samples``, from ``actor``'s float32 weights; its figures.
 
     Returns:
-        ``{"metrics", "memory", "step_time_s", "skipped", "layout"}`` (memory per `memory_table`).
+        ``{"metrics", "memory", "constants", "step_time_s", "skipped"}``: the step's metrics, the table of
+        `memory_table`, the capacity constants of the prediction, seconds, and what was not measured.
 
     Raises:
         CheckError: the step failed, refused samples, trained nothing or reported a non-finite gap.
@@ -374,7 +375,7 @@ def train_one(
         skipped.append(f"memory grads/optimizer/activations: the {name} backend exposes no torch optimizer")
 
     prog("train", f"one PPO step with the {name} backend on {len(samples)} samples")
-    torch.manual_seed(0)
+    torch.manual_seed(recipe.seed)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     t1 = time.perf_counter()
