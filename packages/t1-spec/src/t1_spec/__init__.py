@@ -28,7 +28,16 @@ from t1_spec.logging_spec import LoggingSpec
 from t1_spec.model import PARAM_TOLERANCE, LayerType, ModelSpec
 from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
 from t1_spec.pool import PoolAuditSpec, PoolSpec
-from t1_spec.ppo import AdvantageSpec, GAEAdvantageSpec, GRPOAdvantageSpec, PPOSpec
+from t1_spec.ppo import (
+    AdvantageSpec,
+    GAEAdvantageSpec,
+    GRPOAdvantageSpec,
+    IcePopSpec,
+    NoOffPolicySpec,
+    OffPolicySpec,
+    PPOSpec,
+    TISSpec,
+)
 from t1_spec.recipe import Recipe
 from t1_spec.registry import BackendNotBuilt, Registry
 from t1_spec.reward import BinaryRewardSpec, DenseRewardSpec, RatioRewardSpec, RewardSpec
@@ -69,11 +78,14 @@ __all__ = [
     "GAEAdvantageSpec",
     "GRPOAdvantageSpec",
     "HarborSandboxSpec",
+    "IcePopSpec",
     "LayerType",
     "LivenessSpec",
     "LocalSandboxSpec",
     "LoggingSpec",
     "ModelSpec",
+    "NoOffPolicySpec",
+    "OffPolicySpec",
     "PPOSpec",
     "PlanSpec",
     "PoolAuditSpec",
@@ -93,6 +105,7 @@ __all__ = [
     "SftSpec",
     "Spec",
     "SpecRuleError",
+    "TISSpec",
     "TitoSpec",
     "TrainerSpec",
     "Violation",

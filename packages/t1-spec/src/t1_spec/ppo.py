@@ -38,6 +38,71 @@ AdvantageSpec = Annotated[GAEAdvantageSpec | GRPOAdvantageSpec, Field(discrimina
 """The advantage estimator, selected by ``estimator: gae | grpo``."""
 
 
+class NoOffPolicySpec(Spec):
+    """No train/rollout importance correction: the PPO loss as T1 runs it (T1 §4.5)."""
+
+    kind: Literal["none"] = "none"
+    """Discriminator: no correction; the ratio's denominator is chosen by staleness (`t1_trainer.step`)."""
+
+
+class TISSpec(Spec):
+    """Truncated importance sampling (TIS) of the train/rollout mismatch.
+
+    Yao et al. 2025, "Your efficient RL framework secretly brings you off-policy RL training"; the T1 paper's
+    related work names it among the remedies and its outlook plans it for staleness (T1 Appendix 12).
+
+    Each loss token's clipped surrogate is multiplied by ``w = min(pi_old^train / pi^rollout, cap)``, with
+    ``pi_old^train`` the trainer's pre-update log-prob (replayed routing) and ``pi^rollout`` the engine's;
+    the PPO ratio's denominator is then always the trainer's pre-update log-prob (decoupled PPO: the weight
+    carries the behaviour correction, the clip the trust region). ``w`` carries no gradient.
+    """
+
+    kind: Literal["tis"] = "tis"
+    """Discriminator: truncated importance sampling."""
+
+    level: Literal["token", "sequence"] = "token"
+    """``token``: one weight per loss token. ``sequence``: one weight per sample (TITO chunk), the
+    GEOMETRIC mean of its loss tokens' ratios, ``exp(mean_j log r_j)``, given to each of its tokens. The
+    geometric mean, not the product: over the thousands of loss tokens of an agent trajectory a product of
+    ratios near 1 drifts by ``exp(sum_j log r_j)`` and ends pinned at the cap or near 0 for reasons of length
+    alone; the length-normalised mean keeps one cap meaningful for short and long samples (GSPO's sequence
+    ratio is the same mean)."""
+
+    cap: float = Field(default=2.0, ge=1)
+    """C: the weight's upper bound (ratio). 2.0, chosen: verl's default ``rollout_is_threshold`` and SkyRL's
+    TIS cap in its Harbor recipe (`reference/ppo_frameworks.md`); the paper gives none."""
+
+
+class IcePopSpec(Spec):
+    """Masked importance sampling, IcePop (Ling team 2025, Ring-1T).
+
+    The T1 paper's related work: IcePop "drops gradients outside a fixed two-sided band".
+
+    A loss token whose ratio ``pi_old^train / pi^rollout`` (as `TISSpec`) lies outside ``[low, high]`` is
+    removed from the policy loss (its gradient is exactly 0); the others keep weight 1. The token-mean's
+    denominator stays the step's loss-token count, so the masked tokens lower the loss scale rather than
+    reweighting the rest. The ratio's denominator is the trainer's pre-update log-prob, as with TIS.
+    """
+
+    kind: Literal["icepop"] = "icepop"
+    """Discriminator: masked importance sampling with a two-sided band."""
+
+    level: Literal["token", "sequence"] = "token"
+    """``token``: mask each token by its own ratio. ``sequence``: mask a whole sample (TITO chunk) by the
+    geometric mean of its loss tokens' ratios (see `TISSpec.level` for why not the product)."""
+
+    low: float = Field(default=0.5, gt=0, le=1)
+    """Lower edge of the kept band (ratio). 0.5, chosen (symmetric to ``high`` in log space)."""
+
+    high: float = Field(default=2.0, ge=1)
+    """Upper edge of the kept band (ratio). 2.0, chosen."""
+
+
+OffPolicySpec = Annotated[NoOffPolicySpec | TISSpec | IcePopSpec, Field(discriminator="kind")]
+"""The train/rollout importance correction, selected by ``kind: none | tis | icepop`` (T1 Appendix 12,
+Eq. 25: the mismatch it corrects is the kernel term plus, at staleness >= 1, the version term)."""
+
+
 class PPOSpec(Spec):
     """Policy optimisation hyperparameters and batch geometry (T1 §4.5 unless stated)."""
 
@@ -85,6 +150,12 @@ class PPOSpec(Spec):
 
     routing_replay: bool = True
     """R3: replay the sampler's recorded top-k experts in the actor's training forward (T1 §4.3)."""
+
+    off_policy: OffPolicySpec = Field(default_factory=NoOffPolicySpec)
+    """Importance correction of the train/rollout mismatch in the actor's loss: ``none`` (T1 as run),
+    ``tis`` (truncated IS) or ``icepop`` (masked IS), at token or sequence level. With a correction on, the
+    PPO ratio's denominator is the trainer's pre-update log-prob at every staleness and the correction's
+    weight ``pi_old^train / pi^rollout`` carries the mismatch (T1 Appendix 12, Eq. 25)."""
 
     batch_size: int = Field(gt=0)
     """Tasks admitted per PPO step (tasks). 512 in the production run (T1 §4.5, §7.4)."""

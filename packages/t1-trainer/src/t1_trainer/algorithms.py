@@ -138,11 +138,14 @@ def ppo_policy_loss(
     *,
     clip_eps: float,
     num_tokens: float | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped surrogate policy loss, token-mean over loss tokens (T1 §4.5, ``L_pi`` in `002_*.txt`).
 
     ``L_pi = -E_j[min(rho_j A_j, clip(rho_j, 1-eps, 1+eps) A_j)]`` with ``rho_j = exp(logp_j - old_logp_j)``.
-    No dual clip, no KL term, no entropy bonus (T1: KL penalties disabled).
+    No dual clip, no KL term, no entropy bonus (T1: KL penalties disabled). With ``is_weights`` ``w_j`` (an
+    off-policy correction, `t1_trainer.off_policy`), each token's term is ``w_j * min(...)``; a token of
+    weight 0 is selected out (gradient exactly 0) but still counts in the token-mean's denominator.
 
     Args:
         logp: ``[T]`` float, log-probs of the sampled tokens under the current actor (carries the gradient).
@@ -153,6 +156,8 @@ def ppo_policy_loss(
         mask: ``[T]`` 0/1 loss mask.
         clip_eps: epsilon (T1: 0.2).
         num_tokens: token-mean denominator (see module doc); defaults to the loss tokens here.
+        is_weights: ``[T]`` float >= 0, importance weights (no gradient); None = none, the loss computed
+            exactly as without the argument.
 
     Returns:
         ``(loss, metrics)``; metrics (floats, over loss tokens): ``clip_fraction`` (share of tokens where the
@@ -167,7 +172,11 @@ def ppo_policy_loss(
     ratio = torch.exp(log_ratio)
     surr = ratio * advantages
     surr_clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = masked_mean(-torch.minimum(surr, surr_clipped), mask, num_tokens)
+    objective = -torch.minimum(surr, surr_clipped)
+    if is_weights is not None:
+        w = is_weights.detach().to(objective.dtype)
+        objective = torch.where(w > 0, w * objective, torch.zeros_like(objective))
+    loss = masked_mean(objective, mask, num_tokens)
     with torch.no_grad():
         m = mask.to(torch.bool)
         n = int(m.sum())

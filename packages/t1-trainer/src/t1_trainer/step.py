@@ -26,6 +26,10 @@ such sample the ratio's denominator is the rollout's per-token log-probs, the ve
 token (T1 Eq. 17, Appendix 12, as at staleness 1), while the samples at the step's own staleness 0 keep the
 recomputation. No one set of weights the trainer holds drew a mixed chunk, so recomputing would be wrong for
 some of its tokens whatever version were used.
+
+With an importance correction (``ppo.off_policy``: ``tis`` or ``icepop``, `t1_trainer.off_policy`) the ratio's
+denominator is the trainer's recomputation at every staleness, continued samples included, and the behaviour
+policy enters through the correction's per-token weight ``pi_trainer / pi_rollout`` instead (decoupled PPO).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
 from t1_trainer.algorithms import explained_variances
 from t1_trainer.base import TrainerBackend
 from t1_trainer.errors import StalenessError
+from t1_trainer.off_policy import OFF_POLICY_CORRECTIONS
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 
 __all__ = [
@@ -232,7 +237,10 @@ def ppo_step(
         ``|log p_trainer - log p_rollout|`` on loss tokens, first pre-update actor forward, replay on; every
         step) and, every ``trainer.logprob_gap_every`` steps from the first (the backend counts its actor
         updates), ``actor/logprob_gap_no_replay``, ``actor/routing_flip_fraction``,
-        ``actor/routing_flip_fraction_layers`` and ``actor/gap_time_s`` (T1 §4.3, Fig. 6).
+        ``actor/routing_flip_fraction_layers`` and ``actor/gap_time_s`` (T1 §4.3, Fig. 6); with
+        ``ppo.off_policy`` on, ``actor/off_policy_weight_mean`` and the share of loss tokens truncated
+        (``actor/off_policy_truncated_fraction``, ``tis``) or masked (``actor/off_policy_masked_fraction``,
+        ``icepop``; `t1_trainer.off_policy`).
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).
@@ -270,7 +278,7 @@ def ppo_step(
     if values is not None:
         metrics.update(_ev_metrics(kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
-    actor = backend.update_actor(kept, advs, **_behaviour(backend, kept, staleness))
+    actor = backend.update_actor(kept, advs, **_behaviour(backend, kept, staleness, ppo_spec))
     # routing was checked above; anything the actor still aborted is added to the step's count
     metrics["samples_aborted_routing"] += actor.pop("samples_aborted_routing", 0)
     metrics["routing_errors"] += actor.pop("routing_errors", [])
@@ -279,12 +287,18 @@ def ppo_step(
     return metrics
 
 
-def _behaviour(backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int) -> dict[str, Any]:
+def _behaviour(
+    backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int, ppo_spec: PPOSpec
+) -> dict[str, Any]:
     """``update_actor``'s ``old_logprobs`` for ``samples`` (T1 Eq. 17, Appendix 12; module docstring).
 
     Staleness 0 keeps the backend's own recomputation (and the call without the keyword); >= 1 takes the
-    rollout's. A batch with continued samples (older than 0, or mixed) names the choice per sample.
+    rollout's. A batch with continued samples (older than 0, or mixed) names the choice per sample. With
+    ``ppo.off_policy`` on, every sample keeps the recomputation (the call without the keyword): the
+    correction's weight ``pi_trainer / pi_rollout`` carries the behaviour policy (`t1_trainer.off_policy`).
     """
+    if OFF_POLICY_CORRECTIONS.load(ppo_spec.off_policy.kind).active:
+        return {}
     if staleness:
         return {"old_logprobs": "rollout"}
     version = int(getattr(backend, "policy_version", 0))

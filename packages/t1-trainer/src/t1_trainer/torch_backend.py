@@ -31,6 +31,7 @@ from t1_trainer.checks import torch_preflight
 from t1_trainer.checks import unbuilt_ppo as _unbuilt_ppo
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
+from t1_trainer.off_policy import OFF_POLICY_CORRECTIONS
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 
 __all__ = ["Critic", "TorchBackend"]  # Critic re-exported from t1_policy, where it lives
@@ -373,6 +374,9 @@ class TorchBackend:
         takes ``sample.rollout_logprobs``, the behaviour policy ``pi^r_{t-1}``, so pass 1 has ratio
         ``exp(log p_trainer - log p_rollout)``. The gap to the rollout log-probs is measured on the first
         pass's forward either way (at staleness 1 it includes the one update between the two versions).
+        With ``ppo.off_policy`` on (`t1_trainer.off_policy`), the ratio's old log-probs are ``recomputed``
+        for every sample and each loss token's term is weighted by the correction of
+        ``log p_trainer - log p_rollout`` from that same first forward; the weights stay fixed over passes.
 
         Args:
             samples: the batch.
@@ -392,14 +396,27 @@ class TorchBackend:
             (loss token, MoE layer) pairs, whose live experts differ from the record; gap steps only),
             ``actor/gap_time_s`` (seconds of those extra forwards; gap steps only),
             ``samples_aborted_routing``, ``routing_errors`` (list of str), ``actor/loss_tokens``,
-            ``actor/time_s``.
+            ``actor/time_s``. With a correction on: ``actor/off_policy_weight_mean`` (mean weight over loss
+            tokens) and ``actor/off_policy_truncated_fraction`` (``tis``) or
+            ``actor/off_policy_masked_fraction`` (``icepop``), shares of the loss tokens.
 
         Raises:
             TrainerConfigError: ``old_logprobs`` (or one of its entries) is neither ``recomputed`` nor
-                ``rollout``, or a per-sample list of another length than ``samples``.
+                ``rollout``, or a per-sample list of another length than ``samples``, or asks for
+                ``rollout`` while ``ppo.off_policy`` is on (the correction's weight would count the
+                mismatch twice).
         """
         t0 = time.perf_counter()
         from_rollout = _from_rollout(old_logprobs, len(samples))
+        correction = OFF_POLICY_CORRECTIONS.load(self.ppo.off_policy.kind)
+        if correction.active and any(from_rollout):
+            raise TrainerConfigError(
+                f"update_actor old_logprobs 'rollout' with ppo.off_policy.kind {self.ppo.off_policy.kind!r}: "
+                "the correction already weights by pi_trainer / pi_rollout over the recomputed log-probs; "
+                "pass old_logprobs 'recomputed' (t1_trainer.step does when the step's spec has it on)"
+            )
+        weights: dict[int, torch.Tensor] = {}
+        affected, weight_sum = 0, 0.0
         errors = self.routing_errors(samples)
         keep = [i for i in range(len(samples)) if i not in errors]
         masks = {i: _mask(samples[i], self.device) for i in keep}
@@ -424,8 +441,23 @@ class TorchBackend:
                         rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
                         gap_sum += float((logp.detach() - rollout.float()).abs().sum())
                         old[i] = rollout.float() if from_rollout[i] else logp.detach()
+                        if correction.active:
+                            log_ratio = logp.detach().float() - rollout.float()
+                            weights[i], hit = correction.weights(
+                                log_ratio, torch.ones_like(adv), self.ppo.off_policy
+                            )
+                            affected, weight_sum = (
+                                affected + int(hit.sum()),
+                                weight_sum + float(weights[i].sum()),
+                            )
                     loss, met = ppo_policy_loss(
-                        logp, old[i], adv, torch.ones_like(adv), clip_eps=self.ppo.clip_eps, num_tokens=n_tok
+                        logp,
+                        old[i],
+                        adv,
+                        torch.ones_like(adv),
+                        clip_eps=self.ppo.clip_eps,
+                        num_tokens=n_tok,
+                        is_weights=weights.get(i),
                     )
                     loss.backward()
                 acc.add(loss.item(), met, int(pos.numel()))
@@ -441,6 +473,9 @@ class TorchBackend:
             out.update(acc.result())
         live = (gap_nr_sum, flips, flip_pairs, moe_layers, gap_time) if measure_gap else None
         out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
+        if correction.active:
+            out[correction.metric] = affected / n_tok if n_tok else float("nan")
+            out["actor/off_policy_weight_mean"] = weight_sum / n_tok if n_tok else float("nan")
         return out
 
     def export_weights(self) -> dict[str, torch.Tensor]:
