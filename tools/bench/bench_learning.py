@@ -114,7 +114,7 @@ def sample_batch(backend: Any, prompt: list[int], batch: int, gen: torch.Generat
                 family="bandit",
                 trial_id=f"bandit-{b}",
                 chunk_index=0,
-                policy_version=backend.version,
+                policy_version=backend.policy_version,  # the trainer's own weights sample: staleness 0
             )
         )
     return out
