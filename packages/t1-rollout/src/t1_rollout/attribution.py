@@ -197,7 +197,7 @@ def task_timeout_cause(run: VerifierRun, validated: TaskRecord | None) -> str | 
     if not run.timed_out or validated is None:
         return None
     oracle = validated.oracle
-    if oracle is not None and oracle.error is not None and oracle.error.startswith("verifier timed out"):
+    if oracle is not None and oracle.error is not None and oracle.verifier_timed_out:
         why = oracle.error if len(oracle.error) <= 300 else oracle.error[:300] + "..."
         return (
             f"verifier timed out, as the task's verifier did for its reference solution at validation ({why})"

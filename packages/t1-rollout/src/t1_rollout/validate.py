@@ -39,7 +39,13 @@ from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_rollout.unreached import unreached_cause
 from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_tasks import Pool, Task, format_seconds
-from t1_tasks.validation import PER_ASSERTION_SOURCES, CheckRecord, TaskRecord, ValidationRecord
+from t1_tasks.validation import (
+    PER_ASSERTION_SOURCES,
+    VERIFIER_TIMEOUT_ERROR,
+    CheckRecord,
+    TaskRecord,
+    ValidationRecord,
+)
 
 __all__ = [
     "CheckResult",
@@ -224,7 +230,7 @@ def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None
         return run.error
     if run.timed_out:
         return (
-            f"verifier timed out after {format_seconds(task.verifier_timeout_s)} s "
+            f"{VERIFIER_TIMEOUT_ERROR} after {format_seconds(task.verifier_timeout_s)} s "
             f"(verifier.timeout_sec in task.toml)" + _said(run.stdout_tail, "test.sh's")
         )
     if report.fallback is None:

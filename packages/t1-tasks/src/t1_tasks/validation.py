@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = [
     "RECORD_VERSION",
+    "VERIFIER_TIMEOUT_ERROR",
     "CheckRecord",
     "TaskRecord",
     "ValidationRecord",
@@ -41,6 +42,10 @@ RECORD_VERSION = "t1-validation/v1"
 
 PER_ASSERTION_SOURCES = ("ctrf", "junit")
 """``report_source`` values of a per-assertion report (``t1_reward.Report.source``)."""
+
+VERIFIER_TIMEOUT_ERROR = "verifier timed out"
+"""How a check's ``error`` opens when its verifier ran past ``[verifier] timeout_sec``
+(``t1_rollout.validate`` writes it; training reads it: a task whose own verifier hangs)."""
 
 
 class ValidationRecordError(ValueError):
@@ -90,6 +95,11 @@ class CheckRecord(_Model):
     def per_assertion_report(self) -> bool:
         """The verifier wrote a usable per-assertion report (CTRF or JUnit)."""
         return self.report_source in PER_ASSERTION_SOURCES
+
+    @property
+    def verifier_timed_out(self) -> bool:
+        """The check's verifier ran past its deadline (its ``error`` opens with `VERIFIER_TIMEOUT_ERROR`)."""
+        return self.error is not None and self.error.startswith(VERIFIER_TIMEOUT_ERROR)
 
 
 class TaskRecord(_Model):
