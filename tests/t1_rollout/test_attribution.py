@@ -287,3 +287,11 @@ def test_a_timeout_on_a_task_whose_verifier_ran_at_validation_is_the_agents_zero
     for validated in (None, _record("ctrf", network=True)):
         verdict = _judge(_timed_out(tmp_path), _task(tmp_path), validated)
         assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
+
+
+def test_output_t1_could_not_collect_from_a_healthy_sandbox_stays_the_agents_zero(tmp_path):
+    # the agent filled the disk T1 stages the output on: nothing came back, yet it is not "wrote nothing"
+    run = _run(tmp_path, network=True, files={}, stdout="")
+    run = VerifierRun(run.out_dir, 0, False, 1.0, "", sabotage="staging failed: No space left on device")
+    verdict = _judge(run, _task(tmp_path))
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0) and "No space left" in verdict.cause

@@ -79,7 +79,8 @@ def score_output(
 
     A verifier that exited on its own and left no report file at all, with no pytest session in what it
     printed, wrote nothing: that is `judge`'s ``silent`` (dropped, never the agent's 0), unless
-    ``facts.verifier_proven`` (then the run kept it from writing: the agent's 0).
+    ``facts.verifier_proven`` (then the run kept it from writing: the agent's 0) or T1 could not collect
+    the output from a healthy sandbox (``sabotage``: the agent's 0).
 
     Args:
         out_dir: the folder (``ctrf.json``, JUnit ``*.xml``, ``reward.json``, ``reward.txt``,
@@ -119,7 +120,7 @@ def score_output(
     if expects is None:  # a per-assertion file is there but unusable (read_report's UNPARSABLE with a b)
         expects = report.fallback is FallbackCause.UNPARSABLE and report.binary is not None
     silent = None
-    if not (timed_out or crashed or facts.verifier_proven or pytest_ran(stdout)):
+    if not (timed_out or crashed or sabotage or facts.verifier_proven or pytest_ran(stdout)):
         silent = (
             "the verifier wrote nothing: no report file in its output folder and no pytest session in what "
             "test.sh printed; dropped as an infrastructure failure, never the agent's 0"
