@@ -240,7 +240,8 @@ def ppo_step(
         ``actor/routing_flip_fraction_layers`` and ``actor/gap_time_s`` (T1 §4.3, Fig. 6); with
         ``ppo.off_policy`` on, ``actor/off_policy_weight_mean`` and the share of loss tokens truncated
         (``actor/off_policy_truncated_fraction``, ``tis``) or masked (``actor/off_policy_masked_fraction``,
-        ``icepop``; `t1_trainer.off_policy`).
+        ``icepop``; `t1_trainer.off_policy`); the Eq. 25 split ``actor/mismatch_kernel``,
+        ``actor/mismatch_version``, ``actor/mismatch_decomposed_fraction`` (`t1_trainer.mismatch`).
 
     Raises:
         SampleError: a sample's streams are inconsistent (see `check_sample`).

@@ -31,6 +31,7 @@ from t1_trainer.checks import torch_preflight
 from t1_trainer.checks import unbuilt_ppo as _unbuilt_ppo
 from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
+from t1_trainer.mismatch import mismatch_terms, snapshot, swapped_weights
 from t1_trainer.off_policy import OFF_POLICY_CORRECTIONS
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 
@@ -104,6 +105,7 @@ class TorchBackend:
         self.critic_opt = _adamw(self.critic, ppo_spec.critic_lr, ppo_spec)
         self.version = 0  # actor optimizer steps taken
         self.policy_version = 0  # publications of the actor so far (set by publish_weights; T1 Appendix 12)
+        self.behaviour_weights: tuple[int, dict[str, torch.Tensor]] | None = None  # (version, CPU copy)
 
     @property
     def gap_without_replay(self) -> bool:
@@ -399,6 +401,8 @@ class TorchBackend:
             ``actor/time_s``. With a correction on: ``actor/off_policy_weight_mean`` (mean weight over loss
             tokens) and ``actor/off_policy_truncated_fraction`` (``tis``) or
             ``actor/off_policy_masked_fraction`` (``icepop``), shares of the loss tokens.
+            Eq. 25 (`t1_trainer.mismatch`): ``actor/mismatch_kernel``, ``actor/mismatch_version`` and
+            ``actor/mismatch_decomposed_fraction`` (one-version-stale samples only on gap steps).
 
         Raises:
             TrainerConfigError: ``old_logprobs`` (or one of its entries) is neither ``recomputed`` nor
@@ -425,6 +429,10 @@ class TorchBackend:
         gap_sum, gap_nr_sum, flips, flip_pairs, moe_layers, gap_time = 0.0, 0.0, 0, 0, 0, 0.0
         measure_gap = self.gap_due(self.actor_updates)
         self.actor_updates += 1
+        version = int(self.policy_version)
+        # the next gap step decomposes its stale samples' mismatch with these pre-update weights (Eq. 25)
+        pre_state = snapshot(self.actor) if self.gap_due(self.actor_updates) else None
+        pre: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         norms: list[float] = []
         out: dict[str, Any] = {}
         self.actor.train()
@@ -440,6 +448,7 @@ class TorchBackend:
                     if epoch == 0:
                         rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos]
                         gap_sum += float((logp.detach() - rollout.float()).abs().sum())
+                        pre[i] = (logp.detach(), rollout.float())
                         old[i] = rollout.float() if from_rollout[i] else logp.detach()
                         if correction.active:
                             log_ratio = logp.detach().float() - rollout.float()
@@ -473,10 +482,33 @@ class TorchBackend:
             out.update(acc.result())
         live = (gap_nr_sum, flips, flip_pairs, moe_layers, gap_time) if measure_gap else None
         out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
+        out.update(self._mismatch(samples, pre, version, measure_gap))
+        self.behaviour_weights = None if pre_state is None else (version, pre_state)
         if correction.active:
             out[correction.metric] = affected / n_tok if n_tok else float("nan")
             out["actor/off_policy_weight_mean"] = weight_sum / n_tok if n_tok else float("nan")
         return out
+
+    @torch.no_grad()
+    def _mismatch(
+        self,
+        samples: Sequence[TrainSample],
+        pre: dict[int, tuple[torch.Tensor, torch.Tensor]],
+        version: int,
+        due: bool,
+    ) -> dict[str, float]:
+        """Eq. 25's terms (`t1_trainer.mismatch`); one-version-stale samples scored with the kept copy."""
+        held = self.behaviour_weights if due else None
+        behaviour: dict[int, torch.Tensor] = {}
+        stale = [i for i in pre if version - int(samples[i].policy_version) == 1]
+        stale = [i for i in stale if not getattr(samples[i], "policy_versions_mixed", False)]
+        if held is not None and held[0] == version - 1 and stale:
+            with swapped_weights(self.actor, held[1]):
+                for i in stale:
+                    with self._replay(samples[i]):
+                        behaviour[i] = self.actor_logprobs(samples[i])
+        ages = {i: version - int(samples[i].policy_version) for i in pre}
+        return mismatch_terms([(t, behaviour.get(i), r, ages[i]) for i, (t, r) in pre.items()])
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """Actor weights for the engine, state_dict names, detached (sharing storage with the live actor)."""
