@@ -22,6 +22,7 @@ Pure functions on torch tensors; the weights never carry a gradient.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 import torch
@@ -72,7 +73,8 @@ def level_log_ratio(log_ratio: torch.Tensor, mask: torch.Tensor, level: Level) -
             f"{tuple(mask.shape)}"
         )
     m = mask.to(torch.bool)
-    lr = torch.where(m, log_ratio.detach().float(), torch.zeros((), dtype=torch.float32))
+    lr = log_ratio.detach().float()
+    lr = torch.where(m, lr, torch.zeros_like(lr))
     if level == "token":
         return lr
     if level == "sequence":
@@ -134,7 +136,7 @@ def icepop_weights(
     lr = level_log_ratio(log_ratio, mask, level)
     m = mask.to(torch.bool)
     # compare in log space: the band's edges are exact there and an overflowing ratio is still masked
-    inside = (lr >= torch.log(torch.tensor(low))) & (lr <= torch.log(torch.tensor(high)))
+    inside = (lr >= math.log(low)) & (lr <= math.log(high))
     masked = m & ~inside
     w = (m & inside).float()
     return w, masked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from t1_policy import logprob_vector
@@ -55,7 +57,7 @@ def sampling_logprobs(logits_v: torch.Tensor, params: SamplingParams, *, vocab_l
         stays = torch.cumsum(sorted_p, dim=-1) - sorted_p < params.top_p
         keep &= torch.zeros_like(keep).scatter(0, order, stays)
     if params.min_p > 0.0:
-        keep &= logp >= logp.max() + torch.log(torch.tensor(params.min_p, dtype=logp.dtype))
+        keep &= logp >= logp.max() + math.log(params.min_p)
     if bool(keep.all()):
         return logp
     return torch.log_softmax(logp.masked_fill(~keep, float("-inf")), dim=-1)
