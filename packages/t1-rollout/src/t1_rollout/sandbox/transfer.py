@@ -9,10 +9,14 @@ outside the destination. Nothing here starts a process: a backend runs the comma
 
 from __future__ import annotations
 
+import os
+import stat
 import tarfile
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path, PurePosixPath
+
+from t1_rollout.sandbox.base import SandboxError
 
 __all__ = ["download_command", "owned_by", "regular_only", "shell_quote", "unpack_download", "upload_plan"]
 
@@ -59,9 +63,19 @@ def upload_plan(local: Path, remote: str, *, owner_uid: int, read_only: bool = F
 
     Returns:
         ``(payload, command)``: feed ``payload`` on the command's standard input. A directory becomes a tar
-        archive of its contents unpacked into ``remote``; a file is written with ``cat`` and keeps its mode
-        (less its write bits with ``read_only``).
+        archive of its contents unpacked into ``remote`` (a link inside it is archived as a link, never
+        followed on the host); a file is written with ``cat`` and keeps its mode (less its write bits with
+        ``read_only``).
+
+    Raises:
+        SandboxError: ``local`` is itself a link (never followed on the host), or neither a regular file nor
+            a directory (a FIFO would block the read).
     """
+    if local.is_symlink():
+        raise SandboxError(
+            f"upload {local} -> {remote}: {local} is a link to {os.readlink(local)}; uploads never follow a "
+            "link on the host (links outside the bundle are not followed)"
+        )
     quoted = shell_quote(remote)
     if local.is_dir():
         buf = BytesIO()
@@ -72,7 +86,12 @@ def upload_plan(local: Path, remote: str, *, owner_uid: int, read_only: bool = F
         if read_only:
             cmd += f" && chmod -R a-w {quoted}"
     else:
-        payload = local.read_bytes()
+        # no link swapped in since the check; O_NONBLOCK: opening a FIFO must not wait for a writer
+        fd = os.open(local, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise SandboxError(f"upload {local} -> {remote}: not a regular file or directory")
+            payload = fh.read()
         parent = shell_quote(str(PurePosixPath(remote).parent))
         mode = local.stat().st_mode & (0o555 if read_only else 0o777)
         cmd = f"mkdir -p {parent} && cat > {quoted} && chmod {oct(mode)[2:]} {quoted}"

@@ -7,14 +7,17 @@
 or through the recipe's ``sandbox.images`` map), else the task's Dockerfile built as written, every ``FROM``
 whose base the map names replaced by its target (a stand-in: recorded in `ImageChoice.stand_ins` and in the
 image's ``t1.stand_in`` label). Built images are tagged by a digest of the build context and the
-substitutions, so a task is built once per daemon. Source: Harbor's task model (``EnvironmentConfig``), the
+substitutions (`context_digest`: links by their target text, never followed; files streamed), so a task is
+built once per daemon. Source: Harbor's task model (``EnvironmentConfig``), the
 Docker Engine API.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ __all__ = [
     "TaskEnvironment",
     "build_failure_cause",
     "build_image",
+    "context_digest",
     "map_base",
     "resolve_image",
     "task_environment",
@@ -206,6 +210,12 @@ def resolve_image(
         raise SandboxError(
             f"{dockerfile}: missing, and the task's docker_image {env.docker_image!r} is not in the daemon"
         )
+    inside = os.path.realpath(dockerfile).startswith(os.path.realpath(environment_dir) + os.sep)
+    if dockerfile.is_symlink() and not inside:
+        raise SandboxError(
+            f"{dockerfile}: a link to {os.readlink(dockerfile)}, outside the build context; links outside "
+            "the bundle are not followed"
+        )
     text, swaps, kept = _rewrite(dockerfile, images)
     missing = [b for b in kept if not _has_image(api, b.split(" (line")[0])]
     if missing:
@@ -214,11 +224,48 @@ def resolve_image(
             "assumed reachable; map it in sandbox.images to a local image (tools/docker/build_base_images.sh "
             "builds t1-local/debian:bookworm and t1-local/debian:trixie)"
         )
-    digest = hashlib.sha256(text.encode())
-    for path in sorted(p for p in Path(environment_dir).rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(environment_dir)).encode() + b"\0" + path.read_bytes())
+    digest = context_digest(Path(environment_dir), text)
     name = re.sub(r"[^a-z0-9_.-]+", "-", Path(environment_dir).resolve().parent.name.lower()).strip("-.")
-    return None, text, swaps, f"t1-task/{name or 'task'}:{digest.hexdigest()[:16]}"
+    return None, text, swaps, f"t1-task/{name or 'task'}:{digest[:16]}"
+
+
+def context_digest(environment_dir: Path, dockerfile_text: str) -> str:
+    """SHA-256 (hex) of the rewritten Dockerfile and the build context, as the daemon receives the context.
+
+    The context is walked without following any link, as the Docker client sends it: a link counts by its
+    target text (never by what it points to, which may be a 2 GiB host file, ``/dev/zero`` or a FIFO), a
+    regular file by its bytes read in 1 MiB chunks (never whole), and folders, FIFOs, sockets and devices
+    not at all. Regular files hash as they always did (path, NUL, bytes), so existing image tags stay valid.
+
+    Args:
+        environment_dir: the build context (the task's ``environment/``).
+        dockerfile_text: the Dockerfile as built (bases substituted).
+
+    Raises:
+        SandboxError: a file of the context cannot be read (names it).
+    """
+    digest = hashlib.sha256(dockerfile_text.encode())
+    entries: list[Path] = []
+    for here, dirs, files in os.walk(environment_dir, followlinks=False):
+        entries += [Path(here, name) for name in dirs + files]
+    for path in sorted(entries):
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            continue  # removed while walking
+        rel = str(path.relative_to(environment_dir)).encode()
+        if stat.S_ISLNK(mode):
+            digest.update(rel + b"\0link\0" + os.fsencode(os.readlink(path)))
+        elif stat.S_ISREG(mode):
+            digest.update(rel + b"\0")
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with open(fd, "rb") as fh:
+                    while chunk := fh.read(1 << 20):
+                        digest.update(chunk)
+            except OSError as exc:
+                raise SandboxError(f"{path}: cannot be read for the image's hash: {exc.strerror}") from exc
+    return digest.hexdigest()
 
 
 def build_failure_cause(log: str, error: str) -> str | None:

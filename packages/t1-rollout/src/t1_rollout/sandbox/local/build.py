@@ -132,6 +132,21 @@ class DockerfileBuild:
         many = len(sources) > 1 or dest.endswith("/")
         for src in sources:
             src_host = (context / src).resolve()
-            if not is_under(str(src_host), str(context)) or not src_host.exists():
+            if not is_under(str(src_host), str(context)):
+                raise SandboxError(_outside_context(context, src, src_host, where))
+            if not src_host.exists():
                 raise SandboxError(f"{where}: COPY source {src!r} not found in {context}")
             copy_inside(src_host, mount, parts, uid=self._slot.uid, into=many, where=f"{where}: COPY {dest}")
+
+
+def _outside_context(context: Path, src: str, resolved: Path, where: str) -> str:
+    """Why ``COPY src`` is refused when it resolves outside the build context: the link, or ``..``."""
+    here = context
+    for part in Path(src).parts:
+        here = here / part
+        if here.is_symlink():
+            return (
+                f"{where}: COPY source {src!r}: {here} is a link to {os.readlink(here)} (resolves to "
+                f"{resolved}), outside the build context {context}; links outside the bundle are not followed"
+            )
+    return f"{where}: COPY source {src!r} resolves to {resolved}, outside the build context {context}"
