@@ -154,3 +154,17 @@ def test_update_weights_needs_pause_and_a_publisher(fake):
     engine.pause()
     with pytest.raises(EngineError, match="weight publisher"):
         engine.update_weights({}, weight_version=1)
+
+
+def test_min_p_reaches_sglang_only_when_on():
+    def params(**kw):
+        return SGLangEngine.request_payload(
+            [1, 2],
+            SamplingParams(**kw),
+            return_logprob=True,
+            return_routed_experts=False,
+            routed_experts_start_len=0,
+        )["sampling_params"]
+
+    assert "min_p" not in params()
+    assert params(min_p=0.05, top_k=20)["min_p"] == 0.05 and params(min_p=0.05, top_k=20)["top_k"] == 20
