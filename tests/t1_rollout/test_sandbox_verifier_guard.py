@@ -102,3 +102,14 @@ def test_python_c_gets_the_real_pytest_and_still_imports_the_workdirs_own_module
     assert "AGENT" not in done.stderr and "1 passed" in done.stdout, done.stdout + done.stderr
     own = _run([sys.executable, "-c", "import prog_lib; print(prog_lib.square(3))"], workdir)
     assert own.stdout.strip() == "9", own.stderr
+
+
+def test_python_m_unittest_gets_the_real_unittest(workdir: Path):
+    (workdir / "unittest.py").write_text(AGENT)
+    tests = workdir.parent / "tests"
+    (tests / "test_u.py").write_text(
+        "import unittest\n\n"
+        "class T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(1, 2)\n"
+    )
+    done = _run([sys.executable, "-m", "unittest", "discover", "-s", str(tests), "-p", "test_u.py"], workdir)
+    assert "AGENT" not in done.stderr and "FAILED (failures=1)" in done.stderr, done.stderr

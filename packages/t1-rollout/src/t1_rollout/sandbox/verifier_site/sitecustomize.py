@@ -5,8 +5,8 @@ on the verifier launch's ``PYTHONPATH`` (``/opt/t1-verifier/guard`` locally, ``/
 Docker container), so Python's ``site`` imports it as ``sitecustomize`` before any of the command runs.
 Standard library only, for any Python 3 (the task image's own interpreter reads it too).
 
-In a process that runs pytest (``python3 -m pytest``, ``python3 -m py.test``, or a script named ``pytest``
-or ``py.test``), the grader, and in one that runs ``python3 -c`` code (which may call ``pytest.main()``):
+In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m unittest``, or a script named
+``pytest`` or ``py.test``), and in one that runs ``python3 -c`` code (which may call ``pytest.main()``):
 
 1. Safe-path mode: the process re-executes itself once with ``-s -P`` (Python 3.11+), so neither the working
    directory (the agent's ``/app``, which ``-m`` puts first on ``sys.path``) nor a script's folder nor the
@@ -29,15 +29,18 @@ import sys
 from importlib.machinery import PathFinder
 
 _PYTEST = ("pytest", "py.test")
+#: Modules that ``-m`` runs as a grader: pytest's names and the standard library's test runner.
+_GRADER_MODULES = (*_PYTEST, "unittest")
 #: Top-level names of the verifier toolchain's distributions (pytest, pytest-json-ctrf and what they need).
 _TOOLCHAIN = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "ctrf")
 _VALUE_FLAGS = "XWQ"  # one-letter options of the interpreter that take a value
 
 
-def _pytest_launch(argv):
-    """``"module"`` (``-m pytest``), ``"script"`` (a pytest script), ``"command"`` (``-c``) or None.
+def _grader_launch(argv):
+    """``"module"`` (``-m pytest``, ``-m unittest``), ``"script"`` (a pytest script), ``"command"`` (``-c``).
 
-    Read from ``sys.orig_argv``; ``-c`` code may call ``pytest.main()``, so it is guarded as a grader.
+    None for any other process. Read from ``sys.orig_argv``; ``-c`` code may call ``pytest.main()``, so it
+    is guarded as a grader.
     """
     i = 1
     while i < len(argv):
@@ -52,7 +55,7 @@ def _pytest_launch(argv):
                 return "command"
             if flag == "m":
                 name = arg[k + 1 :] or (argv[i + 1] if i + 1 < len(argv) else "")
-                return "module" if name in _PYTEST else None
+                return "module" if name in _GRADER_MODULES else None
             if flag in _VALUE_FLAGS:
                 if not arg[k + 1 :]:
                     i += 1  # the value is the next word
@@ -115,7 +118,7 @@ class _WorkdirLast:
 
 
 def _guard():
-    launch = _pytest_launch(list(getattr(sys, "orig_argv", ())))
+    launch = _grader_launch(list(getattr(sys, "orig_argv", ())))
     if launch is None:
         return
     if (
