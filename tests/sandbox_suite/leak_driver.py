@@ -6,7 +6,7 @@ settings. ``MODE``:
 - ``hold``: start three sandboxes (one holding 50,000 files, so that its reclaim takes a while), each with a
   running exec and a shell with a background job, print ``ready <status file>`` and wait; stopped as
   ``t1 train`` is (``t1.run.signals``: Ctrl-C, SIGTERM and SIGHUP), it writes a ``status.json`` the way
-  ``t1.run.loop.Run`` does and exits 130;
+  ``t1.run.loop.Run`` does and exits 130; ``ready`` is followed by the pid of its sandbox watchdog;
 - ``once``: start one sandbox, run ``echo ok`` in it, close it, exit 0 (a new run after a ``kill -9``).
 """
 
@@ -25,6 +25,7 @@ from leaks import apply_isolation  # noqa: E402
 from t1.run.run_dir import RunDir  # noqa: E402
 from t1.run.signals import deferred_signals, run_interruptible, stop_signals  # noqa: E402
 from t1_rollout.sandbox import SANDBOXES  # noqa: E402
+from t1_rollout.sandbox.watchdog import watchdog_pid  # noqa: E402
 from t1_spec import DaytonaSandboxSpec, LocalSandboxSpec, load_recipe  # noqa: E402
 
 TINY_DOCKER = Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml"
@@ -55,7 +56,7 @@ async def hold(config: dict, env: Path) -> None:
             shell = await sb.open_shell()
             await shell.send("sleep 700 &\n", duration_s=0.2, max_wait_s=2)
         await asyncio.sleep(0.3)
-        print("ready", flush=True)
+        print(f"ready {watchdog_pid()}", flush=True)  # the watchdog that reclaims them after a kill -9
         await asyncio.gather(*running)
 
 

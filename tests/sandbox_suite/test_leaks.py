@@ -2,13 +2,15 @@
 
 Written against the ``Sandbox`` seam (``make_sandbox``, ``environment_dir``); what counts as a leftover of a
 backend is `leaks.leftovers`. Signals are sent to a driver process (``leak_driver.py``) stopped the way
-``t1 train`` is; after a ``kill -9`` the next process that starts a sandbox sweeps what the dead one left.
+``t1 train`` is; after a ``kill -9`` the dead driver's watchdog reclaims its sandboxes at once, and when the
+watchdog is killed too, the next process that starts a sandbox sweeps what the dead one left.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from t1.run.status import read_status
 
 sys.path.insert(0, str(Path(__file__).parent))
 import leaks  # noqa: E402  (the suite's helper beside this file; tests/ is not a package)
@@ -88,6 +92,11 @@ async def test_nothing_is_left_after_cancellations_during_close(make_sandbox, en
 
 
 def _driver(config: dict, environment_dir: Path) -> tuple[subprocess.Popen, Path]:
+    proc, status, _ = _driver_and_watchdog(config, environment_dir)
+    return proc, status
+
+
+def _driver_and_watchdog(config: dict, environment_dir: Path) -> tuple[subprocess.Popen, Path, int | None]:
     proc = subprocess.Popen(
         leaks.driver_argv(sys.executable, config, environment_dir, "hold"),
         stdout=subprocess.PIPE,
@@ -96,10 +105,11 @@ def _driver(config: dict, environment_dir: Path) -> tuple[subprocess.Popen, Path
     )
     status = Path(proc.stdout.readline().split()[1])
     line = proc.stdout.readline()
-    if line.strip() != "ready":
+    if line.split()[:1] != ["ready"]:
         proc.kill()
         pytest.fail(f"the driver did not start its sandboxes: {line!r} {proc.stderr.read()[-3000:]}")
-    return proc, status
+    watchdog = line.split()[1]
+    return proc, status, int(watchdog) if watchdog.isdigit() else None
 
 
 @pytest.mark.parametrize(
@@ -138,15 +148,49 @@ def test_nothing_is_left_after_a_stop_signal_and_the_status_says_interrupted(
     _clean(isolated, (proc.pid,))
 
 
+DAYTONA_KILL_9 = (
+    "a Daytona run's sandboxes are not swept after a kill -9 (other machines may be running the same run): "
+    "`reclaim_run(run_id)` deletes them by label (test_daytona_sandbox.py), and their auto-stop and "
+    "auto-delete intervals end them otherwise"
+)
+
+
+def test_after_kill_9_the_watchdog_reclaims_the_dead_drivers_sandboxes(
+    make_sandbox, environment_dir, isolated
+):
+    if isolated["kind"] == "daytona":
+        pytest.skip(DAYTONA_KILL_9)
+    proc, status, watchdog = _driver_and_watchdog(isolated, environment_dir)
+    assert watchdog is not None, "the driver started sandboxes without a watchdog"
+    left = leaks.leftovers(isolated, (proc.pid,))
+    assert left.directories and (left.containers or left.processes)  # running sandboxes with agents in them
+    proc.kill()  # SIGKILL: no handler, no atexit
+    proc.wait(timeout=30)
+    found = leaks.settled(isolated, (proc.pid,), timeout_s=90.0)  # no other process starts a sandbox
+    assert not found, f"left behind after the driver's kill -9: {found}"
+    state = read_status(status.parent)  # the file itself still says running: no handler ran
+    assert state["status"] == "killed" and str(proc.pid) in state["message"], state
+    end = time.monotonic() + 30
+    while _alive(watchdog) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _alive(watchdog), "the watchdog outlived its work"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
 def test_after_kill_9_the_next_process_sweeps_what_the_dead_one_left(make_sandbox, environment_dir, isolated):
     if isolated["kind"] == "daytona":
-        pytest.skip(
-            "a Daytona run's sandboxes are not swept by the next process (other machines may be running the "
-            "same run): `reclaim_run(run_id)` deletes them by label (test_daytona_sandbox.py), and their "
-            "auto-stop and auto-delete intervals end them otherwise"
-        )
-    proc, _ = _driver(isolated, environment_dir)
+        pytest.skip(DAYTONA_KILL_9)
+    proc, _, watchdog = _driver_and_watchdog(isolated, environment_dir)
     left = leaks.leftovers(isolated, (proc.pid,))
+    if watchdog is not None:
+        os.kill(watchdog, signal.SIGKILL)  # the watchdog dies too (an OOM kill, a kill of the whole job)
     proc.kill()  # SIGKILL: no handler, no atexit
     proc.wait(timeout=30)
     time.sleep(0.5)

@@ -298,7 +298,8 @@ def open_run(run_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Recipe
         ``(recipe, resolved, checkpoint)``: the validated recipe, it as plain data, the checkpoint folder.
 
     Raises:
-        ResumeError: ``run_dir`` is not a folder or has no ``recipe.yaml``; an override changes another
+        ResumeError: ``run_dir`` is not a folder or has no ``recipe.yaml``; its driver still runs on this
+            host (``status.json`` says ``running`` and the process is alive); an override changes another
             field (each named); no whole checkpoint; its ``state.json`` is unreadable, of another format or
             version, or of another recipe; the recipe has ``trainer.checkpoint_optimizer: false`` in the
             checkpoint (no optimizer state).
@@ -313,6 +314,7 @@ def open_run(run_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Recipe
         raise ResumeError(f"--resume {root}: {what}; --resume takes a run directory that t1 train wrote")
     if not recipe_file.is_file():
         raise ResumeError(f"{recipe_file}: not found; --resume takes a run directory that t1 train wrote")
+    _refuse_a_live_run(root)
     base = load_recipe(recipe_file).model_dump(mode="json", by_alias=True)
     recipe = load_recipe(recipe_file, list(overrides))
     resolved = recipe.model_dump(mode="json", by_alias=True)
@@ -330,6 +332,25 @@ def open_run(run_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Recipe
             "(the recipe identities differ); resume a run with the recipe.yaml it was started with"
         )
     return recipe, resolved, checkpoint
+
+
+def _refuse_a_live_run(root: Path) -> None:
+    """Refuse to resume a run whose driver still runs on this host (two drivers would share its files).
+
+    A run whose driver died (``t1.run.status.read_status`` says ``killed``) resumes like an interrupted one.
+    """
+    from t1.run.status import driver_alive, read_status
+
+    try:
+        status = read_status(root)
+    except (OSError, ValueError):
+        return  # no or a torn status: the checkpoint decides
+    driver = status.get("driver") or {}
+    if status.get("status") == "running" and driver_alive(status) and driver.get("pid") != os.getpid():
+        raise ResumeError(
+            f"--resume {root}: the run is still running (driver pid {driver['pid']} on {driver['host']}); "
+            "stop it first (Ctrl-C or SIGTERM leaves a resumable checkpoint)"
+        )
 
 
 def load_state(checkpoint: Path) -> RunState:

@@ -5,7 +5,9 @@ Layout::
     runs/<recipe name>-<UTC time>-<hash8>/
         recipe.yaml              the fully resolved recipe (defaults included)
         metrics.jsonl            one JSON object per step (warm-up steps carry "phase": "critic_warmup")
-        status.json              how the run ended: finished | failed (with the error) | interrupted
+        status.json              how the run ended: finished | failed (with the error) | interrupted; the
+                                 driver (pid, start time, host): read back `killed` once it is dead
+                                 (`t1.run.status`)
         trajectories/step-NNNN/<trial_id>.json   every trial: status, cause, messages, token counts, reward
         verifier/<trial_id>/     the verifier's reports and logs as read back (ctrf.json, *.xml, reward.json,
                                  test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from t1.run.status import driver_identity
 
 if TYPE_CHECKING:
     from t1.run.tensorboard import TensorBoardLog
@@ -129,6 +133,7 @@ class RunDir:
         payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
         if self.resumed_from is not None:
             payload["resumed_from"] = self.resumed_from
+        payload["driver"] = driver_identity()  # `t1.run.status.read_status`: a dead driver's run is killed
         # written whole then renamed: a reader polling a live run never sees half a file
         path, tmp = self.root / "status.json", self.root / "status.json.tmp"
         try:

@@ -4,8 +4,9 @@ The ``docker`` SDK (the ``t1-rollout[docker]`` extra) is imported on first use o
 sandbox carries the labels of `LABELS`: ``t1.sandbox=docker``, ``t1.run`` (the run id), ``t1.host`` and
 ``t1.pid`` / ``t1.pid_start`` (the owning process and its start time, so a reused pid is not taken for the
 owner). `sweep_dead_owners` removes the containers of this host whose owner process is gone (a ``kill -9``
-of an earlier run), `reclaim_run` every container of one run id, and `LIVE` with an ``atexit`` hook the
-containers this process still holds when the interpreter exits.
+of an earlier run), `reclaim_run` every container of one run id, `reclaim_owner` those of one dead process
+(its watchdog's call, ``t1_rollout.sandbox.watchdog``), and `LIVE` with an ``atexit`` hook the containers
+this process still holds when the interpreter exits.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "daemon_problems",
     "disk_cap_problem",
     "owner_labels",
+    "reclaim_owner",
     "reclaim_run",
     "sweep_dead_owners",
 ]
@@ -106,9 +108,15 @@ def _remove(api: Any, container_id: str) -> None:
 def sweep_dead_owners(host: str | None) -> list[str]:
     """Remove the T1 containers of this host whose owning process is gone; once per process and daemon.
 
+    Called before this process's every container is created, it also arms this process's watchdog for the
+    daemon (`t1_rollout.sandbox.watchdog.arm_docker`), which removes its containers after a ``kill -9``.
+
     Returns:
         The names of the removed containers.
     """
+    from t1_rollout.sandbox.watchdog import arm_docker
+
+    arm_docker(host)  # before this process creates a container there (idempotent)
     if host in _SWEPT:
         return []
     api = api_client(host)
@@ -120,6 +128,23 @@ def sweep_dead_owners(host: str | None) -> list[str]:
             removed += [n.lstrip("/") for n in c.get("Names") or [c["Id"][:12]]]
     _SWEPT.add(host)
     return removed
+
+
+def reclaim_owner(pid: int, start: str, host: str | None) -> list[str]:
+    """Remove every T1 container of this host created by the process ``pid`` started at ``start`` ticks.
+
+    The sandbox watchdog's call once that process is gone (``t1_rollout.sandbox.watchdog``): a container
+    whose ``t1.pid_start`` differs belongs to another process that had the same pid, and is left alone.
+
+    Returns:
+        The names of the removed containers.
+    """
+    api = api_client(host)
+    labels = [f"{LABEL}=docker", f"t1.host={HOSTNAME}", f"t1.pid={pid}", f"t1.pid_start={start}"]
+    found = api.containers(all=True, filters={"label": labels})
+    for c in found:
+        _remove(api, c["Id"])
+    return [(c.get("Names") or [c["Id"][:12]])[0].lstrip("/") for c in found]
 
 
 def reclaim_run(run_id: str, host: str | None = None) -> list[str]:

@@ -4,8 +4,9 @@
 of 200,000 files must not stall the event loop and the other trials), its wait is shielded against any number
 of cancellations (a second Ctrl-C), it is marked done only once everything is gone, and whatever is not done
 at interpreter exit is retried there (`_reclaim_all`). The delete is `hostfs.remove_tree`: iterative, no
-links followed, folders of mode 000 fixed. Sandboxes of processes that died without reclaiming (SIGKILL) are
-swept when this process starts its first sandbox in a work dir (`sweep_stale`).
+links followed, folders of mode 000 fixed. Sandboxes of a process killed with SIGKILL are reclaimed by its
+watchdog (``t1_rollout.sandbox.watchdog``, armed by `sweep_stale`) as soon as it is gone, and otherwise
+swept when a process starts its first sandbox in that work dir (`sweep_stale`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from t1_rollout.sandbox.base import SandboxError
 from t1_rollout.sandbox.local import hostfs
 from t1_rollout.sandbox.local.process import killpg
 from t1_rollout.sandbox.local.uids import UidSlot, kill_uid, sweep_stale_sandboxes
+from t1_rollout.sandbox.watchdog import arm_local
 
 if TYPE_CHECKING:
     from t1_rollout.sandbox.local.shell import LocalShell
@@ -55,12 +57,15 @@ def sweep_stale(parent: Path) -> list[Path]:
 
     A run killed with SIGKILL leaves its sandbox directories (and possibly processes) behind; the first
     sandbox a process starts in a work dir deletes them (`uids.sweep_stale_sandboxes`: a leftover is one
-    whose uid slot no live process holds).
+    whose uid slot no live process holds). Called before every start, it also arms this process's watchdog
+    for ``parent`` (`t1_rollout.sandbox.watchdog.arm_local`), which reclaims this process's sandboxes there
+    right after a ``kill -9`` of it, without waiting for a next process.
 
     Returns:
         The directories deleted (empty when ``parent`` was already swept by this process).
     """
     parent = Path(parent)
+    arm_local(parent)  # before this process creates a sandbox there (idempotent)
     with _SWEEP_LOCK:
         if parent in _SWEPT:
             return []
