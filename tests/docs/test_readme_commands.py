@@ -33,6 +33,9 @@ class Run:
 
 IN_CONTAINERS = "run in fresh containers: test_readme_install"
 RUNS = 'logging.run_root="$out/runs"'
+# one PPO step of one sample on each of the three tasks, no critic warm-up
+SMALL = "ppo.steps=1 ppo.samples_per_task=1 ppo.ppo_epochs=1 rollout.launched=3 rollout.admitted=3 "
+SMALL += "critic_warmup.enabled=false"
 COMMANDS: dict[str, Run] = {
     # Quick start
     "apt-get update && apt-get install -y pipx bubblewrap": Run(skip=IN_CONTAINERS),
@@ -45,12 +48,12 @@ COMMANDS: dict[str, Run] = {
     "uv run python tools/bench/bench_learning.py": Run("--seeds 1 --steps 2 --arms ppo", slow=True),
     "uv run t1 sft recipes/tiny-learn.yaml": Run('sft.epochs=1 sft.output="$out/sft"', slow=True),
     "uv run t1 train recipes/tiny-learn-three-ppo.yaml": Run(
-        f"model.init=random model.checkpoint=null ppo.steps=1 critic_warmup.epochs=1 {RUNS}",
+        f"model.init=random model.checkpoint=null {SMALL} {RUNS}",
         slow=True,
     ),
     "uv run python tools/bench/bench_learning_recipe.py": Run(
         '--steps 1 --arms learn sft.epochs=1 sft.output="$out/sft-bench" model.checkpoint="$out/sft-bench" '
-        f"critic_warmup.epochs=1 {RUNS}",
+        f"{SMALL} {RUNS}",
         slow=True,
     ),
     # Other commands
