@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+SANDBOX = shutil.which("bwrap") is not None and os.geteuid() == 0
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Run:
     code: int = 0
     slow: bool = False
     skip: str | None = None
+    sandbox: bool = False  # needs the local sandbox (bubblewrap, as root), as the README says
 
 
 IN_CONTAINERS = "run in fresh containers: test_readme_install"
@@ -42,23 +45,29 @@ COMMANDS: dict[str, Run] = {
     'pipx install uv && export PATH="$HOME/.local/bin:$PATH"': Run(skip=IN_CONTAINERS),
     # --dry-run: the test leaves the environment every other test runs in as it is
     "uv sync --all-packages --compile-bytecode": Run("--frozen --dry-run"),
-    "uv run t1 train recipes/tiny-cpu.yaml": Run(f"ppo.steps=1 {RUNS}", slow=True),
+    "uv run t1 train recipes/tiny-cpu.yaml": Run(f"ppo.steps=1 {RUNS}", slow=True, sandbox=True),
     "uv run pytest": Run(skip="the suite itself; .ci/run runs it"),
     # Does it learn?
     "uv run python tools/bench/bench_learning.py": Run("--seeds 1 --steps 2 --arms ppo", slow=True),
-    "uv run t1 sft recipes/tiny-learn.yaml": Run('sft.epochs=1 sft.output="$out/sft"', slow=True),
+    "uv run t1 sft recipes/tiny-learn.yaml": Run(
+        'sft.epochs=1 sft.output="$out/sft"', slow=True, sandbox=True
+    ),
     "uv run t1 train recipes/tiny-learn-three-ppo.yaml": Run(
         f"model.init=random model.checkpoint=null {SMALL} {RUNS}",
         slow=True,
+        sandbox=True,
     ),
     "uv run python tools/bench/bench_learning_recipe.py": Run(
         '--steps 1 --arms learn sft.epochs=1 sft.output="$out/sft-bench" model.checkpoint="$out/sft-bench" '
         f"{SMALL} {RUNS}",
         slow=True,
+        sandbox=True,
     ),
     # Other commands
-    "uv run t1 train recipes/tiny-ray.yaml trainer.checkpoint_every=1": Run(f"ppo.steps=1 {RUNS}", slow=True),
-    "uv run t1 recipe validate recipes/tiny-cpu.yaml": Run(),
+    "uv run t1 train recipes/tiny-ray.yaml trainer.checkpoint_every=1": Run(
+        f"ppo.steps=1 {RUNS}", slow=True, sandbox=True
+    ),
+    "uv run t1 recipe validate recipes/tiny-cpu.yaml": Run(sandbox=True),
     "uv run t1 recipe validate recipes/t1-122b.yaml": Run(code=1),  # the README: exit 1 here
     "uv run t1 recipe validate recipes/t1-122b.yaml --spec-only": Run(),
     "uv run t1 recipe show recipes/grpo.yaml": Run(),
@@ -66,11 +75,11 @@ COMMANDS: dict[str, Run] = {
     "tools/check_plan recipes/t1-122b.yaml": Run(),
     "uv run t1 plan search recipes/t1-122b.yaml": Run(),
     "out=$(mktemp -d)": Run(skip="the test gives $out a temporary folder of its own"),
-    'uv run t1 tasks validate --record "$out/mini.json"': Run("--limit 2", slow=True),
+    'uv run t1 tasks validate --record "$out/mini.json"': Run("--limit 2", slow=True, sandbox=True),
     'uv run t1 tasks stats --validated "$out/mini.json" --recipe recipes/tiny-cpu.yaml': Run(slow=True),
     'uv run t1 tasks audit --validated "$out/mini.json"': Run(slow=True),
     "uv run t1 eval builtin:mini --recipe recipes/tiny-cpu.yaml --policy oracle": Run(
-        "pool.limit=2", slow=True
+        "pool.limit=2", slow=True, sandbox=True
     ),
     'uv run mkdocs build --strict -d "$out/site"': Run("--quiet", slow=True),
 }
@@ -106,6 +115,8 @@ def _params():
         marks = [pytest.mark.slow] if run.slow else []
         if run.skip:
             marks.append(pytest.mark.skip(reason=run.skip))
+        elif run.sandbox and not SANDBOX:
+            marks.append(pytest.mark.skip(reason="the local sandbox needs bubblewrap and root"))
         yield pytest.param(command, run, marks=marks, id=command[:60])
 
 
