@@ -13,9 +13,9 @@ pid reused later nor a copy of the pipe left in a child can mislead it), or wher
 the owner's start time in ``/proc`` every half second. When the owner is gone, whatever the way (a normal
 exit included, when there is normally nothing left), it reclaims:
 
-- in each named work dir, the local sandboxes whose uid slot no live process holds
-  (``uids.sweep_stale_sandboxes``: their processes killed, tmpfs unmounted, directories deleted), then the
-  cgroups whose creating process is dead (``cgroups.sweep_dead_cgroups``);
+- in each named work dir, the owner's local sandboxes (directories named with its pid) whose uid slot no
+  live process holds (``reclaim.reclaim_dead_owner``: their processes killed, tmpfs unmounted, directories
+  deleted), then the cgroups whose creating process is dead (``cgroups.sweep_dead_cgroups``);
 - on each named daemon, the containers labelled with the owner's pid and start time
   (``client.reclaim_owner``).
 
@@ -136,10 +136,11 @@ def reap(owner: int, start: str, registrations: list[dict[str, Any]]) -> list[st
             for reg in local:
                 uids.UID_BASE, uids.UID_SLOTS = int(reg["uid_base"]), int(reg["uid_slots"])
                 uids.SLOT_DIR = Path(reg["slot_dir"])
-                try:
-                    uids.sweep_stale_sandboxes(Path(reg["local"]), reclaim.DIR_PREFIX)
-                except OSError as exc:  # a slot folder removed since (a finished test's): nothing held there
-                    failures.append(f"local sandboxes in {reg['local']}: {exc}")
+                reclaim.reclaim_dead_owner(Path(reg["local"]), owner)
+                left = Path(reg["local"]).glob(f"{reclaim.DIR_PREFIX}*-{owner}-*")
+                failures += [
+                    f"{path}: not reclaimed (its slot is held, or a process survived)" for path in left
+                ]
             failures += [f"cgroup {g} could not be removed" for g in cgroups.sweep_dead_cgroups()]
         except Exception as exc:  # noqa: BLE001 - report and go on with the daemons
             failures.append(f"local sandboxes: {type(exc).__name__}: {exc}")

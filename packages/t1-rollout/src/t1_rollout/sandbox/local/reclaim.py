@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -22,13 +23,14 @@ from typing import TYPE_CHECKING
 from t1_rollout.sandbox.base import SandboxError
 from t1_rollout.sandbox.local import hostfs
 from t1_rollout.sandbox.local.process import killpg
-from t1_rollout.sandbox.local.uids import UidSlot, kill_uid, sweep_stale_sandboxes
+from t1_rollout.sandbox.local.rootfs import release_root
+from t1_rollout.sandbox.local.uids import UidSlot, hold_if_free, kill_uid, sweep_stale_sandboxes
 from t1_rollout.sandbox.watchdog import arm_local
 
 if TYPE_CHECKING:
     from t1_rollout.sandbox.local.shell import LocalShell
 
-__all__ = ["DIR_PREFIX", "LIVE", "Reclaimer", "sweep_stale"]
+__all__ = ["DIR_PREFIX", "LIVE", "Reclaimer", "reclaim_dead_owner", "sweep_stale"]
 
 LIVE: set[Reclaimer] = set()  # strong references: an unclosed sandbox is still reclaimed at exit
 DIR_PREFIX = "t1-sbx-"  # a sandbox's host directory: <work dir>/t1-sbx-<uid>-<pid>-<random>
@@ -71,6 +73,39 @@ def sweep_stale(parent: Path) -> list[Path]:
             return []
         _SWEPT.add(parent)
     return sweep_stale_sandboxes(parent, DIR_PREFIX)
+
+
+def reclaim_dead_owner(parent: Path, owner: int) -> list[Path]:
+    """Reclaim the sandboxes the dead process ``owner`` left in ``parent``: its watchdog's call.
+
+    Only directories named with ``owner``'s pid (``t1-sbx-<uid>-<owner>-...``) are looked at, each under its
+    uid slot's lock (`uids.hold_if_free`): a slot some live process holds now is left alone. For each, the
+    uid's processes are killed, its tmpfs unmounted and the directory deleted.
+
+    Returns:
+        The directories deleted; one that cannot be now (a process surviving SIGKILL, an I/O error) is left
+        for a later sweep, never raised.
+    """
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in sorted(Path(parent).glob(f"{DIR_PREFIX}*-{owner}-*")):
+            uid_text, _, rest = path.name[len(DIR_PREFIX) :].partition("-")
+            if not uid_text.isdigit() or rest.split("-", 1)[0] != str(owner):
+                continue
+            held = hold_if_free(int(uid_text))
+            if held is None:
+                continue
+            try:
+                if kill_uid(held.uid):
+                    continue
+                release_root(path)
+                hostfs.remove_tree(path)
+                removed.append(path)
+            except OSError:
+                continue
+            finally:
+                held.release()
+    return removed
 
 
 class Reclaimer:

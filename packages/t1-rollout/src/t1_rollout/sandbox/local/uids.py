@@ -23,6 +23,7 @@ from t1_rollout.sandbox.local.rootfs import release_root
 __all__ = [
     "UidSlot",
     "acquire_uid_slot",
+    "hold_if_free",
     "sweep_stale_sandboxes",
     "kill_tagged",
     "kill_uid",
@@ -149,6 +150,15 @@ def acquire_uid_slot() -> UidSlot:
             continue
         return held
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
+
+
+def hold_if_free(uid: int) -> UidSlot | None:
+    """Take the slot of the sandbox uid ``uid`` when no live process holds it (None: held, or no slot).
+
+    The kernel drops a dead holder's lock, so a slot taken here belongs to no live sandbox: what its uid
+    still runs, and the directories named with it, are leftovers. ``release`` it when done.
+    """
+    return _hold_if_free(uid)
 
 
 def _hold_if_free(uid: int) -> UidSlot | None:
