@@ -28,11 +28,14 @@ slot = uids.acquire_uid_slot()
 root = Path(sys.argv[3]) / f"t1-sbx-{slot.uid}-{os.getpid()}-x"
 (root / "app").mkdir(parents=True)
 (root / "app" / "f").write_text("x")
+r, w = os.pipe()  # close-on-exec: EOF once the child has exec'd and so dropped the slot lock's descriptor
 if os.fork() == 0:  # a process of the sandbox's uid, as an agent's would be
     os.setsid()
     os.setgid(slot.uid)
     os.setuid(slot.uid)
     os.execvp("sleep", ["sleep", "600"])
+os.close(w)
+os.read(r, 1)
 print(slot.uid, flush=True)
 time.sleep(600)
 """
@@ -99,3 +102,16 @@ def test_reap_reclaims_the_dead_owners_sandbox_and_leaves_a_live_ones(tmp_path, 
     finally:
         mine.release()
         uids.kill_uid(uid)
+
+
+def test_a_killed_watchdog_is_replaced_at_the_next_sandbox_start(tmp_path):
+    watchdog.arm_local(tmp_path)
+    first = watchdog.watchdog_pid()
+    assert first is not None
+    os.kill(first, 9)
+    end = time.monotonic() + 10
+    while watchdog._PROC.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    watchdog.arm_local(tmp_path)  # the same work dir: named again to the new watchdog
+    second = watchdog.watchdog_pid()
+    assert second not in (None, first) and watchdog._start_ticks(second)

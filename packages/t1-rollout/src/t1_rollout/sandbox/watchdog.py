@@ -67,6 +67,9 @@ def _send(message: dict[str, Any]) -> None:
         if _OWNER != me:  # first use, or a forked child of the process that started it
             _PROC, _OWNER = None, me
             _SENT.clear()
+        if _PROC is not None and _PROC.poll() is not None:  # it was killed: a new one, told anew
+            _PROC = None  # each work dir and daemon is named again at its next sandbox's start
+            _SENT.clear()
         if line in _SENT:
             return
         try:
