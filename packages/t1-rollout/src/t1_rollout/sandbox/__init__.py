@@ -1,8 +1,9 @@
 """Sandboxes: where the agent's shell commands and the verifier run (DESIGN.md "Interfaces between packages").
 
 The seam is ``base.py`` (``Sandbox``, ``Shell``, their errors); beside it live what any backend can reuse,
-the Dockerfile parser (``dockerfile.py``) and the tar transfer (``transfer.py``), and the registry
-``SANDBOXES`` (``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
+the Dockerfile parser (``dockerfile.py``), the tar transfer (``transfer.py``), the watchdog that reclaims a
+process's local and Docker sandboxes after its ``kill -9`` (``watchdog.py``), and the registry ``SANDBOXES``
+(``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
 machine, ``local/``), which builds only a Dockerfile subset (FROM debian:bookworm[-slim], WORKDIR, COPY, ENV,
 RUN); ``DockerSandbox`` (``docker/``), which builds the task's Dockerfile as written on a Docker daemon;
 ``DaytonaSandbox`` (``daytona/``, the Daytona API; its persistent agent shell is not built). Not built yet:
