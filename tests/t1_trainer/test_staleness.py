@@ -133,6 +133,34 @@ def test_more_than_three_refused_samples_are_counted(Sample):  # noqa: N803
         ppo_step(Spy(version=2), samples, PAPER, staleness=1)
 
 
+def test_a_sample_older_than_max_staleness_is_refused_by_that_bound(Sample):  # noqa: N803
+    spy = Spy(version=5)
+    ok, old = _sample(Sample, version=3, trial="ok"), _sample(Sample, version=2, trial="old")
+    with pytest.raises(StalenessError) as err:
+        ppo_step(spy, [ok, old], PAPER, staleness=2, max_staleness=2)
+    msg = str(err.value)
+    assert msg.startswith("1 of 2 samples are older than runtime.max_staleness 2")
+    assert "t/old#0 drawn by version 2 (staleness 3)" in msg and "t/ok#0" not in msg
+    assert (err.value.sample, err.value.sample_version, err.value.trainer_version) == ("t/old#0", 2, 5)
+    assert spy.calls == []
+
+
+def test_a_step_asked_to_train_above_max_staleness_is_refused(Sample):  # noqa: N803
+    spy = Spy(version=5)
+    with pytest.raises(StalenessError, match=r"1 of 1 samples are older than runtime.max_staleness 1"):
+        ppo_step(spy, [_sample(Sample, version=3)], PAPER, staleness=2, max_staleness=1)
+    with pytest.raises(StalenessError, match=r"ppo_step staleness=2 is older than runtime.max_staleness 1"):
+        check_staleness(spy, [], 2, max_staleness=1)
+    assert spy.calls == []
+
+
+def test_a_batch_at_max_staleness_trains_on_the_rollouts_logprobs(Sample):  # noqa: N803
+    spy = Spy(version=5)
+    metrics = ppo_step(spy, [_sample(Sample, version=3)], PAPER, staleness=2, max_staleness=2)
+    assert metrics["staleness"] == metrics["staleness_min"] == 2
+    assert spy.actor_kwargs["old_logprobs"] == "rollout"  # as at staleness 1: the trainer lacks pi_{t-2}
+
+
 # ---- metrics and the behaviour log-probs the backend is asked for ----
 
 

@@ -3,8 +3,9 @@
 ``kind: embedded`` is the one-process loop (rollout, then training, then publication, on one machine).
 ``kind: ray`` places engine replicas, a trainer worker and sandbox hosts as Ray actors in one placement group
 (the paper's orchestrator is Ray 2.55, T1 §7), on a local cluster the run starts itself or on one it joins.
-``mode: async`` is the one-step asynchronous loop of T1 Appendix 12: the rollout of step t+1 runs on weight
-version t while step t trains, so every sample after the first step is exactly one version stale.
+``mode: async`` is the asynchronous loop of T1 Appendix 12: with ``max_staleness: 1`` (the paper's one-step
+loop) the rollout of step t+1 runs on weight version t while step t trains, so every sample after the first
+step is exactly one version stale; ``max_staleness: k`` lets rollout run up to k versions ahead.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ class RuntimeSpec(Spec):
     """``sync``: rollout, then training, then publication (staleness 0); ``async``: the one-step
     asynchronous loop, rollout of step t+1 on version t while step t trains (staleness 1 after the first
     step, T1 Appendix 12). The embedded runtime runs ``sync`` only (one process cannot overlap them)."""
+
+    max_staleness: int = Field(default=1, ge=1)
+    """With ``mode: async``: how many versions rollout may run ahead of training (versions). 1 is the paper's
+    one-step loop (T1 Appendix 12); k > 1 keeps up to k rollout batches queued, so step t trains the batch
+    drawn by version t - k (the first k steps at 0, 1, ..., k - 1) and the trainer refuses any sample
+    older than k. The paper names larger staleness as future work (T1 Appendix 12); k > 1 is chosen, read
+    by the Ray runtime only, and needs ``trainer.checkpoint_every: 0`` (a checkpoint holds one batch)."""
 
     ray: RaySpec = Field(default_factory=RaySpec)
     """The Ray cluster and actor counts (read with ``kind: ray`` only)."""

@@ -97,7 +97,12 @@ def continuation_lag(rollout: RolloutSpec) -> int:
 
 
 def check_staleness(
-    backend: TrainerBackend, samples: Sequence[TrainSample], staleness: int, *, continuation_lag: int = 0
+    backend: TrainerBackend,
+    samples: Sequence[TrainSample],
+    staleness: int,
+    *,
+    continuation_lag: int = 0,
+    max_staleness: int | None = None,
 ) -> StepMetrics:
     """Checks that every sample is exactly ``staleness`` versions behind the trainer (T1 Appendix 12).
 
@@ -115,6 +120,8 @@ def check_staleness(
             asynchronous one, 1 for every later asynchronous step.
         continuation_lag: the allowance of partial-rollout continuation (`continuation_lag` of the recipe's
             ``rollout``): 0 keeps the check strict.
+        max_staleness: the bound of the asynchronous loop (``runtime.max_staleness``), or None for none: a
+            sample older than it, or a ``staleness`` above it, is refused first, by that bound's name.
 
     Returns:
         ``staleness`` (the largest over the batch), ``staleness_min``, ``staleness_loss_token_share`` (per
@@ -123,9 +130,10 @@ def check_staleness(
         the last are absent for an empty batch.
 
     Raises:
-        StalenessError: ``staleness`` or ``continuation_lag`` is negative or not an int, or a sample is off
-            the allowed range (naming the first few, their versions, the trainer's version and the expected
-            staleness), or a chunk mixes versions without continuation.
+        StalenessError: ``staleness`` or ``continuation_lag`` is negative or not an int, a sample is older
+            than ``max_staleness`` (naming it), or a sample is off the allowed range (naming the first few,
+            their versions, the trainer's version and the expected staleness), or a chunk mixes versions
+            without continuation.
     """
     version = int(getattr(backend, "policy_version", 0))
     for name, value in (("staleness", staleness), ("continuation_lag", continuation_lag)):
@@ -137,6 +145,8 @@ def check_staleness(
                 expected=-1,
             )
     staleness, lag = int(staleness), int(continuation_lag)
+    if max_staleness is not None:
+        _check_bound(samples, staleness, int(max_staleness), version)
     off = [
         (s, int(s.policy_version))
         for s in samples
@@ -180,6 +190,25 @@ def check_staleness(
     return out
 
 
+def _check_bound(samples: Sequence[TrainSample], staleness: int, bound: int, version: int) -> None:
+    """Refuse a step asked to train above ``bound`` or a sample older than it (`check_staleness`)."""
+    old = [(s, int(s.policy_version)) for s in samples if version - int(s.policy_version) > bound]
+    if staleness <= bound and not old:
+        return
+    shown = "; ".join(_stale_line(s, v, version) for s, v in old[:3])
+    more = f" (and {len(old) - 3} more)" if len(old) > 3 else ""
+    what = f"{len(old)} of {len(samples)} samples are" if old else f"ppo_step staleness={staleness} is"
+    raise StalenessError(
+        f"{what} older than runtime.max_staleness {bound} (the trainer holds policy version {version})"
+        f"{': ' + shown if old else ''}{more}; rollout may run at most max_staleness versions ahead of "
+        "training (T1 Appendix 12), nothing was updated",
+        sample=sample_name(old[0][0]) if old else "",
+        sample_version=old[0][1] if old else -1,
+        trainer_version=version,
+        expected=staleness,
+    )
+
+
 def _stale_line(sample: TrainSample, sample_version: int, version: int) -> str:
     """One refused sample for `StalenessError`'s message."""
     if getattr(sample, "policy_versions_mixed", False) and version - sample_version >= 0:
@@ -199,6 +228,7 @@ def ppo_step(
     *,
     staleness: int = 0,
     continuation_lag: int = 0,
+    max_staleness: int | None = None,
 ) -> StepMetrics:
     """One PPO step: values, advantages, critic update, then actor update (T1 §4.5; verl's order).
 
@@ -219,6 +249,9 @@ def ppo_step(
             allowed (`continuation_lag` of the recipe's ``rollout``; 0, the default, keeps the check strict).
             Each sample older than ``staleness`` or mixing versions takes the rollout's log-probs as the
             ratio's denominator; the others keep the step's own choice.
+        max_staleness: the asynchronous loop's bound (``runtime.max_staleness``; None: no bound beyond the
+            exact check): a sample older than it is refused by that name (`check_staleness`). At any
+            staleness >= 1 the ratio's denominator is the rollout's log-probs, as at 1.
 
     Returns:
         Metrics. Versions (`check_staleness`): ``staleness`` (largest over the batch), ``staleness_min``,
@@ -253,7 +286,9 @@ def ppo_step(
     estimator = ADVANTAGE_ESTIMATORS.load(ppo_spec.advantage.estimator)
     for s in samples:
         check_sample(s)
-    versions = check_staleness(backend, samples, staleness, continuation_lag=continuation_lag)
+    versions = check_staleness(
+        backend, samples, staleness, continuation_lag=continuation_lag, max_staleness=max_staleness
+    )
     errors = backend.routing_errors(samples)
     kept = [s for i, s in enumerate(samples) if i not in errors]
     metrics: StepMetrics = {
