@@ -21,8 +21,9 @@ class StalenessError(ValueError):
 
     The staleness of a sample is the trainer's actor version (`TrainerBackend.policy_version`, publications so
     far) minus the version that sampled it (``sample.policy_version``). The synchronous loop trains at
-    staleness 0 and the one-step asynchronous loop at exactly 1 after its first step, so any other value means
-    the loop mixed batches or versions. A chunk whose turns came from more than one version
+    staleness 0 and the one-step asynchronous loop at exactly 1 after its first step (with
+    ``runtime.max_staleness`` k: the step's own staleness, never above k), so any other value means the loop
+    mixed batches or versions. A chunk whose turns came from more than one version
     (``policy_versions_mixed``) is refused the same way. Raised by `t1_trainer.step.ppo_step` before any
     update; the message names the sample (``task/trial#chunk``), its version, the trainer's version and the
     expected staleness.

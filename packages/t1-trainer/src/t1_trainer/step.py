@@ -8,7 +8,9 @@ Versions (T1 Appendix 12). Weight version v is the actor after v publications; t
 ``backend.policy_version`` and every sample carries the version that sampled it. The synchronous loop trains
 each batch at staleness 0; the one-step asynchronous loop trains its first batch at 0 and every later one at
 exactly 1 (the batch of update t was drawn under ``pi_{t-1}``), and `ppo_step` refuses any sample off that
-(`StalenessError`). The PPO ratio ``r_j(theta) = pi_theta / pi_old`` of ``L_pi`` (T1 Eq. 17) takes as
+(`StalenessError`). With rollout up to k versions ahead (``runtime.max_staleness``) a step trains at its own
+staleness s <= k, and any sample older than k is refused by that bound's name.
+The PPO ratio ``r_j(theta) = pi_theta / pi_old`` of ``L_pi`` (T1 Eq. 17) takes as
 ``pi_old`` the policy that drew the sample: at staleness 0 the trainer holds those very weights and recomputes
 the log-probs (the trainer's implementation of the same version, with replayed routing, so pass 1 has ratio
 exactly 1); at staleness 1 the trainer no longer holds ``theta_{t-1}``, and the log-probs of ``pi_{t-1}`` it
