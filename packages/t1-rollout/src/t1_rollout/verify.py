@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from t1_reward import TamperEvidence
 from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_rollout.sandbox.local.toolchain import VERIFIER_UV_DIR
 from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 
 __all__ = [
@@ -228,7 +229,8 @@ async def run_verifier(
         await sandbox.stop_agent()
         await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=control_s, read_only=True)
         # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
-        fresh = f"{VERIFIER_LOG_DIR} {DONE_DIR}"
+        # So is uv's state of the verifier's launch (UV_ISOLATION): the agent may have planted it in /tmp.
+        fresh = f"{VERIFIER_LOG_DIR} {DONE_DIR} {VERIFIER_UV_DIR}"
         # test.sh's output keeps its head and tail (pytest's closing line survives a flood printed before it)
         run_tests = capture_command(
             f"bash {TESTS_DIR}/test.sh", inner_deadline(timeout_s), min(max_file_bytes, MAX_FILE_BYTES)

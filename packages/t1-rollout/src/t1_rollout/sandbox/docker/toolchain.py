@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from t1_rollout.sandbox.base import SandboxError
+from t1_rollout.sandbox.local.toolchain import UV_ISOLATION
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -71,6 +72,7 @@ def verifier_env(image_path: str) -> dict[str, str]:
         "PATH": f"{ROOT}/bin:{image_path}",
         "PYTHONPATH": f"{GUARD}:{ROOT}/site-packages",  # the guard's sitecustomize first
         "PYTHONNOUSERSITE": "1",
+        **UV_ISOLATION,  # an image's uv, or one test.sh installs, reads nothing the agent wrote
     }
 
 

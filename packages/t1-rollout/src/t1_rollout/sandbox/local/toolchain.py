@@ -53,6 +53,18 @@ class VerifierToolchain:
 
 
 TOOLCHAIN_MOUNT = "/opt/t1-verifier"
+#: Where uv keeps its state in every verifier launch (any backend): ``run_verifier`` empties it before
+#: ``test.sh``. With ``UV_NO_CONFIG`` uv reads no ``uv.toml`` or ``pyproject.toml`` (the agent's ``/app``,
+#: its ``~/.config/uv``), and no cache, installed tool or managed Python under the agent's ``HOME``: pointed
+#: at the agent's own wheels or interpreter, ``uvx`` would install or run the grader the agent chose.
+VERIFIER_UV_DIR = "/tmp/t1-verifier-uv"
+UV_ISOLATION = {
+    "UV_NO_CONFIG": "1",
+    "UV_CACHE_DIR": f"{VERIFIER_UV_DIR}/cache",
+    "UV_TOOL_DIR": f"{VERIFIER_UV_DIR}/tools",
+    "UV_TOOL_BIN_DIR": f"{VERIFIER_UV_DIR}/bin",
+    "UV_PYTHON_INSTALL_DIR": f"{VERIFIER_UV_DIR}/python",
+}
 #: The verifier's import guard, first on the verifier's ``PYTHONPATH`` on each backend with a toolchain.
 GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 _TOOLCHAIN: VerifierToolchain | None = None
@@ -237,6 +249,7 @@ def toolchain() -> VerifierToolchain:
         "PYTHONNOUSERSITE": "1",
         "UV_PYTHON": f"{TOOLCHAIN_MOUNT}/bin/python3",  # uv and uvx run the toolchain's interpreter
         "UV_PYTHON_DOWNLOADS": "never",  # no network: fail naming the missing Python, not a timeout
+        **UV_ISOLATION,
     }
     _TOOLCHAIN = VerifierToolchain(binds=tuple(binds), symlinks=(), env=env, site=str(site))
     return _TOOLCHAIN

@@ -14,12 +14,17 @@ In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m uni
    ``statistics.py``, a ``*.dist-info`` whose ``pytest11`` entry point pytest would load) is importable.
 2. Under ``-m`` and ``-c`` only, the working directory is still searched, last: a finder at the end of
    ``sys.meta_path`` resolves a name found nowhere else there (tests that import the program under test
-   by name from the working directory, as ``python3 -m pytest`` allows, keep working). It is not on
-   ``sys.path``, so no distribution metadata or ``.pth`` file is read from it.
+   by name from the working directory, as ``python3 -m pytest`` allows, keep working), and only for an
+   import made by code outside the standard library, the toolchain and installed packages (a plugin's
+   optional import, such as ``trio``, is never served from there). It is not on ``sys.path``, so no
+   distribution metadata or ``.pth`` file is read from it.
 3. A top-level module named like one of the standard library or of the verifier toolchain (pytest, its
    plugins and what they import) is only taken from the interpreter's standard library, the toolchain or a
    ``sys.path`` entry this process cannot write, even when the tests put the working directory first on
    ``sys.path`` themselves.
+
+4. The process is made non-dumpable, so the program under test (same uid) cannot open its ``/proc/<pid>/mem``
+   and rewrite pytest's objects (the outcome string "failed") in place.
 
 Other processes (the program under test, run by the tests) are left as Python runs them.
 """
@@ -103,13 +108,29 @@ class _ProtectedNames:
 
 
 class _WorkdirLast:
-    """Resolves, last of all finders, a top-level name that is not protected from the working directory."""
+    """Resolves, last of all finders, a top-level name that is not protected from the working directory.
 
-    def __init__(self, workdir, protected):
+    Only for an import made by the tests' own code: an import made by the standard library, the toolchain or
+    an installed package (an optional dependency a plugin tries, such as ``trio``, expecting ImportError) is
+    never served from the working directory. ``importlib``'s own frames are skipped to find the importer.
+    """
+
+    def __init__(self, workdir, protected, trusted_code):
         self.workdir, self.protected = workdir, protected
+        self.trusted_code = trusted_code  # folder prefixes (ending in os.sep) of code that is not the tests'
+        self.importlib = os.path.join(os.path.dirname(os.path.abspath(os.__file__)), "importlib") + os.sep
+
+    def _by_trusted_code(self):
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not (name.startswith("<frozen importlib") or name.startswith(self.importlib)):
+                return name.startswith(self.trusted_code) or name.startswith("<frozen ")
+            frame = frame.f_back
+        return True
 
     def find_spec(self, name, path=None, target=None):
-        if path is not None or name in self.protected:
+        if path is not None or name in self.protected or self._by_trusted_code():
             return None
         return PathFinder.find_spec(name, [self.workdir])
 
@@ -136,10 +157,30 @@ def _guard():
     at = next((i for i, f in enumerate(finders) if getattr(f, "__name__", "") == "PathFinder"), 0)
     finders.insert(at, _ProtectedNames(frozenset(protected)))
     if launch in ("module", "command"):
+        stdlib = os.path.dirname(os.path.abspath(os.__file__))
+        toolchain = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sites = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+        trusted_code = tuple(os.path.join(p, "") for p in (stdlib, toolchain, *sites))
         try:
-            finders.append(_WorkdirLast(os.getcwd(), frozenset(protected)))
+            finders.append(_WorkdirLast(os.getcwd(), frozenset(protected), trusted_code))
         except OSError:
             pass
+    _not_dumpable()
+
+
+def _not_dumpable():
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), Linux only.
+
+    Its ``/proc/<pid>`` files then belong to root: a process of the same uid (the program under test, which
+    the tests start) can no longer open its ``mem`` to rewrite pytest's objects, nor its descriptors. Exec
+    resets the flag, so the programs the tests start are dumpable as usual.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # 4: PR_SET_DUMPABLE
+    except (ImportError, OSError, AttributeError):
+        pass  # no ctypes or no prctl (not Linux): the rest of the guard still holds
 
 
 if __name__ == "sitecustomize":
