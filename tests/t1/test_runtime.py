@@ -17,7 +17,7 @@ TINY_RAY = REPO / "recipes" / "tiny-ray.yaml"
 def test_default_runtime_keeps_every_recipe_embedded_and_sync():
     for path in sorted((REPO / "recipes").glob("*.yaml")):
         recipe = load_recipe(path)
-        if path.name != "tiny-ray.yaml":
+        if not path.name.startswith("tiny-ray"):
             assert recipe.runtime == RuntimeSpec(), path.name
     assert RuntimeSpec().kind == "embedded" and RuntimeSpec().mode == "sync"
 

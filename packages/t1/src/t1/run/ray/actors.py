@@ -234,13 +234,16 @@ class TrainerWorker:
         """`t1_trainer.step.ppo_step` at ``staleness``; returns its metrics (plain) and its wall time (s).
 
         Raises:
-            t1_trainer.errors.StalenessError: a sample is not exactly ``staleness`` versions behind.
+            t1_trainer.errors.StalenessError: a sample is not exactly ``staleness`` versions behind, or is
+                older than ``runtime.max_staleness`` (0 in sync mode).
         """
         from t1.run.loop import _plain
         from t1_trainer.step import ppo_step
 
         t0 = time.monotonic()
-        metrics = ppo_step(self.backend, samples, self.recipe.ppo, staleness=staleness)
+        runtime = self.recipe.runtime
+        bound = runtime.max_staleness if runtime.mode == "async" else 0
+        metrics = ppo_step(self.backend, samples, self.recipe.ppo, staleness=staleness, max_staleness=bound)
         return _plain(metrics), time.monotonic() - t0
 
     def critic_warmup_step(self, samples: list[Any]) -> tuple[dict[str, Any], float]:

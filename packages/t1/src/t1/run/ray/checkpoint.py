@@ -284,15 +284,15 @@ class RayCheckpoints:
             in_flight=self.in_flight,
         )
 
-    def _collect_next(self, stream: Any, index: int, *, planned: bool) -> InFlight | None:
-        """Roll out step ``index``'s batch during the training of the step before (staleness 1).
+    def _collect_next(self, stream: Any, index: int, *, planned: bool, staleness: int = 1) -> InFlight | None:
+        """Roll out step ``index``'s batch during the training of step ``index - staleness`` (default 1).
 
         A batch beyond the planned steps is rolled out only for the checkpoint after the last step
         (`t1.run.ray.checkpoint`); when none of its trials finishes, the run still ends well, and that
         checkpoint goes without it.
         """
         try:
-            return self._collect(stream, index, staleness=1)
+            return self._collect(stream, index, staleness=staleness)
         except RunFailed as exc:
             if planned:
                 raise

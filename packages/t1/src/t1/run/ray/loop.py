@@ -5,7 +5,8 @@ staleness 0). ``runtime.mode: async`` is the one-step asynchronous loop of T1 Ap
 step t+1 runs on weight version t while step t trains. Its barrier waits for both the rollout batch
 (admitted, tail cancelled) and the training step, then publishes version t+1 to every replica with
 generation quiesced, so no request spans two versions; step t+1 then trains that batch, drawn by version t,
-at staleness exactly 1 (the first step trains at 0), which `t1_trainer.step.ppo_step` checks.
+at staleness exactly 1 (the first step trains at 0), which `t1_trainer.step.ppo_step` checks. With
+``runtime.max_staleness: k`` rollout runs k versions ahead instead (a queue, `t1.run.staleness`).
 
 The driver (this process) draws the tasks and admits trials with the scheduler the embedded loop uses
 (`t1_rollout.scheduler.collect_batch`); each trial runs on a `SandboxHost`, generating on the replica the
@@ -54,6 +55,7 @@ from t1.run.ray.liveness import ask_live, lost_attempt, observe, trial_or_loss, 
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.run_dir import RunDir
 from t1.run.signals import SIGNAL_NAMES, StopToken, deferred_signals, run_interruptible
+from t1.run.staleness import advance, fill_pipeline, lookahead, staleness_histogram, staleness_problems
 from t1_spec import Recipe
 
 ACTOR_START_TIMEOUT_S = 900.0
@@ -128,7 +130,7 @@ class RayRun(RayCheckpoints):
     @classmethod
     def preflight(cls, recipe: Recipe) -> list[str]:
         """What stops ``recipe`` from running on Ray here, one line each (cheap: imports no Ray)."""
-        return ray_problems(recipe)
+        return ray_problems(recipe) + staleness_problems(recipe)
 
     @property
     def run_dir(self) -> Path | None:
@@ -303,10 +305,11 @@ class RayRun(RayCheckpoints):
         if r.critic_warmup.enabled and self.resume_from is None:  # a checkpoint follows the warm-up
             self._warmup(summary)
 
-        asynchronous, every = r.runtime.mode == "async", r.trainer.checkpoint_every
+        asynchronous, every, ahead = r.runtime.mode == "async", r.trainer.checkpoint_every, lookahead(r)
         self.progress.phase("PPO steps", steps - start)
-        if asynchronous and start < steps and self.in_flight is None:
-            self.in_flight = self._collect(stream, start)  # the pipeline starts: staleness 0
+        self.queued: Any = ()  # batches rolled out beyond the next step's (max_staleness > 1 only)
+        if asynchronous and start < steps and self.in_flight is None:  # the pipeline starts: staleness 0
+            self.in_flight, self.queued = fill_pipeline(self._collect, stream, start, steps, ahead)
         for step in range(start, steps):
             self.stop.check()
             t_step = time.monotonic()
@@ -316,8 +319,10 @@ class RayRun(RayCheckpoints):
             train_ref = self.trainer.ppo_step.remote(batch.samples, batch.staleness)
             self.in_flight = None
             due = bool(every) and (step + 1) % every == 0
-            if asynchronous and (step + 1 < steps or due):  # overlaps the training of this step
-                self.in_flight = self._collect_next(stream, step + 1, planned=step + 1 < steps)
+            rolled, index = None, step + ahead
+            if asynchronous and (index < steps or due):  # overlaps the training of this step
+                rolled = self._collect_next(stream, index, planned=index < steps, staleness=ahead)
+            self.in_flight = advance(self.queued, rolled) if self.queued else rolled
             t_wait = time.monotonic()
             train_metrics, train_s = ray.get(train_ref)
             wait_s = time.monotonic() - t_wait
@@ -359,6 +364,7 @@ class RayRun(RayCheckpoints):
         row.update(batch.rollout_metrics)
         row["batch_shortfall"] = r.rollout.admitted - batch.admitted
         row.update(metrics)
+        row.update(staleness_histogram(r, batch.samples, metrics["trainer/policy_version"]))
         row["runtime"] = {"kind": "ray", "mode": r.runtime.mode}
         row["replica_requests"] = [
             int(stats[i]["requests"]) if i in stats else None for i in range(len(self.replicas))
