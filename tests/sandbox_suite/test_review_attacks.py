@@ -78,7 +78,15 @@ async def test_configuration_files_in_the_workdir_do_not_configure_pytest(
         "/app/tox.ini": "[pytest]\n" + addopts,
         "/app/setup.py": "",
     }
-    _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files))
+    # Terminal-Bench 2's own form too: no --rootdir (pytest then looks for ini files above /tests, not /app)
+    bare = "#!/bin/bash\nmkdir -p /logs/verifier\nexport PYTHONDONTWRITEBYTECODE=1\n"
+    bare += (
+        "python3 -m pytest -p no:cacheprovider --ctrf /logs/verifier/ctrf.json -rA /tests/test_outputs.py\n"
+    )
+    for test_sh in (None, bare):
+        sub = tmp_path / ("bare" if test_sh else "rootdir")
+        sub.mkdir()
+        _unsolved(*await _verify(make_sandbox, environment_dir, sub, files, test_sh=test_sh))
 
 
 async def test_startup_and_toolchain_names_in_the_workdir_are_not_imported(
@@ -328,3 +336,64 @@ async def test_uv_configuration_the_agent_wrote_does_not_choose_uvx_packages(
     # offline, uvx then finds no pytest to install: the verifier wrote nothing, never a score above 0
     assert report.passed == 0, run.stdout_tail
     assert verdict.reward.value in (None, 0.0), verdict
+
+
+async def test_no_entry_of_the_verifiers_path_or_module_path_is_writable_by_it(make_sandbox, environment_dir):
+    # a pytest, python3 or env earlier on PATH (or a module on PYTHONPATH) would be the agent's: none is
+    # writable by the verifier's uid, which is the agent's
+    probe = (
+        'for d in $(echo "$PATH:$PYTHONPATH" | tr : " "); do [ -w "$d" ] && echo "writable: $d"; done; '
+        "command -v python3 pytest; /usr/bin/env python3 -c 'import sys; print(sys.executable)'; true"
+    )
+    async with make_sandbox() as sb:
+        await sb.start(environment_dir, timeout_s=120)
+        seen = await sb.exec_verifier(probe, timeout_s=60)
+    assert "writable:" not in seen.stdout, seen.stdout
+    assert "/home/" not in seen.stdout and "/app" not in seen.stdout and "/tmp" not in seen.stdout, (
+        seen.stdout
+    )
+
+
+#: ``$HOME/.local/bin/env`` as the agent leaves it: test.sh sources it (Terminal-Bench 2's form, after uv's
+#: installer), and it asks pytest to load a plugin of the agent's that fakes the program's runs.
+AGENT_ENV = 'export PYTEST_ADDOPTS="-p t1evil"\nexport PYTHONPATH="$PYTHONPATH:/home/agent/lib"\n'
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: test.sh sources a file under the verifier's HOME, the agent's /home/agent "
+    "(docs/threat-model.md, the grader's imports)",
+)
+async def test_a_test_sh_that_sources_the_agents_home_env_is_not_steered(
+    make_sandbox, environment_dir, tmp_path, backend_kind
+):
+    if backend_kind == "daytona":
+        pytest.skip("the fake runs the sandbox's commands as root, whose HOME is not /home/agent")
+    test_sh = TEST_SH.format(pytest="python3 -m pytest", args=_PYTEST_ARGS)
+    test_sh = test_sh.replace(
+        "mkdir -p /logs/verifier\n", "mkdir -p /logs/verifier\nsource $HOME/.local/bin/env\n"
+    )
+    files = {"/home/agent/.local/bin/env": AGENT_ENV, "/home/agent/lib/t1evil.py": FAKE_RUN}
+    _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files, test_sh=test_sh))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: `uv run` in /app builds the agent's project (its pyproject.toml, its sources) into a "
+    "virtual environment the verifier can write; an entry-point plugin installed there is loaded "
+    "(docs/threat-model.md, the grader's imports)",
+)
+async def test_uv_run_in_the_agents_project_does_not_load_its_plugins(
+    make_sandbox, environment_dir, tmp_path
+):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "t1evil", "1.0", {"t1evil.py": FAKE_RUN}, "[pytest11]\nt1evil = t1evil\n")
+    wheel = next(wheels.iterdir())
+    pyproject = (
+        '[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.8"\ndependencies = ["t1evil"]\n'
+        f'[tool.uv]\npackage = false\n[tool.uv.sources]\nt1evil = {{ path = "/app/{wheel.name}" }}\n'
+    )
+    files = {f"/app/{wheel.name}": wheel.read_bytes(), "/app/pyproject.toml": pyproject}
+    test_sh = TEST_SH.format(pytest="uv run python -m pytest", args=_PYTEST_ARGS)
+    _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files, test_sh=test_sh))
