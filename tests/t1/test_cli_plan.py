@@ -271,22 +271,61 @@ TINY = str(ROOT / "recipes" / "tiny-cpu.yaml")
 def test_search_offload_none_refusal_is_coresidency_as_check_says():
     """Issue: search said "actor over M by -0.x GiB" where check said co-resident total > M.
 
-    recipes/tiny-cpu.yaml (torch trainer, float32): actor 5.22 GiB + critic 4.27 GiB - one b0 of 3 GiB =
-    6.49 GiB co-resident (tests/t1_capacity/test_search.py prices it by hand).
+    recipes/tiny-cpu.yaml (torch trainer, float32, calibrated activations) at b0 = 0.5 GiB: actor 1.90 GiB +
+    critic 0.95 GiB - one b0 = 2.35 GiB co-resident (tests/t1_capacity/test_search.py prices it by hand).
     """
-    searched = run("search", TINY, "plan.memory_budget_gib=6")
-    checked = run("check", TINY, "plan.memory_budget_gib=6")
+    searched = run("search", TINY, "plan.memory_budget_gib=2", "plan.b0_gib=0.5")
+    checked = run("check", TINY, "plan.memory_budget_gib=2", "plan.b0_gib=0.5")
     assert searched.exit_code == checked.exit_code == 1, searched.output + checked.output
     assert "by -" not in searched.output
-    assert "co-resident (offload none): 6.5 of 6.0 GiB, exceeds M by 0.5 GiB" in searched.output
-    assert "co-resident (offload none): 6.5 of 6.0 GiB, exceeds M by 0.5 GiB" in checked.output
+    assert "co-resident (offload none): 2.4 of 2.0 GiB, exceeds M by 0.4 GiB" in searched.output
+    assert "co-resident (offload none): 2.4 of 2.0 GiB, exceeds M by 0.4 GiB" in checked.output
 
 
 def test_search_offload_none_headroom_is_checks():
-    """Issue: search printed the headroom of 95 - actor alone, check 95 - co-resident (6.49 GiB)."""
+    """Issue: search printed the headroom of 95 - actor alone, check 95 - co-resident (2.21 GiB)."""
     searched = run("search", TINY)
     checked = run("check", TINY)
     assert searched.exit_code == checked.exit_code == 0, searched.output + checked.output
     row = next(line for line in searched.output.splitlines() if line.split()[:2] == ["1", "tp1"])
-    assert row.split()[-2] == "88.5"
-    assert "fits with 88.5 GiB headroom" in checked.output
+    assert row.split()[-2] == "92.8"
+    assert "fits with 92.8 GiB headroom" in checked.output
+
+
+def test_calibrate_fits_backend_coefficients_from_the_memory_benchmark(tmp_path):
+    """A .jsonl of tools/bench/bench_memory.py: per-kind coefficients and b0 of the recipe's backend."""
+    import json
+
+    tiny = str(ROOT / "recipes" / "tiny-cpu.yaml")
+    kinds = ("attention", "gdn", "moe", "shared_expert", "layer", "embedding", "head")
+    net = {"weights": 1e8, "grads": 1e8, "optimizer": 2e8, "logits": 0.0}
+    rows = [
+        {
+            "shape": "tiny",
+            "overrides": [],
+            "wall": wall,
+            "actor": {
+                **net,
+                "activations": 7e3 * wall,
+                "activations_by_kind": dict.fromkeys(kinds, 1e3 * wall),
+            },
+            "critic": {
+                **net,
+                "activations": 7e3 * wall,
+                "activations_by_kind": dict.fromkeys(kinds, 1e3 * wall),
+            },
+            "rss_peak": 2 * 2**30,
+            "rss_base": 5e8,
+        }
+        for wall in (1024, 2048)
+    ]
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"bench": "memory", "rows": rows}) + "\n")
+    out = tmp_path / "torch-cpu.json"
+    res = run("calibrate", str(bench), "--recipe", tiny, "--holdout", "tiny@2048", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "activation bytes per value" in res.output and "held out (tiny@2048)" in res.output
+    stored = json.loads(out.read_text())
+    assert stored["backend"] == "torch" and set(stored["activation_bytes_per_value"]) == set(kinds)
+    assert "--holdout tiny@2048" in stored["provenance"]["command"]
+    assert run("calibrate", str(bench), "--recipe", tiny, "--holdout", "huge@1").exit_code == 2

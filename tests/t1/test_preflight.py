@@ -69,8 +69,10 @@ def test_a_backend_kind_without_a_registry_entry_is_refused_once_naming_the_fiel
 
 
 def test_a_plan_the_capacity_model_refuses_is_refused_before_any_sandbox(tmp_path):
-    # M = 5 GiB: the tiny actor needs about 10 GiB (3 GiB of it allocator residue, T1 §7.1)
-    recipe = load_recipe(TINY, ["plan.memory_budget_gib=5", f"logging.run_root={tmp_path}"])
+    # M = 2 GiB at b0 = 0.5 GiB: tiny's actor + critic co-resident need 2.35 GiB (T1 §7.1)
+    recipe = load_recipe(
+        TINY, ["plan.memory_budget_gib=2", "plan.b0_gib=0.5", f"logging.run_root={tmp_path}"]
+    )
     (line,) = [p for p in preflight(recipe).problems if p.startswith("plan")]
     assert "logit_buffer" in line or "allocator_residue" in line, line
     with pytest.raises(PreflightError):
@@ -202,7 +204,7 @@ def test_a_plan_of_several_training_devices_is_refused_by_the_torch_trainer():
 
 def test_train_prints_the_notes_validate_prints_even_when_it_refuses(tmp_path):
     runner = CliRunner()
-    args = [str(TINY), "plan.memory_budget_gib=5"]
+    args = [str(TINY), "plan.memory_budget_gib=2", "plan.b0_gib=0.5"]
     checked = runner.invoke(app, ["recipe", "validate", *args])
     trained = runner.invoke(app, ["train", *args, f"logging.run_root={tmp_path}"])
     assert checked.exit_code == trained.exit_code == 1

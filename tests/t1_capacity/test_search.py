@@ -1,5 +1,6 @@
 """Plan search over a device count (T1 §7.1): every valid plan priced, admitted ones ranked."""
 
+import json
 from itertools import product
 from pathlib import Path
 
@@ -181,24 +182,36 @@ def test_dp_must_divide_batch_times_samples_per_task():
 # --- offload "none": search admits and ranks by the same co-resident rule as check -------------------------
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
+COEFFICIENTS = (
+    Path(__file__).resolve().parents[2] / "packages" / "t1-capacity" / "src" / "t1_capacity" / "coefficients"
+)
 
 
-def tiny_coresident_gib() -> float:
-    """recipes/tiny-cpu.yaml priced by hand (Eq. 21, tp = pp = cp = dp = ep = 1, T = 4096, no padding).
+def tiny_coresident_gib(b0_gib: float | None = None) -> float:
+    """recipes/tiny-cpu.yaml priced by hand (tp = pp = cp = dp = ep = 1, T = 4096, no padding).
 
-    h 64, L 4 (3 Gated DeltaNet + 1 full attention), E 8 x F 32, shared F 32, |V| 248,320, alpha 67,584 B,
-    b0 3 GiB; its torch trainer in float32: 4 + 4 + 8 = 16 B per parameter (weights, grads, AdamW m and v),
-    and one LM-head chunk of 256 rows at 12 B per logit (not the wall's 4096 rows). Co-resident: actor +
-    critic with the allocator residue counted once.
+    h 64, L 4 (3 Gated DeltaNet + 1 full attention), E 8 x F 32, shared F 32, |V| 248,320; its torch trainer
+    in float32: 4 + 4 + 8 = 16 B per parameter (weights, grads, AdamW m and v), and one LM-head chunk of 256
+    rows at 12 B per logit (not the wall's 4096 rows). Activations and b0: the torch backend's stored
+    calibration (bytes per value of each layer kind times the values per token: attention h + 3*4*16 +
+    2*2*16 = 320, Gated DeltaNet h + 2*2*16 + 2*4*16 + 4*64 = 512, MoE h + 8 + 2 (h + 3*32) = 392, shared
+    expert h + 3*32 + 1 = 161, norms/residuals, embedding and head h each), b0 the stored one or ``b0_gib``
+    (``plan.b0_gib`` set). Co-resident: actor + critic with the allocator residue counted once.
     """
-    h, v, t, alpha, b0 = 64, 248_320, 4096, 67_584, 3 * 2**30
+    c = json.loads((COEFFICIENTS / "torch-cpu.json").read_text())
+    k = c["activation_bytes_per_value"]
+    h, v, t, b0 = 64, 248_320, 4096, (c["b0_gib"] if b0_gib is None else b0_gib) * 2**30
+    every = k["moe"] * 392 + k["shared_expert"] * 161 + k["layer"] * h
+    per_token = (
+        3 * (k["gdn"] * 512 + every) + (k["attention"] * 320 + every) + (k["embedding"] + k["head"]) * h
+    )
     experts = 3 * h * 32 * 8 * 4
     per_layer = 3 * h * 32 + (h * 8 + h + 2 * h)  # shared expert; router, shared gate, two norms
     attention = 2 * h * 4 * 16 + 2 * h * 2 * 16 + 2 * 16  # q/o, k/v, q/k norms
     dk, dv = 2 * 16, 4 * 16
     recurrent = h * (2 * dk + 2 * dv) + h * 2 * 4 + (2 * dk + dv) * 4 + dv * h + 2 * 4 + 16
     body = 4 * per_layer + attention + 3 * recurrent + v * h + h  # embedding, final norm
-    activations = alpha * t * 4
+    activations = per_token * t
     actor = 16 * (experts + body + v * h) + activations + 256 * v * 12 + b0  # LM head, one logit chunk
     critic = 16 * (experts + body + h) + activations + b0  # value head h -> 1
     return (actor + critic - b0) / 2**30
@@ -209,7 +222,7 @@ def test_tiny_recipe_coresident_total_is_the_hand_figure():
 
     inputs = load(TINY)
     verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
-    assert verdict.coresident_gib == pytest.approx(tiny_coresident_gib(), rel=1e-12)  # 6.494 GiB
+    assert verdict.coresident_gib == pytest.approx(tiny_coresident_gib(), rel=1e-12)  # 2.21 GiB
 
 
 def test_offload_none_search_headroom_is_m_minus_coresident_as_check_says():
@@ -219,7 +232,7 @@ def test_offload_none_search_headroom_is_m_minus_coresident_as_check_says():
     inputs = load(TINY)
     result = search_plans(inputs.model, inputs.plan, inputs.constants)
     (cand,) = result.fitting
-    assert cand.headroom_gib == pytest.approx(95.0 - tiny_coresident_gib())  # 88.5, not 95 - 5.22
+    assert cand.headroom_gib == pytest.approx(95.0 - tiny_coresident_gib())  # 92.8, not 95 - 1.76
     verdict = check_plan(inputs.model, cand.plan, inputs.constants)
     assert cand.headroom_gib == verdict.headroom_gib
     assert f"{cand.headroom_gib:.1f} GiB headroom" in cand.explain(inputs.model, inputs.constants)
@@ -228,15 +241,16 @@ def test_offload_none_search_headroom_is_m_minus_coresident_as_check_says():
 def test_offload_none_refusal_names_coresidency_not_a_negative_overflow():
     """Issue: at an M between the actor alone and the co-resident total, search said "over M by -0.x GiB".
 
-    At M = 6 the actor alone (5.22 GiB) fits; actor + critic co-resident (6.49 GiB) does not.
+    At M = 2 and b0 = 0.5 GiB (the spec keeps b0 below M) the actor alone (1.90 GiB) fits; actor + critic
+    co-resident (2.35 GiB) does not.
     """
     from t1_capacity import load
 
-    inputs = load(TINY, ["plan.memory_budget_gib=6"])
+    inputs = load(TINY, ["plan.memory_budget_gib=2", "plan.b0_gib=0.5"])
     result = search_plans(inputs.model, inputs.plan, inputs.constants)
     assert not result.fitting
     (cand,) = result.refused
-    over = tiny_coresident_gib() - 6.0
+    over = tiny_coresident_gib(0.5) - 2.0
     assert cand.headroom_gib == pytest.approx(-over)
     text = cand.explain(inputs.model, inputs.constants)
     assert "co-resident" in text and f"exceeds M by {over:.1f} GiB" in text and "-0." not in text
@@ -244,14 +258,14 @@ def test_offload_none_refusal_names_coresidency_not_a_negative_overflow():
     assert text == verdict.reason() and cand.fits == verdict.fits
 
 
-@pytest.mark.parametrize("budget", [6.4, 6.5, 7.0, 95.0])
+@pytest.mark.parametrize("budget", [2.3, 2.4, 2.5, 95.0])
 def test_search_and_check_share_one_admission_rule(budget):
-    """Near the co-resident total (6.494 GiB) both admit exactly when actor + critic - b0 <= M."""
+    """Near the co-resident total (2.35 GiB at b0 = 0.5) both admit exactly when actor + critic - b0 <= M."""
     from t1_capacity import load
 
-    inputs = load(TINY, [f"plan.memory_budget_gib={budget}"])
+    inputs = load(TINY, [f"plan.memory_budget_gib={budget}", "plan.b0_gib=0.5"])
     result = search_plans(inputs.model, inputs.plan, inputs.constants)
     (cand,) = result.fitting + result.refused
     verdict = check_plan(inputs.model, inputs.plan, inputs.constants)
-    assert cand.fits == verdict.fits == (tiny_coresident_gib() <= budget)
-    assert cand.headroom_gib == verdict.headroom_gib == pytest.approx(budget - tiny_coresident_gib())
+    assert cand.fits == verdict.fits == (tiny_coresident_gib(0.5) <= budget)
+    assert cand.headroom_gib == verdict.headroom_gib == pytest.approx(budget - tiny_coresident_gib(0.5))

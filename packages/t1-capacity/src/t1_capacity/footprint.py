@@ -24,6 +24,7 @@ import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from t1_capacity.activations import ActivationModel, stored
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import FULL_ATTENTION, ModelShape
 
@@ -41,6 +42,7 @@ DENSE_GRADS = "dense_grads"
 DENSE_OPTIMIZER = "dense_optimizer"
 RECURRENT_ACTIVATIONS = "recurrent_activations"
 ATTENTION_ACTIVATIONS = "attention_activations"
+EDGE_ACTIVATIONS = "edge_activations"
 LOGIT_BUFFER = "logit_buffer"
 ALLOCATOR_RESIDUE = "allocator_residue"
 TERM_NAMES = (
@@ -52,6 +54,7 @@ TERM_NAMES = (
     DENSE_OPTIMIZER,
     RECURRENT_ACTIVATIONS,
     ATTENTION_ACTIVATIONS,
+    EDGE_ACTIVATIONS,
     LOGIT_BUFFER,
     ALLOCATOR_RESIDUE,
 )
@@ -81,6 +84,8 @@ class CapacityConstants:
         logit_rows: token positions whose logits are alive at once. None (Eq. 21, the paper's Megatron
             stack): every token of the wall; an integer: a chunked LM head (`backend_constants`), at most this
             many rows, never more than the wall.
+        activations: None (Eq. 21): activations are ``alpha`` per token per layer; an `ActivationModel`: per
+            layer kind with a backend's measured coefficients (`t1_capacity.activations`), alpha unused.
 
     Raises:
         ValueError: naming the field, when alpha or b0_gib is negative or not finite (0 is allowed: the
@@ -96,6 +101,7 @@ class CapacityConstants:
     logit_bytes: float = 6.0
     vocab_pad_multiple: int = 128
     logit_rows: int | None = None
+    activations: ActivationModel | None = None
 
     def __post_init__(self) -> None:
         for name in ("alpha", "b0_gib"):
@@ -116,6 +122,10 @@ class CapacityConstants:
             not isinstance(rows, numbers.Integral) or isinstance(rows, bool) or rows < 1
         ):
             raise ValueError(f"CapacityConstants.logit_rows must be None or an integer >= 1, got {rows!r}")
+        if self.activations is not None and not isinstance(self.activations, ActivationModel):
+            raise ValueError(
+                f"CapacityConstants.activations must be an ActivationModel, got {self.activations!r}"
+            )
 
 
 def _finite_real(value: object) -> bool:
@@ -131,7 +141,15 @@ TORCH_LOGIT_CHUNK = 256
 DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 
 
-def backend_constants(backend: str, dtype: str, *, alpha: float, b0_gib: float) -> CapacityConstants:
+def backend_constants(
+    backend: str,
+    dtype: str,
+    *,
+    alpha: float,
+    b0_gib: float,
+    calibrated_activations: bool = False,
+    calibrated_b0: bool = False,
+) -> CapacityConstants:
     """The byte layout of the trainer backend that trains in ``dtype``, with the recipe's alpha and b0.
 
     ``megatron``: Eq. 21 as the paper's Megatron stack prices it (`PAPER_CONSTANTS`' bytes: bf16 weights,
@@ -147,9 +165,13 @@ def backend_constants(backend: str, dtype: str, *, alpha: float, b0_gib: float) 
         dtype: ``model.dtype``: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         alpha: activation bytes per token per layer (``plan.alpha``).
         b0_gib: allocator residue, GiB (``plan.b0_gib``).
+        calibrated_activations: price activations with the coefficients measured for the backend
+            (``coefficients/torch-cpu.json``, scaled by the dtype's width against the measured one) instead
+            of alpha; where none are stored, alpha is used. Megatron keeps Eq. 21.
+        calibrated_b0: likewise b0: the stored one instead of ``b0_gib``.
 
     Raises:
-        ValueError: an unknown backend or dtype, naming it.
+        ValueError: an unknown backend or dtype, naming it; a stored coefficients file that does not parse.
     """
     if backend == "megatron":
         return CapacityConstants(alpha=alpha, b0_gib=b0_gib)
@@ -158,9 +180,12 @@ def backend_constants(backend: str, dtype: str, *, alpha: float, b0_gib: float) 
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"model.dtype {dtype!r}: the capacity model knows {', '.join(DTYPE_BYTES)}")
     w = DTYPE_BYTES[dtype]
+    got = stored(backend) if calibrated_activations or calibrated_b0 else None
+    scale = w / DTYPE_BYTES.get(got.dtype, w) if got else 1.0
     return CapacityConstants(
         alpha=alpha,
-        b0_gib=b0_gib,
+        b0_gib=got.b0_gib if got and calibrated_b0 else b0_gib,
+        activations=got.activations.scaled(scale) if got and calibrated_activations else None,
         weight_bytes=w,
         grad_bytes=w,
         optimizer_bytes=2 * w,
@@ -310,20 +335,37 @@ def dense_optimizer_bytes(
     return c.optimizer_bytes * dense_params_on_device(model, plan, stage, network) / (plan.dp * plan.cp)
 
 
-def recurrent_activation_bytes(plan: Plan, stage: Stage, c: CapacityConstants) -> float:
+def recurrent_activation_bytes(
+    plan: Plan, stage: Stage, c: CapacityConstants, model: ModelShape | None = None
+) -> float:
     """Activation peak of the stage's recurrent (GatedDeltaNet) layers: alpha * T * L_rec / cp (Eq. 21).
 
     No tp division: the sequence is re-gathered to full length before a recurrent block, which is not
     tensor-sharded (T1 §7.1). The cp division is the native sequence-sharded scan (T1 §7.1: peaks 1/2, 1/4,
-    1/8 at cp 2, 4, 8).
+    1/8 at cp 2, 4, 8). With ``c.activations`` set, alpha is replaced by the per-kind bytes per token of a
+    Gated DeltaNet layer (`ActivationModel.layer_bytes_per_token`; ``model`` is then required).
     """
-    return c.alpha * plan.token_wall * stage.n_recurrent / plan.cp
+    return _per_token(c, model, "gdn") * plan.token_wall * stage.n_recurrent / plan.cp
+
+
+def _per_token(c: CapacityConstants, model: ModelShape | None, mixer: str) -> float:
+    """Bytes per token of one layer with ``mixer``: alpha, or the activation model's (needs ``model``)."""
+    if c.activations is None:
+        return c.alpha
+    return c.activations.layer_bytes_per_token(model, mixer)  # type: ignore[arg-type]
+
+
+def edge_activation_bytes(model: ModelShape, plan: Plan, stage: Stage, c: CapacityConstants) -> float:
+    """Embedding (first stage) and head and loss (last stage) activations; 0 under Eq. 21 (alpha: layers)."""
+    if c.activations is None:
+        return 0.0
+    return c.activations.edge_bytes_per_token(model, stage.first, stage.last) * plan.token_wall / plan.cp
 
 
 def attention_activation_bytes(model: ModelShape, plan: Plan, stage: Stage, c: CapacityConstants) -> float:
     """Activation peak of the stage's full-attention layers: alpha T L_attn / (cp min(tp, g)) (Eq. 21)."""
     div = plan.cp * attention_tp_divisor(plan.tp, model.num_key_value_heads)
-    return c.alpha * plan.token_wall * stage.n_attention / div
+    return _per_token(c, model, "attention") * plan.token_wall * stage.n_attention / div
 
 
 def logit_buffer_bytes(
@@ -374,7 +416,8 @@ ASSUMPTIONS: tuple[str, ...] = (
     "expert optimizer shard group EDP = tp*cp*dp/(ep*etp); dense optimizer shard group dp*cp",
     "recurrent (GatedDeltaNet) mixers are not tensor-sharded, parameters or activations (T1 §7.1)",
     "full-attention key/value projections and attention-layer activations divide by min(tp, kv heads)",
-    "activations = alpha * token_wall * layers / cp per stage; alpha absorbs recompute policy and pipeline "
+    "activations = alpha * token_wall * layers / cp per stage (a backend's activation model: per layer kind, "
+    "t1_capacity.activations); alpha absorbs recompute policy and pipeline "
     "in-flight micro-batches (calibrate it)",
     "logit buffer only on the actor's terminal stage, 6 B per logit by default (bf16 logits + fp32 copy) "
     "over the whole wall, vocabulary padded to 128*tp; a chunked LM head (the torch backend) holds one "
@@ -470,8 +513,9 @@ def stage_footprint(
         Term(DENSE_WEIGHTS, dense_weight_bytes(model, plan, stage, c, network)),
         Term(DENSE_GRADS, dense_grad_bytes(model, plan, stage, c, network)),
         Term(DENSE_OPTIMIZER, dense_optimizer_bytes(model, plan, stage, c, network)),
-        Term(RECURRENT_ACTIVATIONS, recurrent_activation_bytes(plan, stage, c)),
+        Term(RECURRENT_ACTIVATIONS, recurrent_activation_bytes(plan, stage, c, model)),
         Term(ATTENTION_ACTIVATIONS, attention_activation_bytes(model, plan, stage, c)),
+        Term(EDGE_ACTIVATIONS, edge_activation_bytes(model, plan, stage, c)),
         Term(LOGIT_BUFFER, logit_buffer_bytes(model, plan, stage, c, network)),
         Term(ALLOCATOR_RESIDUE, allocator_residue_bytes(c)),
     )
@@ -536,8 +580,9 @@ def stage_total_bytes_fast(
         + expert_optimizer_bytes(model, plan, stage, c)
         + (c.weight_bytes + c.grad_bytes + c.optimizer_bytes / (plan.dp * plan.cp))
         * dense_params_on_device(model, plan, stage, network)
-        + recurrent_activation_bytes(plan, stage, c)
+        + recurrent_activation_bytes(plan, stage, c, model)
         + attention_activation_bytes(model, plan, stage, c)
+        + edge_activation_bytes(model, plan, stage, c)
         + logit_buffer_bytes(model, plan, stage, c, network)
         + allocator_residue_bytes(c)
     )

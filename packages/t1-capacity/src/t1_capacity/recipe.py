@@ -10,6 +10,7 @@ from t1_capacity.footprint import CapacityConstants, backend_constants
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import ModelShape
 from t1_spec import GRPOAdvantageSpec, Recipe, SGLangEngineSpec
+from t1_spec.plan import PlanSpec
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,10 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
 
     Reads ``recipe.model`` (``ModelShape.from_spec``); ``recipe.plan`` (``devices, inference_devices, tp, pp,
     cp, dp, ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` and
-    ``recipe.ppo.samples_per_task``; ``recipe.ppo.advantage`` (GRPO trains no critic, so none is checked);
-    and the inference replica size, ``engine.tp`` for an SGLang engine and 1 for the embedded one.
+    ``recipe.ppo.samples_per_task``; alpha and b0 each at the spec's default: the backend's stored
+    calibration of it where there is one (`backend_constants`; a value set in the recipe wins);
+    ``recipe.ppo.advantage`` (GRPO trains no critic, so none is checked); and the inference replica size,
+    ``engine.tp`` for an SGLang engine and 1 for the embedded one.
 
     Args:
         recipe: the validated recipe.
@@ -66,8 +69,14 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
         samples_per_task=ppo.samples_per_task,
         critic=not isinstance(ppo.advantage, GRPOAdvantageSpec),
     )
+    defaults = PlanSpec.model_fields
     constants = backend_constants(
-        recipe.trainer.backend, recipe.model.dtype, alpha=float(p.alpha), b0_gib=float(p.b0_gib)
+        recipe.trainer.backend,
+        recipe.model.dtype,
+        alpha=float(p.alpha),
+        b0_gib=float(p.b0_gib),
+        calibrated_activations=p.alpha == defaults["alpha"].default,
+        calibrated_b0=p.b0_gib == defaults["b0_gib"].default,
     )
     replica = recipe.engine.tp if isinstance(recipe.engine, SGLangEngineSpec) else 1
     return CapacityInputs(ModelShape.from_spec(recipe.model), plan, constants, p.devices, replica, source)

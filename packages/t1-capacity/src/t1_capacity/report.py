@@ -22,10 +22,12 @@ def format_check(
     lines = []
     if title:
         lines.append(title)
+    activations = f"alpha {constants.alpha:g} B"
+    if constants.activations is not None:
+        activations = "activations per layer kind (calibrated)"
     lines.append(
         f"plan {p.label()}  training devices {p.training_devices}  token wall {p.token_wall}  "
-        f"M {p.memory_budget_gib:g} GiB  offload {p.offload}  alpha {constants.alpha:g} B  "
-        f"b0 {constants.b0_gib:g} GiB"
+        f"M {p.memory_budget_gib:g} GiB  offload {p.offload}  {activations}  b0 {constants.b0_gib:g} GiB"
     )
     lines.append(f"{'term (GiB per device)':<24}{'actor':>10}{'critic':>10}")
     k_stage = "none" if k is None else f"stage {k.stage}"

@@ -173,13 +173,35 @@ def calibrate(
     out: Annotated[
         Path | None, typer.Option(help="write the override here (.yaml: YAML snippet, else dotlist)")
     ] = None,
+    holdout: Annotated[
+        list[str] | None, typer.Option("--holdout", help="benchmark case shape@wall left out of the fit")
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override.
 
+    A .jsonl file is the output of tools/bench/bench_memory.py: the recipe backend's activation coefficients
+    per layer kind and b0 are fitted, the tables printed, and with --out the coefficients JSON written.
     Exit 2, with nothing else printed, for a bad recipe, CSV (naming file, line, row and column) or `--out`.
     """
     with reported(debug, invalid=INVALID):
+        if measurements.suffix == ".jsonl":
+            import os
+            import platform
+
+            from t1_capacity.calibrate_backend import calibrate_from_bench
+
+            if out is not None:
+                check_output_file(out, "--out", "coefficients.json")
+            machine = f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus"
+            flags = [f"--holdout {h}" for h in holdout or []] + ([f"--out {out}"] if out else [])
+            command = " ".join([f"t1 plan calibrate {measurements} --recipe {recipe}", *flags])
+            fitted, text = calibrate_from_bench(measurements, recipe, holdout or [], command, machine)
+            typer.echo(text)
+            if out is not None:
+                out.write_text(fitted.to_json())
+                typer.echo(f"coefficients written to {out}")
+            return
         if out is not None:
             check_output_file(out, "--out", "calibration.yaml")
         inputs = load(recipe, overrides)
