@@ -397,3 +397,63 @@ async def test_uv_run_in_the_agents_project_does_not_load_its_plugins(
     files = {f"/app/{wheel.name}": wheel.read_bytes(), "/app/pyproject.toml": pyproject}
     test_sh = TEST_SH.format(pytest="uv run python -m pytest", args=_PYTEST_ARGS)
     _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files, test_sh=test_sh))
+
+
+# ---- the report files themselves: read by T1 on the host, no sandbox ---------------------------------------
+
+#: What pytest printed for the unsolved task (its closing line counts 4 failures).
+HONEST_OUTPUT = "".join(f"FAILED ../tests/test_outputs.py::test_case_{i} - assert\n" for i in range(N_TESTS))
+HONEST_OUTPUT = "=" * 10 + " test session starts " + "=" * 10 + "\ncollected 4 items\n\n" + HONEST_OUTPUT
+HONEST_OUTPUT += "=" * 10 + " 4 failed in 0.12s " + "=" * 10 + "\n"
+_NAMES = [f"test_outputs.py::test_case_{i}" for i in range(N_TESTS)]
+
+
+def _ctrf(tests: list[tuple[str, str]], summary: str = '{"tests": 4, "passed": 4, "failed": 0}') -> str:
+    entries = ", ".join(f'{{"name": "{n}", "status": "{s}"}}' for n, s in tests)
+    return f'{{"results": {{"tool": {{"name": "pytest"}}, "summary": {summary}, "tests": [{entries}]}}}}'
+
+
+FORGED_FILES = {
+    "reward_txt_two_lines": {"reward.txt": "1\n0\n"},
+    "reward_txt_padded": {"reward.txt": " 1.0 \n"},
+    "reward_txt_inf": {"reward.txt": "inf\n"},
+    "reward_txt_nan": {"reward.txt": "nan\n"},
+    "reward_txt_overflow": {"reward.txt": "1e309\n"},
+    "reward_json_nan": {"reward.json": '{"reward": NaN}'},
+    "reward_json_infinity": {"reward.json": '{"reward": Infinity}'},
+    "reward_json_huge_int": {"reward.json": '{"reward": ' + "9" * 400 + "}"},
+    "reward_json_too_many_digits": {"reward.json": '{"reward": ' + "9" * 5000 + "}"},
+    "ctrf_too_many_digits": {
+        "ctrf.json": _ctrf([(n, "passed") for n in _NAMES], '{"tests": ' + "9" * 5000 + "}"),
+        "reward.txt": "1\n",
+    },
+    "reward_json_duplicate_key": {"reward.json": '{"reward": 0, "reward": 1}'},
+    "ctrf_duplicate_names": {"ctrf.json": _ctrf([(_NAMES[0], "passed")] * N_TESTS)},
+    "ctrf_summary_disagrees": {"ctrf.json": _ctrf([(n, "failed") for n in _NAMES])},
+    "ctrf_negative_summary": {
+        "ctrf.json": _ctrf([(n, "failed") for n in _NAMES], '{"tests": -4, "passed": 4, "failed": -4}')
+    },
+    "ctrf_nan_summary": {
+        "ctrf.json": _ctrf([(n, "passed") for n in _NAMES], '{"tests": NaN, "passed": 1e999}')
+    },
+    "ctrf_huge_duration": {
+        "ctrf.json": _ctrf([(n, "passed") for n in _NAMES]).replace(
+            '"passed"}', '"passed", "duration": 1e999}'
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("files", FORGED_FILES.values(), ids=FORGED_FILES.keys())
+def test_a_forged_report_file_never_scores_above_the_unsolved_task(tmp_path, files):
+    from t1_reward import TaskFacts, score_output
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    facts = TaskFacts(
+        known_assertions=N_TESTS,
+        known_tests={"test_outputs.py": frozenset(f"test_case_{i}" for i in range(N_TESTS))},
+        expects_per_assertion=True,
+    )
+    report, verdict = score_output(tmp_path, DenseRewardSpec(), facts=facts, stdout=HONEST_OUTPUT)
+    assert verdict.reward.value in (None, 0.0), (verdict, report)

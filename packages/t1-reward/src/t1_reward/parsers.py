@@ -50,6 +50,8 @@ def _load_json(text: str, what: str) -> Any:
         raise VerifierReportError(
             f"{what}: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
         ) from None
+    except ValueError:  # an integer past the interpreter's digit limit: a malformed report, not a crash
+        raise VerifierReportError(f"{what}: a number too long to read (not a report)") from None
 
 
 def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
@@ -251,7 +253,10 @@ def _harbor_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, int | float):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond float's range: infinite, so refused as not finite
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         match = _REWARD_TXT.fullmatch(value)
         return float(match.group(1)) if match is not None else None
@@ -294,6 +299,8 @@ def parse_reward_json(text: str) -> float:
         ) from None
     except RecursionError:  # nesting deeper than the interpreter's stack: a malformed file, not a crash
         raise VerifierReportError("reward.json: nested too deeply to read (not a reward)") from None
+    except ValueError:  # an integer past the interpreter's digit limit: a malformed file, not a crash
+        raise VerifierReportError("reward.json: a number too long to read (not a reward)") from None
     if not isinstance(data, dict):
         raise VerifierReportError('reward.json: must be a flat JSON object such as {"reward": 1.0}')
     bad = [k for k, v in data.items() if _harbor_number(v) is None]
