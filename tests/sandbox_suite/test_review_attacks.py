@@ -187,8 +187,11 @@ FORGED_CTRF = (
 async def test_a_link_at_logs_verifier_to_a_forged_report_is_replaced(
     make_sandbox, environment_dir, tmp_path
 ):
+    # also links where the tests and uv's state of the verifier will be (refused or replaced)
     files = {"/tmp/forged/ctrf.json": FORGED_CTRF, "/tmp/forged/reward.txt": "1\n"}
-    agent = "chmod -R a-w /tmp/forged; rm -rf /logs/verifier && ln -s /tmp/forged /logs/verifier"
+    agent = "chmod -R a-w /tmp/forged; rm -rf /logs/verifier && ln -s /tmp/forged /logs/verifier; "
+    agent += "ln -s /tmp/forged /tests 2>/dev/null; mkdir -p /tmp/forged-uv && ln -s /tmp/forged-uv "
+    agent += "/tmp/t1-verifier-uv; true"
     _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files, agent=agent))
 
 
