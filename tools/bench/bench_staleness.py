@@ -72,8 +72,8 @@ def t_two_sided_p(t: float, dof: int) -> float:
     if not math.isfinite(t):
         return 0.0
     x, a, b = dof / (dof + t * t), dof / 2.0, 0.5
-    if x <= 0.0:
-        return 0.0
+    if x <= 0.0 or x >= 1.0:  # |t| infinite, or t = 0
+        return 0.0 if x <= 0.0 else 1.0
     front = math.exp(
         math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     )
