@@ -8,9 +8,8 @@ Run (from the repository root):
 Each (shape, wall) case runs in its own subprocess (its RSS is its own): the torch backend of
 ``recipes/tiny-cpu.yaml`` with the shape's model overrides, one synthetic sample of ``wall`` tokens (the
 stitched layout of ``bench_ppo_step.py``: 150 loss tokens every 250 after a 200-token prompt), and three
-phases:
-actor forward + backward with routing replay (``TorchBackend.actor_logprobs`` inside ``_replay``), critic
-forward + backward, then one AdamW step of each. What is measured, and how:
+phases: actor forward + backward with routing replay (``TorchBackend.actor_logprobs`` inside
+``t1_r3.replay_routing``), critic forward + backward, then one AdamW step of each. What is measured, and how:
 
 - weights, grads, optimizer: the bytes of the parameters, their ``.grad`` after the backward and the AdamW
   state after the step (tensor sizes: exact).
@@ -161,6 +160,15 @@ def _live_peak(fn: Any) -> int:
     return mode.peak
 
 
+def _adamw_step(model: Any, opt: Any) -> None:
+    """Clip the grad norm and step, as the trainer's update does (its state appears at the first step)."""
+    import torch
+
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None], 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def child(shape: str, wall: int, recipe_path: str) -> dict[str, Any]:
     """One case in this process: build, run the three phases, measure. Returns the measured row."""
     import numpy as np
@@ -169,10 +177,10 @@ def child(shape: str, wall: int, recipe_path: str) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "tools" / "bench"))
     from bench_ppo_step import make_samples
 
+    from t1_r3 import replay_routing
     from t1_spec import load_recipe
     from t1_trainer import TorchBackend
     from t1_trainer.logprobs import lm_head_logprobs
-    from t1_trainer.torch_backend import _step
 
     rss_base = _status_kib("VmRSS") * 1024
     overrides = [*SHAPES[shape], "trainer.backend=torch", "model.dtype=float32"]
@@ -188,12 +196,12 @@ def child(shape: str, wall: int, recipe_path: str) -> dict[str, Any]:
     actor.train()
     kinds = _KindStack(actor.model)
     saved = _Saved(kinds, actor.parameters())
-    with backend._replay(sample), saved.hooks:
+    with replay_routing(actor, np.asarray(sample.routing)), saved.hooks:
         logp = backend.actor_logprobs(sample)
         logp.sum().backward()
     del logp
     grads = _nbytes(p.grad for p in actor.parameters())
-    _step(actor, backend.actor_opt, 1.0, "actor")
+    _adamw_step(actor, backend.actor_opt)
     opt = _nbytes(v for s in backend.actor_opt.state.values() for v in s.values() if torch.is_tensor(v))
     act = saved.by_kind()
 
@@ -230,7 +238,7 @@ def child(shape: str, wall: int, recipe_path: str) -> dict[str, Any]:
         v.sum().backward()
     del v
     cgrads = _nbytes(p.grad for p in critic.parameters())
-    _step(critic, backend.critic_opt, 1.0, "critic")
+    _adamw_step(critic, backend.critic_opt)
     copt = _nbytes(v for s in backend.critic_opt.state.values() for v in s.values() if torch.is_tensor(v))
     cact = csaved.by_kind()
     row["critic"] = {
