@@ -28,12 +28,14 @@ _PYTEST_ARGS = (
 _TAG = f"cpython-{sys.version_info.major}{sys.version_info.minor}"
 
 
-async def _verify(make_sandbox, environment_dir, tmp_path, files, *, agent="true", test_sh=None):
+async def _verify(
+    make_sandbox, environment_dir, tmp_path, files, *, agent="true", test_sh=None, tests_py=TESTS_PY
+):
     """Build; the agent writes ``files`` (sandbox path -> text, or bytes), runs ``agent``; verify; judge."""
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "test.sh").write_text(test_sh or TEST_SH.format(pytest="python3 -m pytest", args=_PYTEST_ARGS))
-    (tests / "test_outputs.py").write_text(TESTS_PY)
+    (tests / "test_outputs.py").write_text(tests_py)
     task = GraderTask("review-attack", tests)
     files = {"/app/prog.py": WRONG_PROGRAM} | files
     async with make_sandbox() as sb:
@@ -108,6 +110,19 @@ async def test_startup_and_toolchain_names_in_the_workdir_are_not_imported(
         "/app/statistics.pyc": stats_pyc.read_bytes(),  # sourceless bytecode
     } | PLUGIN
     _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files))
+
+
+async def test_a_workdir_the_agent_made_read_only_is_not_trusted_for_standard_library_names(
+    make_sandbox, environment_dir, tmp_path
+):
+    # the tests put /app first themselves; the agent owns /app and makes it read-only before it leaves, so
+    # a check of writability alone took it for a folder the verifier cannot write
+    from .test_grader_attacks import STATISTICS_PY
+
+    tests_py = "import sys\nsys.path.insert(0, '/app')\n" + TESTS_PY
+    files = {"/app/statistics.py": STATISTICS_PY}
+    agent = "chmod 555 /app"
+    _unsolved(*await _verify(make_sandbox, environment_dir, tmp_path, files, agent=agent, tests_py=tests_py))
 
 
 #: Names pytest, a plugin or the standard library tries to import and expects to be missing (an optional

@@ -20,9 +20,8 @@ In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m uni
    distribution metadata or ``.pth`` file is read from it.
 3. A top-level module named like one of the standard library or of the verifier toolchain (pytest, its
    plugins and what they import) is only taken from the interpreter's standard library, the toolchain or a
-   ``sys.path`` entry this process cannot write, even when the tests put the working directory first on
-   ``sys.path`` themselves.
-
+   ``sys.path`` entry this process can neither write nor own, even when the tests put the working
+   directory first on ``sys.path`` themselves.
 4. The process is made non-dumpable, so the program under test (same uid) cannot open its ``/proc/<pid>/mem``
    and rewrite pytest's objects (the outcome string "failed") in place.
 
@@ -70,13 +69,17 @@ def _grader_launch(argv):
 
 
 def _untrusted(entry):
-    """Whether this process could write the ``sys.path`` entry (the agent runs as the same uid)."""
+    """Whether this process could write the ``sys.path`` entry (the agent runs as the same uid).
+
+    Writable now, or owned by this uid: an owner can make a folder it made read-only writable again, so
+    ``chmod 555 /app`` does not make the agent's folder trusted.
+    """
     if not isinstance(entry, str) or entry in ("", "."):
         return True
     try:
-        return os.access(entry, os.W_OK)
+        return os.access(entry, os.W_OK) or os.stat(entry).st_uid == os.getuid()
     except (OSError, ValueError):
-        return True
+        return True  # missing or unreadable: nothing trusted is lost by not searching it
 
 
 class _ProtectedNames:
@@ -84,7 +87,7 @@ class _ProtectedNames:
 
     Trusted: the interpreter's own standard library (the folder of ``os`` and its ``lib-dynload``), the
     verifier toolchain (the folder above this file's: ``/opt/t1-verifier``, read-only in every launch) and
-    any ``sys.path`` entry this process cannot write.
+    any ``sys.path`` entry this process can neither write nor own.
     """
 
     def __init__(self, names):
