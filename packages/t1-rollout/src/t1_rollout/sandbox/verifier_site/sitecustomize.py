@@ -28,6 +28,7 @@ In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m uni
 Other processes (the program under test, run by the tests) are left as Python runs them.
 """
 
+import opcode
 import os
 import sys
 from importlib.machinery import PathFinder
@@ -110,6 +111,9 @@ class _ProtectedNames:
         pass
 
 
+_IMPORT_NAME = opcode.opmap["IMPORT_NAME"]
+
+
 class _WorkdirLast:
     """Resolves, last of all finders, a top-level name that is not protected from the working directory.
 
@@ -123,12 +127,34 @@ class _WorkdirLast:
         self.trusted_code = trusted_code  # folder prefixes (ending in os.sep) of code that is not the tests'
         self.importlib = os.path.join(os.path.dirname(os.path.abspath(os.__file__)), "importlib") + os.sep
 
+    def _trusted(self, frame):
+        name = frame.f_code.co_filename
+        return name.startswith(self.trusted_code) or name.startswith("<frozen ")
+
     def _by_trusted_code(self):
+        """Whether no code of the tests' own asked for this import.
+
+        Asked by the tests: the importer (the nearest frame outside ``importlib``) is the tests' code, or it
+        is trusted code importing a name it was given (``unittest.mock.patch``, ``monkeypatch.setattr``,
+        ``pytest.importorskip``: a call, not an ``import`` statement of its own) called, deeper in the
+        stack, by code of the tests; the launch's ``__main__`` (the ``-c`` code that calls
+        ``pytest.main()``) does not count as a caller.
+        """
         frame = sys._getframe(2)
         while frame is not None:
             name = frame.f_code.co_filename
             if not (name.startswith("<frozen importlib") or name.startswith(self.importlib)):
-                return name.startswith(self.trusted_code) or name.startswith("<frozen ")
+                break
+            frame = frame.f_back
+        if frame is None or not self._trusted(frame):
+            return frame is None
+        code = frame.f_code.co_code
+        if 0 <= frame.f_lasti < len(code) and code[frame.f_lasti] == _IMPORT_NAME:
+            return True  # an import statement of trusted code (an optional dependency it tries)
+        frame = frame.f_back
+        while frame is not None:
+            if not self._trusted(frame) and frame.f_globals.get("__name__") != "__main__":
+                return False
             frame = frame.f_back
         return True
 
