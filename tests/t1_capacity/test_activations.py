@@ -188,3 +188,9 @@ def test_a_recipe_with_its_own_alpha_keeps_eq21_activations() -> None:
         "torch", "float32", alpha=1.0, b0_gib=1.0, calibrated_activations=True, calibrated_b0=True
     )
     assert bf16.activations.as_dict()["gdn"] == pytest.approx(fp32.activations.as_dict()["gdn"] / 2)
+
+
+def test_a_cuda_trainer_is_not_priced_with_the_cpu_calibration() -> None:
+    """The stored coefficients and b0 are the CPU's (RSS, CPU kernels); on CUDA alpha and b0 stay."""
+    c = load(TINY, ["trainer.device=cuda"]).constants
+    assert c.activations is None and c.b0_gib == 3.0 and c.weight_bytes == 4.0

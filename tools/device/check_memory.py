@@ -301,7 +301,10 @@ def memory_table(
             "grads": _term(t["expert_grads"] + t["dense_grads"] + master * opt_bytes, grads),
             "optimizer": _term((1.0 - master) * opt_bytes, optimizer),
             "activations": _term(
-                t["recurrent_activations"] + t["attention_activations"] + t["logit_buffer"],
+                t["recurrent_activations"]
+                + t["attention_activations"]
+                + t["edge_activations"]
+                + t["logit_buffer"],
                 diff(rec.get(f"{net}/pre_step", "peak"), pre),
             ),
         }
