@@ -41,11 +41,11 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
 
     Reads ``recipe.model`` (``ModelShape.from_spec``); ``recipe.plan`` (``devices, inference_devices, tp, pp,
     cp, dp, ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` and
-    ``recipe.ppo.samples_per_task``; alpha and b0 each at the spec's default with ``trainer.device: cpu``:
-    the backend's stored CPU calibration of it where there is one (`backend_constants`; a value set in the
-    recipe wins; on CUDA, not calibrated yet, alpha and b0 apply);
-    ``recipe.ppo.advantage`` (GRPO trains no critic, so none is checked); and the inference replica size,
-    ``engine.tp`` for an SGLang engine and 1 for the embedded one.
+    ``recipe.ppo.samples_per_task``; alpha and b0 each at the spec's default with ``trainer.device: cpu``: the
+    backend's stored CPU calibration of it where there is one (`backend_constants`; a value set in the recipe
+    wins; on CUDA, not calibrated yet, alpha and b0 apply); ``recipe.ppo.advantage`` (GRPO trains no critic,
+    so none is checked); and the inference replica size, ``engine.tp`` for an SGLang engine and 1 for the
+    embedded one.
 
     Args:
         recipe: the validated recipe.
