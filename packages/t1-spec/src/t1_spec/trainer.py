@@ -30,6 +30,12 @@ class TrainerSpec(Spec):
     the final weights go to ``weights/``) and the rest of the run state (``state/``: step counters, weight
     version, task order position, RNG states), from which ``t1 train --resume RUN_DIR`` continues the run."""
 
+    save_final_weights: bool = True
+    """Write the final actor and critic weights to ``weights/`` in the run directory when the run ends (about
+    three times the policy's size in float32: 185 MB for the tiny model). A user who trains keeps them; a
+    smoke run of seeded random weights (``recipes/tiny-cpu.yaml``) turns this off, so its run directory holds
+    only the records (under 1 MB a step). Checkpoints (``checkpoint_every``) are saved either way."""
+
     checkpoint_optimizer: bool = False
     """Also save both optimizer states in every checkpoint (``state/optimizer.pt``). Off in the paper: weights
     only, so a crash means restart rather than resume, traded for cost (T1 §7); ``t1 train --resume`` needs

@@ -335,7 +335,8 @@ class Run:
 
         self.release_parked("the run ended")
         self.stop.check()  # a stop asked while they were released: the run ends interrupted, not finished
-        save_weights(parts.backend, self.rundir.root)
+        if r.trainer.save_final_weights:
+            save_weights(parts.backend, self.rundir.root)
 
     def _checkpoint(self, summary: RunSummary, stream: Any) -> None:
         """Save the whole run state after ``summary.steps`` PPO steps (`t1.run.resume.save_state`)."""

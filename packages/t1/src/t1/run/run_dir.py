@@ -11,7 +11,7 @@ Layout::
         trajectories/step-NNNN/<trial_id>.json   every trial: status, cause, messages, token counts, reward
         verifier/<trial_id>/     the verifier's reports and logs as read back (ctrf.json, *.xml, reward.json,
                                  test-stdout.txt; capped, anything left out listed in t1-omitted.txt)
-        weights/actor.safetensors, weights/critic.safetensors   the final weights
+        weights/actor.safetensors, weights/critic.safetensors   the final weights (trainer.save_final_weights)
         checkpoints/step-NNNN/weights/   the same, every trainer.checkpoint_every PPO steps
         checkpoints/step-NNNN/state/     the rest of the run state a resume needs (`t1.run.resume`)
         tensorboard/             TensorBoard event files of the same rows (logging.tensorboard: true)

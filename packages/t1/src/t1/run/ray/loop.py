@@ -346,7 +346,8 @@ class RayRun(RayCheckpoints):
                 self._checkpoint(summary, stream, publication["version"])
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
-        ray.get(self.trainer.save_weights.remote(str(self.rundir.root)))
+        if r.trainer.save_final_weights:
+            ray.get(self.trainer.save_weights.remote(str(self.rundir.root)))
 
     def _row(self, step: int, batch: InFlight, metrics: dict[str, Any], publication: dict) -> dict[str, Any]:
         """The metrics row of one PPO step: the embedded loop's keys plus the replicas' view."""
