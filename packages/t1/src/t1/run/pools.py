@@ -6,7 +6,7 @@ assertion counts reports are held to), a size check (one step draws ``rollout.la
 one sample per task per step), and each task's environment held against the chosen sandbox backend (its
 ``check_environment``, through the ``SANDBOXES`` registry), all before any model is built. Every broken
 bundle and every task the backend cannot run is reported at once, one line each (`PoolProblems`). A problem
-here is invalid input (a path in the recipe), so ``t1 train`` and ``t1 recipe validate`` exit 2 on it.
+here is a path of the recipe this machine cannot use, so ``t1 train`` and ``t1 recipe validate`` exit 1 on it.
 """
 
 from __future__ import annotations

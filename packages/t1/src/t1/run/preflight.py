@@ -12,7 +12,8 @@ in one place, so that validate and train give the same answer in the same words:
    mode ``evaluation.thinking`` asks for.
 3. **Capacity.** The capacity model must admit the plan (T1 §7.1, Eq. 21), the same rule as ``t1 plan check``.
 4. **Inputs.** The pools load (with their ``limit`` and ``audit``) and hold a step of distinct tasks, and
-   ``logging.run_root`` can hold a run directory (`t1.run.pools`); these are invalid input (exit 2).
+   ``logging.run_root`` can hold a run directory (`t1.run.pools`); these are refusals of this machine
+   (exit 1: the recipe is valid, the path is not usable here).
 
 Settings that the spec requires but the embedded run does not act on are not refused; they are listed as
 notes, printed by validate and train alike, so no setting is ignored silently.
@@ -36,7 +37,7 @@ class Preflight:
         problems: one line per reason the run cannot start here, each beginning with the recipe field.
         notes: settings the recipe carries that this run accepts but does not act on, one line each.
         invalid: one line per path in the recipe that cannot be used (a pool that does not load or is too
-            small for one step, an unwritable ``logging.run_root``): invalid input, exit 2.
+            small for one step, an unwritable ``logging.run_root``): not runnable here, exit 1.
     """
 
     problems: tuple[str, ...]
@@ -66,7 +67,7 @@ class PreflightError(RuntimeError):
 
 
 class PreflightInputError(PreflightError, ValueError):
-    """A refusal that includes an unusable path of the recipe (`Preflight.invalid`): invalid input, exit 2."""
+    """A refusal that includes a path of the recipe unusable on this machine (`Preflight.invalid`): exit 1."""
 
 
 def registries() -> tuple[tuple[str, Registry], ...]:
@@ -282,7 +283,7 @@ def require(recipe: Recipe) -> Preflight:
     """`preflight`, raising when the recipe cannot run.
 
     Raises:
-        PreflightInputError: listing every problem, when a path of the recipe is unusable (exit 2).
+        PreflightInputError: listing every problem, when a path of the recipe is unusable here (exit 1).
         PreflightError: listing every problem, before any work (exit 1).
     """
     return refuse_unless_ok(preflight(recipe))
@@ -292,7 +293,7 @@ def refuse_unless_ok(verdict: Preflight) -> Preflight:
     """Raise for a refused `Preflight`; return it when the run may start.
 
     Raises:
-        PreflightInputError: a path of the recipe is unusable (exit 2).
+        PreflightInputError: a path of the recipe is unusable here (exit 1).
         PreflightError: any other problem (exit 1).
     """
     if verdict.invalid:
