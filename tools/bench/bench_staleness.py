@@ -4,6 +4,7 @@ Run (from the repository root):
 
     uv run python tools/bench/bench_staleness.py [--seeds 5] [--steps 40] [--batch 16] [--vocab 4096]
         [--staleness 0,1,4,8] [--corrections none,tis] [--recipe recipes/tiny-cpu.yaml]
+        [--jobs N] [--curves CURVES.json] [--png CURVES.png]
 
 The bandit is `bench_learning`'s (imported, not copied): the tiny recipe's model answers a fixed prompt with
 one token, reward 1 when ``id % 8`` is the seed's target (chance 1/8), every update a real
@@ -20,12 +21,15 @@ Every arm runs the same seeds (same initial model, prompt, target and sampler se
 seed. Printed per arm: success over the first and the last 5 steps (median and range over seeds), the OLS
 slope of success per step (`bench_learning.trend`), and a paired t-test over seeds (Student t, two-sided) of
 the end success against the staleness-0 arm without correction, and of ``tis`` against ``none`` at the same
-staleness. The last line is one JSON object. Nothing asserts.
+staleness. The last line is one JSON object. Nothing asserts. ``--jobs N`` runs the (arm, seed) runs in N
+processes of one thread each (every run is seeded; a worker runs it on one thread);
+``--curves`` writes every run's success per step, ``--png`` plots each arm's median curve over seeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import copy
 import json
 import math
@@ -159,6 +163,45 @@ def arm_figures(runs: list[dict], reference: list[dict] | None, twin: list[dict]
     return fig
 
 
+def _one_run(job: tuple[int, str, int, int, int, int, str]) -> tuple[int, str, int, dict]:
+    """``run_stale`` in a worker process of one thread: ``(k, correction, seed, result)``."""
+    k, corr, seed, steps, batch, vocab, recipe = job
+    torch.set_num_threads(1)
+    return (
+        k,
+        corr,
+        seed,
+        run_stale(k, corr, seed=seed, steps=steps, batch=batch, vocab=vocab, recipe=Path(recipe)),
+    )
+
+
+def plot_curves(runs: dict[tuple[int, str], list[dict]], path: Path) -> None:
+    """Median success per step over seeds, one line per arm (solid: none, dashed: tis), to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ks = sorted({k for k, _ in runs})
+    for (k, corr), rs in sorted(runs.items()):
+        curve = np.median(np.asarray([r["success"] for r in rs]), axis=0)
+        ax.plot(
+            curve,
+            color=colors[ks.index(k) % len(colors)],
+            linestyle="-" if corr == "none" else "--",
+            label=f"k={k} {corr}",
+        )
+    ax.axhline(1 / MODULUS, color="grey", linewidth=0.8, linestyle=":", label="chance")
+    seeds = len(next(iter(runs.values())))
+    ax.set(xlabel="PPO step", ylabel=f"success (median of {seeds} seeds)", title="Bandit under staleness k")
+    ax.legend(ncol=2, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
@@ -170,7 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--staleness", default="0,1,4,8", help="comma-separated staleness bounds k")
     ap.add_argument("--corrections", default="none,tis", help="comma-separated ppo.off_policy kinds")
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-cpu.yaml", help="model's recipe")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes, one thread each (1: in this one)")
+    ap.add_argument("--curves", type=Path, default=None, help="write every run's success per step (JSON)")
+    ap.add_argument("--png", type=Path, default=None, help="plot each arm's median success curve")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs must be >= 1, got {args.jobs}")
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     ks = [int(k) for k in args.staleness.split(",")]
     corrections = args.corrections.split(",")
@@ -184,11 +232,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     t_all = time.perf_counter()
     runs: dict[tuple[int, str], list[dict]] = {}
+    done: dict[tuple[int, str, int], dict] = {}
+    if args.jobs > 1:
+        jobs = [
+            (k, corr, s, args.steps, args.batch, args.vocab, str(args.recipe))
+            for corr in corrections
+            for k in ks
+            for s in range(args.seeds)
+        ]
+        with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+            for k, corr, s, result in pool.map(_one_run, jobs):
+                done[k, corr, s] = result
     for corr in corrections:
         for k in ks:
             t0 = time.perf_counter()
             runs[k, corr] = [
-                run_stale(
+                done.get((k, corr, s))
+                or run_stale(
                     k, corr, seed=s, steps=args.steps, batch=args.batch, vocab=args.vocab, recipe=args.recipe
                 )
                 for s in range(args.seeds)
@@ -215,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(line + f"; {fig['wall_s']:.0f} s", file=sys.stderr, flush=True)
     out["wall_s"] = time.perf_counter() - t_all
+    if args.curves is not None:
+        curves = {f"s{k}_{corr}": [r["success"] for r in rs] for (k, corr), rs in runs.items()}
+        args.curves.write_text(json.dumps({"steps": args.steps, "seeds": args.seeds, "success": curves}))
+    if args.png is not None:
+        plot_curves(runs, args.png)
     print(json.dumps(out))
     return 0
 
