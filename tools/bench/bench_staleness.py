@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.jobs < 1:
         ap.error(f"--jobs must be >= 1, got {args.jobs}")
+    unknown = sorted(set(args.corrections.split(",")) - {"none", "tis"})
+    if unknown:
+        ap.error(f"--corrections: {', '.join(unknown)} not built in this benchmark (none, tis)")
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     ks = [int(k) for k in args.staleness.split(",")]
     corrections = args.corrections.split(",")
