@@ -11,14 +11,21 @@ def test_messages_keep_bracketed_text(capsys):
     assert "[metadata]" in capsys.readouterr().err
 
 
-def test_other_failures_exit_1_and_debug_reraises():
+def test_other_failures_exit_1():
     with pytest.raises(SystemExit) as info:
         with reported(False):
             raise RuntimeError("boom")
     assert info.value.code == EXIT_CHECK_FAILED
-    with pytest.raises(RuntimeError):
+
+
+@pytest.mark.parametrize(("exc", "code"), [(ValueError, EXIT_INVALID_INPUT), (RuntimeError, EXIT_CHECK_FAILED)])
+def test_debug_prints_the_traceback_and_keeps_the_exit_code(exc, code, capsys):
+    with pytest.raises(SystemExit) as info:
         with reported(True):
-            raise RuntimeError("boom")
+            raise exc("boom")
+    assert info.value.code == code
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and f"{exc.__name__}: boom" in err
 
 
 @pytest.mark.parametrize("exc", ["typer.Exit(1)", "typer.Abort()"])

@@ -25,7 +25,7 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
     """Turn exceptions into a one-line stderr message and an exit code.
 
     Args:
-        debug: re-raise with the full traceback instead.
+        debug: also print the full traceback (on stderr); the exit code is the same as without it.
         invalid: exception types that mean invalid input (exit 2); anything else exits 1.
 
     Raises:
@@ -43,9 +43,11 @@ def reported(debug: bool, *, invalid: tuple[type[BaseException], ...] = ()) -> I
     ):
         raise
     except BaseException as exc:  # noqa: BLE001 - the CLI boundary reports everything
-        if debug:
-            raise
         code = EXIT_INVALID_INPUT if isinstance(exc, invalid + (FileNotFoundError, ValueError)) else 1
+        if debug:  # the traceback, then the same code: a script adding --debug still tells 2 from 1
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(code)
 

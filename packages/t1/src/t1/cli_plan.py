@@ -37,7 +37,9 @@ app = typer.Typer(
 
 INVALID = (RecipeError, PlanError, CalibrationError)
 
-Overrides = Annotated[list[str] | None, typer.Argument(help="dotlist overrides, e.g. plan.cp=2")]
+Overrides = Annotated[
+    list[str] | None, typer.Argument(help="dotlist overrides, e.g. plan.memory_budget_gib=80")
+]
 Debug = Annotated[bool, typer.Option("--debug", help="show tracebacks")]
 
 # T1 §7: the production plan hides ~16 min of generation under ~41 min of training at its split.
@@ -161,7 +163,7 @@ def search(
     sys.exit(EXIT_OK if result.fitting else EXIT_CHECK_FAILED)
 
 
-@app.command()
+@app.command(short_help="Least-squares fit of the memory model's coefficients to measured peaks.")
 def calibrate(
     measurements: Annotated[
         Path, typer.Argument(help="CSV: tp,pp,cp,dp,ep,token_wall,peak_gib[,etp,network,stage]")
