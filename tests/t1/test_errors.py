@@ -18,7 +18,9 @@ def test_other_failures_exit_1():
     assert info.value.code == EXIT_CHECK_FAILED
 
 
-@pytest.mark.parametrize(("exc", "code"), [(ValueError, EXIT_INVALID_INPUT), (RuntimeError, EXIT_CHECK_FAILED)])
+@pytest.mark.parametrize(
+    ("exc", "code"), [(ValueError, EXIT_INVALID_INPUT), (RuntimeError, EXIT_CHECK_FAILED)]
+)
 def test_debug_prints_the_traceback_and_keeps_the_exit_code(exc, code, capsys):
     with pytest.raises(SystemExit) as info:
         with reported(True):
