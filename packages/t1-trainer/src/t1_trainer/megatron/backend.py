@@ -42,6 +42,7 @@ from t1_trainer.errors import TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
+from t1_trainer.mismatch import mismatch_terms
 from t1_trainer.samples import TrainSample, check_sample, sample_name
 from t1_trainer.torch_backend import (
     _actor_summary,
@@ -391,6 +392,9 @@ class MegatronBackend:
         has ratio 1; ``rollout`` (staleness >= 1) takes ``sample.rollout_logprobs``, the behaviour policy's;
         for the batch, or one choice per sample (continued samples, `t1_trainer.step`).
         ``actor/logprob_gap_replay`` is measured on the first pass's forward against the rollout log-probs.
+        Eq. 25's split (`t1_trainer.mismatch`) covers the staleness-0 samples only: unlike the torch backend,
+        this one keeps no copy of the behaviour version's weights, so an older sample is counted as not
+        decomposed (``actor/mismatch_decomposed_fraction``).
 
         Raises:
             TrainerConfigError: ``old_logprobs`` (or an entry) is neither ``recomputed`` nor ``rollout``.
@@ -403,6 +407,8 @@ class MegatronBackend:
         masks = {i: _mask(samples[i], self.device) for i in keep}
         n_tok = float(sum(int(masks[i].sum()) for i in keep))
         old: dict[int, torch.Tensor] = {}
+        pre: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # epoch-0 (trainer, rollout) log-probs
+        version = int(self.policy_version)
         gap_sum = gap_nr = 0.0
         flips = pairs = 0
         gap_time = 0.0
@@ -425,6 +431,7 @@ class MegatronBackend:
                         logp = self.actor_logprobs(s)
                         if epoch == 0:
                             gap_sum += float((logp.detach() - rollout).abs().sum())
+                            pre[i] = (logp.detach(), rollout)
                             old[i] = rollout if from_rollout[i] else logp.detach()
                         loss, met = ppo_policy_loss(
                             logp,
@@ -453,6 +460,9 @@ class MegatronBackend:
         # every layer of the megatron model is MoE (model.py), so the flip pairs are over all num_layers
         live = (gap_nr, flips, pairs, self.model_spec.num_layers, gap_time) if measure else None
         out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
+        # Eq. 25: staleness-0 samples only (no copy of the behaviour version's weights is kept here)
+        ages = {i: version - int(samples[i].policy_version) for i in pre}
+        out.update(mismatch_terms([(t, None, r, ages[i]) for i, (t, r) in pre.items()]))
         return out
 
     def _opt_step(self, model: nn.Module, opt: Any, name: str) -> float:
