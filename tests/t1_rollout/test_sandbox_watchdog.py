@@ -53,7 +53,7 @@ def test_the_wait_ends_when_the_owner_exits_and_not_before(monkeypatch, pidfd):
         monkeypatch.setattr(os, "pidfd_open", lambda pid: (_ for _ in ()).throw(OSError("none here")))
     proc = subprocess.Popen(["sleep", "600"])
     try:
-        worker = _wait_in_thread(proc.pid, watchdog._start_ticks(proc.pid))
+        worker = _wait_in_thread(proc.pid, watchdog.process_start_ticks(proc.pid))
         worker.join(1.0)
         assert worker.is_alive(), "the watchdog woke while its owner was still running"
         proc.kill()  # a zombie until reaped below: already gone for the watchdog
@@ -79,7 +79,7 @@ def test_reap_reclaims_the_dead_owners_sandbox_and_leaves_a_live_ones(tmp_path, 
         [sys.executable, "-c", OWNER, str(base), str(slots), str(work)], stdout=subprocess.PIPE, text=True
     )
     uid = int(owner.stdout.readline())
-    start = watchdog._start_ticks(owner.pid)
+    start = watchdog.process_start_ticks(owner.pid)
     # a live sandbox of this process in the same work dir and uid range: not the dead owner's
     monkeypatch.setattr(uids, "UID_BASE", base)
     monkeypatch.setattr(uids, "UID_SLOTS", 8)
@@ -114,4 +114,4 @@ def test_a_killed_watchdog_is_replaced_at_the_next_sandbox_start(tmp_path):
         time.sleep(0.05)
     watchdog.arm_local(tmp_path)  # the same work dir: named again to the new watchdog
     second = watchdog.watchdog_pid()
-    assert second not in (None, first) and watchdog._start_ticks(second)
+    assert second not in (None, first) and watchdog.process_start_ticks(second)

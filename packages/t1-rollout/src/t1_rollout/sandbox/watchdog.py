@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["arm_docker", "arm_local", "main", "reap", "watchdog_pid"]
+__all__ = ["arm_docker", "arm_local", "main", "process_start_ticks", "reap", "watchdog_pid"]
 
 _LOCK = threading.Lock()
 _PROC: subprocess.Popen | None = None
@@ -48,7 +48,7 @@ _SENT: set[str] = set()
 POLL_S = 0.5
 
 
-def _start_ticks(pid: int) -> str:
+def process_start_ticks(pid: int) -> str:
     """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), ``""`` for a zombie or no process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
@@ -75,7 +75,7 @@ def _send(message: dict[str, Any]) -> None:
         try:
             if _PROC is None:
                 _PROC = subprocess.Popen(
-                    [sys.executable, "-m", "t1_rollout.sandbox.watchdog", str(me), _start_ticks(me)],
+                    [sys.executable, "-m", "t1_rollout.sandbox.watchdog", str(me), process_start_ticks(me)],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,  # a test reading the owner's stderr must see EOF when it dies
@@ -160,13 +160,13 @@ def reap(owner: int, start: str, registrations: list[dict[str, Any]]) -> list[st
 
 def _wait_for_exit(owner: int, start: str) -> None:
     """Return once ``owner`` has exited (pidfd where the kernel has it, else polling its start time)."""
-    if not start or _start_ticks(owner) != start:
+    if not start or process_start_ticks(owner) != start:
         return
     try:
         fd = os.pidfd_open(owner)
     except (OSError, AttributeError):
         fd = -1
-    if fd >= 0 and _start_ticks(owner) != start:  # the pid was reused before the pidfd was taken
+    if fd >= 0 and process_start_ticks(owner) != start:  # the pid was reused before the pidfd was taken
         os.close(fd)
         return
     while True:
@@ -177,7 +177,7 @@ def _wait_for_exit(owner: int, start: str) -> None:
                 return
         else:
             time.sleep(POLL_S)
-        if _start_ticks(owner) != start:
+        if process_start_ticks(owner) != start:
             return
 
 

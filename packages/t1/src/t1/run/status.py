@@ -17,25 +17,17 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from t1_rollout.sandbox.watchdog import process_start_ticks
+
 __all__ = ["KILLED", "driver_alive", "driver_identity", "read_status"]
 
 KILLED = "killed"
 
 
-def _start_ticks(pid: int) -> str:
-    """Field 22 of ``/proc/<pid>/stat`` (start time, clock ticks since boot); ``""`` when gone or a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return ""
-    return "" if fields[0] in (b"Z", b"X") else fields[19].decode()
-
-
 def driver_identity() -> dict[str, Any]:
     """This process as ``status.json`` records its driver: ``{"host", "pid", "start"}``."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _start_ticks(pid)}
+    return {"host": socket.gethostname(), "pid": pid, "start": process_start_ticks(pid)}
 
 
 def driver_alive(payload: dict[str, Any]) -> bool | None:
@@ -50,7 +42,7 @@ def driver_alive(payload: dict[str, Any]) -> bool | None:
     pid, start = driver.get("pid"), driver.get("start")
     if not isinstance(pid, int) or not isinstance(start, str) or not start:
         return None
-    return _start_ticks(pid) == start
+    return process_start_ticks(pid) == start
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any]:
