@@ -26,6 +26,7 @@ import py_compile
 import shutil
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,12 +91,6 @@ def _mirror(src: Path, cache_root: Path, skip: tuple[str, ...] = ("site-packages
     it. The mirror is built in a temporary directory and renamed into place, so concurrent builders are safe.
     """
     key = hashlib.sha256(f"{src}:{src.stat().st_mtime_ns}:{sys.version}:{skip}".encode()).hexdigest()[:16]
-    dest = cache_root / key
-    if dest.is_dir():
-        return dest
-    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    tmp = cache_root / f".{key}.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
 
     def link(s: str, d: str) -> None:
         try:
@@ -103,17 +98,33 @@ def _mirror(src: Path, cache_root: Path, skip: tuple[str, ...] = ("site-packages
         except OSError:
             shutil.copy2(s, d)
 
-    shutil.copytree(src, tmp, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(*skip))
-    if "__pycache__" not in skip:
-        # ddir: tracebacks name the real path, where the mirror is mounted; in-process (no worker pool
-        # inside a caller's event loop); what the host already compiled is linked, not redone
-        with warnings.catch_warnings():  # the standard library's own test data warns; nothing to act on
-            warnings.simplefilter("ignore")
-            compileall.compile_dir(tmp, ddir=str(src), quiet=2, workers=1, legacy=False)
-    for root, dirs, _ in os.walk(tmp):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-    os.chmod(tmp, 0o755)
+    def fill(tmp: Path) -> None:
+        shutil.copytree(src, tmp, symlinks=True, copy_function=link, ignore=shutil.ignore_patterns(*skip))
+        if "__pycache__" not in skip:
+            # ddir: tracebacks name the real path, where the mirror is mounted; in-process (no worker pool
+            # inside a caller's event loop); what the host already compiled is linked, not redone
+            with warnings.catch_warnings():  # the standard library's own test data warns; nothing to act on
+                warnings.simplefilter("ignore")
+                compileall.compile_dir(tmp, ddir=str(src), quiet=2, workers=1, legacy=False)
+        for root, dirs, _ in os.walk(tmp):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o755)
+        os.chmod(tmp, 0o755)
+
+    return _build_once(cache_root / key, fill)
+
+
+def _build_once(dest: Path, fill: Callable[[Path], None]) -> Path:
+    """``dest``, made once: ``fill(tmp)`` creates a temporary sibling, which is then renamed into place.
+
+    Concurrent builders are safe: the first rename wins, and a loser's copy is removed.
+    """
+    if dest.is_dir():
+        return dest
+    dest.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    fill(tmp)
     try:
         os.rename(tmp, dest)
     except OSError:  # another process won the race
@@ -154,57 +165,45 @@ def _bin_dir(cache_root: Path, exe: Path) -> Path:
         raise SandboxError(f"verifier toolchain: the uv package's binary is missing ({exc})") from exc
     uvx_bin = uv_bin.with_name("uvx")
     stamp = f"{exe}:{uv_bin}:{uv_bin.stat().st_mtime_ns}:{uvx_bin.is_file()}:{sys.version}:bin-v1"
-    dest = cache_root / f"bin-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}"
-    if dest.is_dir():
-        return dest
-    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    tmp = cache_root / f".bin.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(mode=0o755)
-    for name in ("python3", "python"):
-        os.symlink(str(exe), tmp / name)
-    (tmp / "pytest").write_text(_PYTEST_SCRIPT.format(python=f"{TOOLCHAIN_MOUNT}/bin/python3"))
-    for name, src in (("uv", uv_bin), ("uvx", uvx_bin)):
-        if name == "uvx" and not src.is_file():
-            (tmp / name).write_text(_UVX_SCRIPT.format(bin=f"{TOOLCHAIN_MOUNT}/bin"))
-            continue
-        try:
-            os.link(src, tmp / name)
-        except OSError:
-            shutil.copy2(src, tmp / name)
-    for name in ("pytest", "uvx", "uv"):
-        os.chmod(tmp / name, 0o755)
-    os.chmod(tmp, 0o755)
-    try:
-        os.rename(tmp, dest)
-    except OSError:  # another process won the race
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+
+    def fill(tmp: Path) -> None:
+        tmp.mkdir(mode=0o755)
+        for name in ("python3", "python"):
+            os.symlink(str(exe), tmp / name)
+        (tmp / "pytest").write_text(_PYTEST_SCRIPT.format(python=f"{TOOLCHAIN_MOUNT}/bin/python3"))
+        for name, src in (("uv", uv_bin), ("uvx", uvx_bin)):
+            if name == "uvx" and not src.is_file():
+                (tmp / name).write_text(_UVX_SCRIPT.format(bin=f"{TOOLCHAIN_MOUNT}/bin"))
+                continue
+            try:
+                os.link(src, tmp / name)
+            except OSError:
+                shutil.copy2(src, tmp / name)
+        for name in ("pytest", "uvx", "uv"):
+            os.chmod(tmp / name, 0o755)
+        os.chmod(tmp, 0o755)
+
+    return _build_once(cache_root / f"bin-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}", fill)
 
 
 def _guard_dir(cache_root: Path) -> Path:
     """A world-readable folder holding only the verifier's ``sitecustomize.py`` (`GUARD_SOURCE`), cached."""
     text = GUARD_SOURCE.read_bytes()
-    dest = cache_root / f"guard-{hashlib.sha256(text + sys.version.encode()).hexdigest()[:16]}"
-    if dest.is_dir():
-        return dest
-    cache_root.mkdir(mode=0o755, parents=True, exist_ok=True)
-    tmp = cache_root / f".guard.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(mode=0o755)
-    (tmp / "sitecustomize.py").write_bytes(text)
-    os.chmod(tmp / "sitecustomize.py", 0o644)
-    # compiled here: the sandbox sees the folder read-only, and every verifier Python imports it at start
-    py_compile.compile(str(tmp / "sitecustomize.py"), dfile=f"{TOOLCHAIN_MOUNT}/guard/sitecustomize.py")
-    for d in (tmp / "__pycache__", tmp):
-        os.chmod(d, 0o755)
-    for pyc in (tmp / "__pycache__").iterdir():
-        os.chmod(pyc, 0o644)
-    try:
-        os.rename(tmp, dest)
-    except OSError:  # another process won the race
-        shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+
+    def fill(tmp: Path) -> None:
+        tmp.mkdir(mode=0o755)
+        (tmp / "sitecustomize.py").write_bytes(text)
+        os.chmod(tmp / "sitecustomize.py", 0o644)
+        # compiled here: the sandbox sees the folder read-only, and every verifier Python imports it at start
+        py_compile.compile(str(tmp / "sitecustomize.py"), dfile=f"{TOOLCHAIN_MOUNT}/guard/sitecustomize.py")
+        for d in (tmp / "__pycache__", tmp):
+            os.chmod(d, 0o755)
+        for pyc in (tmp / "__pycache__").iterdir():
+            os.chmod(pyc, 0o644)
+
+    return _build_once(
+        cache_root / f"guard-{hashlib.sha256(text + sys.version.encode()).hexdigest()[:16]}", fill
+    )
 
 
 def toolchain() -> VerifierToolchain:
