@@ -41,8 +41,8 @@ def metrics_rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def run_tiny_ray(tmp_path: Path, overrides: list[str]):
-    """Run ``recipes/tiny-ray.yaml`` in this process; skip with the reason when Ray cannot start here.
+def run_tiny_ray(tmp_path: Path, overrides: list[str], recipe_path: Path = TINY_RAY):
+    """Run ``recipe_path`` (default ``recipes/tiny-ray.yaml``) here; skip with the reason if Ray cannot start.
 
     Returns:
         ``(run, summary)``: the `RayRun` and its `RunSummary`.
@@ -51,7 +51,7 @@ def run_tiny_ray(tmp_path: Path, overrides: list[str]):
     from t1.run.ray.loop import RayRun
     from t1_spec import load_recipe
 
-    recipe = load_recipe(TINY_RAY, [*overrides, f"logging.run_root={tmp_path}"])
+    recipe = load_recipe(recipe_path, [*overrides, f"logging.run_root={tmp_path}"])
     run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
     try:
         summary = run.run()

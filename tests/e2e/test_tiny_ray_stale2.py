@@ -13,25 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from t1_spec import load_recipe
-
 STALE2 = Path(__file__).resolve().parents[2] / "recipes" / "tiny-ray-stale2.yaml"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 
 
-def test_rollout_two_versions_ahead_trains_at_staleness_up_to_two(tmp_path, no_ray_left, rows_of):
-    pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
-    from t1.run.ray.loop import RayRun
-
-    recipe = load_recipe(STALE2, [f"logging.run_root={tmp_path}"])
-    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
-    try:
-        summary = run.run()
-    except RuntimeError as exc:
-        if "did not start" in str(exc):
-            pytest.skip(f"a local Ray cluster cannot start on this machine: {exc}")
-        raise
+def test_rollout_two_versions_ahead_trains_at_staleness_up_to_two(tmp_path, tiny_ray, no_ray_left, rows_of):
+    run, summary = tiny_ray(tmp_path, [], STALE2)
     assert summary.steps == 4
     assert json.loads((summary.run_dir / "status.json").read_text())["status"] == "finished"
     rows = rows_of(summary.run_dir)
