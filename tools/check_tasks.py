@@ -189,7 +189,7 @@ def load_recipe_for(args: argparse.Namespace) -> Any:
 
 def backend_problems(recipe: Any) -> tuple[list[str], list[str]]:
     """``(fatal, warnings)``: why the recipe's backend cannot run here, and image-map targets it lacks."""
-    from t1_rollout.sandbox.registry import SANDBOXES
+    from t1_sandbox.registry import SANDBOXES
 
     kind = recipe.sandbox.kind
     if (why := SANDBOXES.problem(kind)) is not None:
@@ -216,7 +216,7 @@ async def check_task(
         asyncio.CancelledError: when cancelled (every sandbox it started is closed first).
     """
     from t1_rollout.attribution import declares_per_assertion
-    from t1_rollout.sandbox.registry import SANDBOXES
+    from t1_sandbox.registry import SANDBOXES
     from t1_rollout.validate import TaskValidation, run_check, validate_task
     from t1_tasks.validation import PER_ASSERTION_SOURCES
 
@@ -289,7 +289,7 @@ async def check_folder(
     pool: Any, recipe: Any, *, concurrency: int, keep: Path | None, build_timeout_s: float | None, on_row: Any
 ) -> list[TaskCheck]:
     """Every task of ``pool`` through `check_task`, ``concurrency`` at a time; rows in pool order."""
-    from t1_rollout.sandbox.registry import SANDBOXES
+    from t1_sandbox.registry import SANDBOXES
 
     cls = SANDBOXES.load(recipe.sandbox.kind)
 

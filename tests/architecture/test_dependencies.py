@@ -24,7 +24,8 @@ DOC_WITH_ROWS = REPO_ROOT / "docs" / "api" / "index.md"
 DEPENDENCY_ROWS = """
 t1 (CLI + run/)
 t1_trainer            t1_rollout
-t1_policy   t1_tito   t1_tasks   t1_capacity
+t1_policy   t1_tito   t1_sandbox   t1_capacity
+            t1_tasks
 t1_r3       t1_reward
 t1_spec
 """
@@ -57,7 +58,7 @@ IMPORT_TO_DIST = {
     "httpx": "httpx",
 }
 
-TORCH_FREE = ("t1_spec", "t1_capacity", "t1_reward", "t1_tasks", "t1_tito")
+TORCH_FREE = ("t1_spec", "t1_capacity", "t1_reward", "t1_tasks", "t1_tito", "t1_sandbox")
 """Packages that must not import torch at import time (DESIGN.md)."""
 
 _NAME = re.compile(r"\bt1(?:_[a-z0-9]+)*\b")

@@ -167,7 +167,7 @@ def test_keys_the_page_calls_unused_change_nothing(tmp_path: Path) -> None:
 
 
 def test_dockerfile_table_is_the_parser_subset() -> None:
-    from t1_rollout.sandbox.dockerfile import SUPPORTED_BASES, SUPPORTED_INSTRUCTIONS
+    from t1_sandbox.dockerfile import SUPPORTED_BASES, SUPPORTED_INSTRUCTIONS
 
     cells = _table_first_cells(_section("## The environment: what the local sandbox builds"))
     names = [re.match(r"`(\w+)", cell).group(1) for cell in cells]
@@ -178,8 +178,8 @@ def test_dockerfile_table_is_the_parser_subset() -> None:
 
 @pytest.mark.parametrize("instruction", ["EXPOSE 8080", "USER root", "ARG X=1", "CMD bash"])
 def test_instructions_the_page_says_are_refused_are_refused_by_name(tmp_path: Path, instruction: str) -> None:
-    from t1_rollout.sandbox.base import UnsupportedDockerfileInstruction
-    from t1_rollout.sandbox.dockerfile import parse_dockerfile
+    from t1_sandbox.base import UnsupportedDockerfileInstruction
+    from t1_sandbox.dockerfile import parse_dockerfile
 
     name = instruction.split()[0]
     assert f"`{name}`" in _section("## The environment: what the local sandbox builds")
@@ -205,7 +205,7 @@ def test_worked_example_has_the_assertion_count_the_page_states(tmp_path: Path) 
 @needs_sandbox
 def test_worked_example_validates_as_the_page_shows(tmp_path: Path) -> None:
     """The page's bundle, in a real local sandbox: the oracle and do-nothing scores the page prints."""
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
     from t1_rollout.validate import validate_task
 
     shown = re.search(r"^\s+count-lines\s+(\d+)/(\d+)\s+(\d+)/(\d+)\s+ok", _page(), re.M)

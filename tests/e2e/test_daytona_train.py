@@ -1,6 +1,6 @@
 """`t1 train` with ``sandbox.kind: daytona`` end to end, on the real SDK against the fake Daytona API.
 
-The fake (``tests/t1_rollout/daytona_fake.py``, started here on a loopback port) answers the SDK as the
+The fake (``tests/t1_sandbox/daytona_fake.py``, started here on a loopback port) answers the SDK as the
 Daytona API and toolbox do and runs each sandbox's commands and its agent PTY on this host under bubblewrap.
 Sandboxes are created from a snapshot name (``sandbox.snapshot``), as a pool pre-built for Daytona is: the
 fake builds no Dockerfile (a Dockerfile's ``COPY`` context goes to Daytona's object storage, which the fake
@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from t1.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "t1_rollout"))
+sys.path.insert(0, str(REPO / "tests" / "t1_sandbox"))
 from daytona_fake import FakeDaytona  # noqa: E402
 
 

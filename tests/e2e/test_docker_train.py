@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from t1.cli import app
-from t1_rollout.sandbox.docker import DockerSandbox
-from t1_rollout.sandbox.docker import client as dc
+from t1_sandbox.docker import DockerSandbox
+from t1_sandbox.docker import client as dc
 from t1_spec import load_recipe
 
 REPO = Path(__file__).resolve().parents[2]

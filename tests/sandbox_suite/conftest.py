@@ -5,7 +5,7 @@ and ``environment_dir`` (a minimal task environment), and uses only the seam's m
 registered in ``SANDBOXES`` runs the same suite by adding its spec class to `SPEC_OF_KIND`. A backend
 whose preflight fails on this machine (no daemon, no credentials) is skipped with the preflight's reason,
 never passed. The Daytona backend runs its real SDK code against the local fake of the Daytona API
-(``tests/t1_rollout/daytona_fake.py``, one per test, started by `daytona_api`); the fake runs commands on this
+(``tests/t1_sandbox/daytona_fake.py``, one per test, started by `daytona_api`); the fake runs commands on this
 host under a plain bubblewrap, so the modules that test isolation and resource limits (Daytona's, not T1's)
 are skipped for it with that reason (`NOT_ON_THE_FAKE`), and what remains checks T1's side: the verifier
 run, the report's integrity checks, and that nothing is left on every exit path.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from t1_rollout.sandbox import SANDBOXES, Sandbox
+from t1_sandbox import SANDBOXES, Sandbox
 from t1_spec import DaytonaSandboxSpec, DockerSandboxSpec, LocalSandboxSpec, load_recipe
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"
@@ -47,7 +47,7 @@ _FAKE_PROVIDER = (
 NOT_ON_THE_FAKE = {
     "test_hardening": _FAKE_PROVIDER + "isolation (syscalls, namespaces, mounts) is the provider's",
     "test_resource_attacks": _FAKE_PROVIDER + "memory, pid, disk and CPU limits are the provider's, from the "
-    "create's resources (asserted in tests/t1_rollout/test_daytona_sandbox.py)",
+    "create's resources (asserted in tests/t1_sandbox/test_daytona_sandbox.py)",
 }
 
 
@@ -84,7 +84,7 @@ def daytona_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[obj
     """A fake Daytona API of this test (``DAYTONA_API_URL`` and ``DAYTONA_API_KEY`` point at it)."""
     if shutil.which("bwrap") is None:
         pytest.skip("the fake Daytona API runs commands with bwrap, which this machine lacks")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "t1_rollout"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "t1_sandbox"))
     from daytona_fake import FakeDaytona
 
     server = FakeDaytona(tmp_path / "daytona", image_toolchain=True)

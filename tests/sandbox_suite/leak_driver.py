@@ -24,8 +24,8 @@ from leaks import apply_isolation  # noqa: E402
 
 from t1.run.run_dir import RunDir  # noqa: E402
 from t1.run.signals import deferred_signals, run_interruptible, stop_signals  # noqa: E402
-from t1_rollout.sandbox import SANDBOXES  # noqa: E402
-from t1_rollout.sandbox.watchdog import watchdog_pid  # noqa: E402
+from t1_sandbox import SANDBOXES  # noqa: E402
+from t1_sandbox.watchdog import watchdog_pid  # noqa: E402
 from t1_spec import DaytonaSandboxSpec, LocalSandboxSpec, load_recipe  # noqa: E402
 
 TINY_DOCKER = Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml"

@@ -3,7 +3,7 @@
 The test bodies use only the ``Sandbox`` seam; the backend-specific knowledge lives here: how to keep a test's
 sandboxes apart from those of other processes on the same machine (`isolate`), and where leftovers show
 (`leftovers`): for the local backend, processes of the sandbox uids, sandbox directories, and the sandbox
-cgroups (``t1_rollout.sandbox.local.cgroups.leftover_cgroups``, checked where that module exists); for the
+cgroups (``t1_sandbox.local.cgroups.leftover_cgroups``, checked where that module exists); for the
 Docker backend, containers labelled with this test's process or its drivers as owner (``t1.pid``), which
 keeps other processes' containers on the same daemon out; for the Daytona backend, the sandboxes its API
 (the test's own fake) still lists. A backend added to the suite adds its branch to both.
@@ -63,7 +63,7 @@ def apply_isolation(config: dict, setattr_=setattr) -> None:
     """Apply `isolate`'s settings in this process (``setattr_``: ``monkeypatch.setattr`` in a test)."""
     if config.get("kind") != "local":
         return
-    from t1_rollout.sandbox.local import uids
+    from t1_sandbox.local import uids
 
     setattr_(uids, "UID_BASE", config["uid_base"])
     setattr_(uids, "UID_SLOTS", config["uid_slots"])
@@ -79,7 +79,7 @@ def leftovers(config: dict, owners: tuple[int, ...] = ()) -> Leftovers:
     """
     found = Leftovers()
     if config.get("kind") == "docker":
-        from t1_rollout.sandbox.docker.client import api_client
+        from t1_sandbox.docker.client import api_client
 
         mine = {str(os.getpid()), *(str(p) for p in owners)}
         for c in api_client(None).containers(all=True, filters={"label": "t1.sandbox=docker"}):
@@ -122,7 +122,7 @@ def leftovers(config: dict, owners: tuple[int, ...] = ()) -> Leftovers:
         if uid_text.isdigit() and lo <= int(uid_text) < hi:
             found.directories.append(str(path))
     try:
-        from t1_rollout.sandbox.local.cgroups import leftover_cgroups
+        from t1_sandbox.local.cgroups import leftover_cgroups
     except ImportError:  # the backend has no cgroups (yet): nothing to look at
         return found
     mine = {os.getpid(), *owners}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from t1.run.build import default_run_id, sandbox_factory
-from t1_rollout.sandbox.daytona import DaytonaSandbox
-from t1_rollout.sandbox.local import LocalSandbox
+from t1_sandbox.daytona import DaytonaSandbox
+from t1_sandbox.local import LocalSandbox
 from t1_spec import load_recipe
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"

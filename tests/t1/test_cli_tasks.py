@@ -255,9 +255,9 @@ def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_recla
     import asyncio
     import signal
 
-    import t1_rollout.sandbox.local
+    import t1_sandbox.local
     from t1 import cli_tasks
-    from t1_rollout.sandbox.base import Sandbox
+    from t1_sandbox.base import Sandbox
 
     made: list = []
 
@@ -289,7 +289,7 @@ def test_validate_interrupted_by_ctrl_c_says_so_and_that_every_sandbox_was_recla
             self.closed = True
 
     monkeypatch.setattr(cli_tasks, "_sandbox_host_problems", lambda: [])
-    monkeypatch.setattr(t1_rollout.sandbox.local, "LocalSandbox", CtrlCSandbox)
+    monkeypatch.setattr(t1_sandbox.local, "LocalSandbox", CtrlCSandbox)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = runner.invoke(app, ["tasks", "validate", "-j", "2"])

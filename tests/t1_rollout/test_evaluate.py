@@ -124,7 +124,7 @@ def test_a_threshold_that_leaves_no_room_in_a_capped_context_is_lowered_and_said
 @needs_bwrap
 @pytest.mark.parametrize(("policy", "rate"), [("oracle", 1.0), ("do-nothing", 0.0)])
 def test_oracle_resolves_every_task_and_do_nothing_none(policy, rate, tmp_path):
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
 
     pool = load_pool("builtin:mini", limit=2)
     reward = DenseRewardSpec()
@@ -148,7 +148,7 @@ def test_oracle_resolves_every_task_and_do_nothing_none(policy, rate, tmp_path):
 
 @needs_bwrap
 def test_a_trial_cut_by_the_total_timeout_is_a_failure_with_its_cause(tmp_path):
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
 
     report = asyncio.run(
         evaluate_pool(

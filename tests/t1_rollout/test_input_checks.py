@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from t1_rollout.sandbox.base import SandboxError, format_seconds
-from t1_rollout.sandbox.local import LocalSandbox
-from t1_rollout.scheduler import SchedulerConfig, TokenBucket, collect_batch
+from t1_sandbox.base import SandboxError, format_seconds
+from t1_sandbox.local import LocalSandbox
+from t1_rollout.scheduler import SchedulerConfig, collect_batch
+from t1_sandbox.token_bucket import TokenBucket
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,

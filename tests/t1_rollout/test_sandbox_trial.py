@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from t1_rollout.sandbox.local import LocalSandbox
-from t1_rollout.sandbox.local.uids import pids_of_uid
+from t1_sandbox.local import LocalSandbox
+from t1_sandbox.local.uids import pids_of_uid
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,

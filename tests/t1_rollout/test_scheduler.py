@@ -3,7 +3,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from t1_rollout.scheduler import SchedulerConfig, TokenBucket, collect_batch
+from t1_rollout.scheduler import SchedulerConfig, collect_batch
+from t1_sandbox.token_bucket import TokenBucket
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pytest
 
 from t1_rollout.engine.base import SamplingParams
 from t1_rollout.harness import HarnessConfig, run_episode
-from t1_rollout.sandbox.base import SandboxError, ShellDied
+from t1_sandbox.base import SandboxError, ShellDied
 from t1_tito import ChatTemplate, TitoSession, load_tokenizer
 
 from .test_harness import ScriptedEngine
@@ -100,7 +100,7 @@ async def test_other_shell_errors_still_propagate(tito):
 
 @needs_bwrap
 async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_close(tmp_path):
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
 
     async with LocalSandbox() as sb:
         await sb.start(_empty_env(tmp_path), timeout_s=60)
@@ -122,7 +122,7 @@ async def test_local_shell_raises_shell_died_after_exit_and_sandbox_error_after_
 async def test_a_shell_killed_from_outside_the_sandbox_mid_action_is_infrastructure(tito, tmp_path):
     import signal
 
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
 
     class KillingEngine(ScriptedEngine):
         """Kills the shell's host-side launcher (out of the sandbox's reach) while the command runs."""
@@ -178,7 +178,7 @@ SOLVE = (
 async def test_trial_whose_agent_ends_its_shell_is_graded(tmp_path, tito, ending):
     t1_spec = pytest.importorskip("t1_spec")
     t1_tasks = pytest.importorskip("t1_tasks")
-    from t1_rollout.sandbox.local import LocalSandbox
+    from t1_sandbox.local import LocalSandbox
     from t1_rollout.trial import TrialLimits, run_trial
 
     task = t1_tasks.load_pool("builtin:mini").get("csv-region-totals")

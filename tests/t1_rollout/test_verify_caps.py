@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from t1_reward import FallbackCause, read_report
-from t1_rollout.sandbox.local import LocalSandbox
+from t1_sandbox.local import LocalSandbox
 from t1_rollout.verify import OMITTED_NOTE, run_verifier
 
 pytestmark = pytest.mark.skipif(

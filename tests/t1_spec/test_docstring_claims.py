@@ -59,8 +59,8 @@ def test_liveness_says_what_probes_it_and_what_is_not_probed() -> None:
 @pytest.mark.parametrize(
     ("section", "registry"),
     [
-        (DockerSandboxSpec, "t1_rollout.sandbox:SANDBOXES"),
-        (DaytonaSandboxSpec, "t1_rollout.sandbox:SANDBOXES"),
+        (DockerSandboxSpec, "t1_sandbox:SANDBOXES"),
+        (DaytonaSandboxSpec, "t1_sandbox:SANDBOXES"),
         (SGLangEngineSpec, "t1_rollout.engine:ENGINES"),
     ],
 )

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from t1_rollout.sandbox.local import LocalSandbox, bwrap_path
+from t1_sandbox.local import LocalSandbox, bwrap_path
 
 
 def _bare_launch() -> float:

@@ -31,7 +31,7 @@ from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compactio
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
 from t1_rollout.harness import HarnessConfig
-from t1_rollout.sandbox.base import Sandbox
+from t1_sandbox.base import Sandbox
 from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
 from t1_rollout.validate import SandboxLedger, _check
 from t1_spec import Recipe, RewardSpec

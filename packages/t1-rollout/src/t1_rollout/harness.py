@@ -47,7 +47,7 @@ from t1_rollout.compaction import (
 )
 from t1_rollout.engine.base import Engine, Generation, SamplingParams
 from t1_rollout.parking import Parking, ParkRequested
-from t1_rollout.sandbox.base import ShellDied
+from t1_sandbox.base import ShellDied
 from t1_spec import RolloutSpec
 from t1_tito import PromptBuffer, TitoSession, Turn
 
@@ -205,7 +205,7 @@ async def run_episode(
     Returns:
         The :class:`Episode`. Engine and shell errors propagate (they are infrastructure failures, recorded
         by the caller with their cause, never scored as the agent's 0), except the shell exiting on its own
-        (:class:`t1_rollout.sandbox.ShellDied`, or ``shell.alive`` turning false after a command): that is the
+        (:class:`t1_sandbox.ShellDied`, or ``shell.alive`` turning false after a command): that is the
         agent's doing, the rest of the action is skipped and the episode ends with ``finish = "shell_died"``.
     """
     start = time.monotonic()

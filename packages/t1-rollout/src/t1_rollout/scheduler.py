@@ -35,6 +35,7 @@ from t1_rollout.continuation import Continuation, Parked, settle_tail
 from t1_rollout.parking import Parking
 from t1_rollout.retention import OUTCOMES, retention_tables
 from t1_rollout.trial import TrialRecord, new_trial_id
+from t1_sandbox.token_bucket import TokenBucket
 from t1_spec import RolloutSpec
 from t1_tasks import Task
 from t1_tito import DriftAudit
@@ -122,52 +123,6 @@ class SchedulerConfig:
             creation_quota_per_min=rollout.creation_quota_per_min,
             samples_per_task=samples_per_task,
         )
-
-
-class TokenBucket:
-    """A token bucket: ``rate`` tokens per second, at most ``capacity`` stored.
-
-    Args:
-        rate: refill rate, tokens per second (> 0).
-        capacity: bucket size, tokens (>= 1); the bucket starts full.
-        clock: the time source, seconds (``time.monotonic``; a test passes a manual clock).
-        sleep: how a wait is spent (``asyncio.sleep``; a test passes one that advances its clock).
-
-    Raises:
-        ValueError: for a rate that is not a finite number > 0 or a capacity that is not finite and >= 1.
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        capacity: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        if not (math.isfinite(rate) and math.isfinite(capacity)) or rate <= 0 or capacity < 1:
-            raise ValueError(
-                f"token bucket needs rate > 0 and capacity >= 1, got rate={rate}, capacity={capacity}"
-            )
-        self.rate = rate
-        self.capacity = capacity
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = capacity
-        self._stamp = clock()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        """Wait until one token is available and take it."""
-        async with self._lock:
-            while True:
-                now = self._clock()
-                self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await self._sleep((1 - self._tokens) / self.rate)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from t1_rollout.attribution import judge_run
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.harness import Episode, HarnessConfig, run_episode
 from t1_rollout.parking import Parking
-from t1_rollout.sandbox.base import Sandbox, format_seconds
+from t1_sandbox.base import Sandbox, format_seconds
 from t1_rollout.verify import VerifierRun, run_verifier
 from t1_spec import RewardSpec, RolloutSpec
 from t1_tasks import Task

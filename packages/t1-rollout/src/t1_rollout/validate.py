@@ -35,8 +35,8 @@ from pathlib import Path
 
 from t1_reward import FallbackCause, Report, read_report
 from t1_rollout.attribution import declares_per_assertion, network_cause
-from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
-from t1_rollout.unreached import unreached_cause
+from t1_sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_sandbox.unreached import unreached_cause
 from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_tasks import Pool, Task, format_seconds
 from t1_tasks.validation import (

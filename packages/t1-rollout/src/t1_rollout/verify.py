@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from t1_reward import TamperEvidence
-from t1_rollout.sandbox.base import ExecResult, Sandbox, SandboxError
-from t1_rollout.sandbox.local.toolchain import VERIFIER_UV_DIR
+from t1_sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_sandbox.local.toolchain import VERIFIER_UV_DIR
 from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 
 __all__ = [
@@ -133,7 +133,7 @@ class VerifierRun:
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every regular file under ``root``: ``{"./relative/path": hex digest}``.
 
-    Links are skipped, as a download drops them (``t1_rollout.sandbox.transfer.regular_only``).
+    Links are skipped, as a download drops them (``t1_sandbox.transfer.regular_only``).
     """
     root = Path(root)
     digests: dict[str, str] = {}

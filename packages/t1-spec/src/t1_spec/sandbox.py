@@ -49,7 +49,7 @@ class LocalSandboxSpec(Spec):
 
 
 class DockerSandboxSpec(Spec):
-    """A Docker container per trial, built from the task's own Dockerfile (``t1_rollout.sandbox.docker``).
+    """A Docker container per trial, built from the task's own Dockerfile (``t1_sandbox.docker``).
 
     Each limit is the most a container gets: a task whose ``task.toml`` ``[environment]`` asks for less
     (``cpus``, ``memory``, ``storage``) gets its own request. Network needs both ``network: true`` here and
@@ -99,7 +99,7 @@ task's ``storage`` is then not applied either)."""
 class DaytonaSandboxSpec(Spec):
     """A Daytona cloud sandbox per trial, as in the paper (Daytona v0.168.0, T1 §6, §7).
 
-    Built by ``t1_rollout.sandbox.daytona`` on the ``daytona`` SDK (the ``daytona`` extra): execs, uploads,
+    Built by ``t1_sandbox.daytona`` on the ``daytona`` SDK (the ``daytona`` extra): execs, uploads,
     downloads, the verifier, and the agent's persistent bash on a toolbox PTY session, so ``t1 train`` and
     ``t1 tasks validate`` run on it; creation is paced by ``rollout.creation_rate_per_s`` and
     ``creation_quota_per_min`` (T1 §7.4), and a create refused with HTTP 429 or 5xx is tried again with

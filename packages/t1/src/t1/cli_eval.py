@@ -124,7 +124,7 @@ def _evaluate(
     """Build what ``policy`` needs through the registries and run it on the pool."""
     from t1.run.build import build_engine, sandbox_factory
     from t1_rollout.evaluate import CheckPolicy, EvalSettings, ModelPolicy, evaluate_pool
-    from t1_rollout.sandbox.base import SandboxError
+    from t1_sandbox.base import SandboxError
     from t1_tasks import load_pool
 
     pool = load_pool(source, limit=recipe.pool.limit)

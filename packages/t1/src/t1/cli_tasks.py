@@ -119,7 +119,7 @@ def _keep_dir(keep: Path | None) -> Path | None:
 
 def _sandbox_host_problems() -> list[str]:
     """What this machine lacks to run local sandboxes (bubblewrap, root), one line each; empty when ready."""
-    from t1_rollout.sandbox import local_sandbox_problems
+    from t1_sandbox import local_sandbox_problems
 
     return local_sandbox_problems()
 
@@ -301,8 +301,8 @@ def validate(
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
-        from t1_rollout.sandbox.base import SandboxError
-        from t1_rollout.sandbox.local import LocalSandbox
+        from t1_sandbox.base import SandboxError
+        from t1_sandbox.local import LocalSandbox
         from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
 
         keep = _keep_dir(keep)

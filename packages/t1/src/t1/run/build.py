@@ -94,7 +94,7 @@ def sandbox_factory(recipe: Recipe, run_id: str | None = None) -> Callable[[], A
     Each gets the section and what its backend takes from the run (``Sandbox.run_options``: the run id,
     the recipe's creation pacing); ``run_id`` defaults to `default_run_id`.
     """
-    from t1_rollout.sandbox import SANDBOXES
+    from t1_sandbox import SANDBOXES
 
     sandbox_cls = SANDBOXES.load(recipe.sandbox.kind)
     options = sandbox_cls.run_options(recipe, run_id=run_id or default_run_id(recipe))

@@ -110,7 +110,7 @@ def environment_problems(name: str, pool: Pool, recipe: Recipe) -> list[str]:
     Returns:
         Lines ``<name>.source '<source>': task <id>: sandbox.kind '<kind>' cannot run it: <why>``.
     """
-    from t1_rollout.sandbox.registry import SANDBOXES
+    from t1_sandbox.registry import SANDBOXES
 
     kind = recipe.sandbox.kind
     if SANDBOXES.problem(kind) is not None:

@@ -73,7 +73,7 @@ class PreflightInputError(PreflightError, ValueError):
 def registries() -> tuple[tuple[str, Registry], ...]:
     """``(recipe field, registry)`` for every backend seam, in the order the run builds them."""
     from t1_rollout.engine import ENGINES
-    from t1_rollout.sandbox import SANDBOXES
+    from t1_sandbox import SANDBOXES
     from t1_trainer.base import TRAINER_BACKENDS
 
     return (

@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from t1_rollout.sandbox.watchdog import process_start_ticks
+from t1_sandbox.watchdog import process_start_ticks
 
 __all__ = ["KILLED", "driver_alive", "driver_identity", "read_status"]
 

@@ -1,0 +1,250 @@
+"""The Docker sandbox's verifier toolchain: this host's Python with pytest, uv and the in-container launcher.
+
+One read-only Docker volume per toolchain (``t1-verifier-<hash>``, labelled ``t1.toolchain``) holds, under
+``/opt/t1/verifier`` (mode 0750, owner root, group `VERIFIER_GID`): the host interpreter
+(``sys.base_prefix``: its binary with its run path made relative, ``libpython``, the standard library with its
+bytecode, less ``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest,
+pytest-json-ctrf and what they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx``
+(the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``), the import guard
+(``guard/sitecustomize.py``, first on the verifier's ``PYTHONPATH``: pytest never imports from the working
+directory ahead of the toolchain) and ``t1run.py`` (the launcher, run isolated: `LAUNCH`). The volume is
+mounted in every container, but only the verifier's launch runs with group `VERIFIER_GID`: the agent's uid
+cannot enter the directory, and nothing in the container can write the volume. The tree is built on the host
+once (cached under ``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
+
+Limit: the interpreter is the host's build, so the task image's C library must be at least as new as the
+host's (glibc 2.36 on Debian bookworm: bookworm, trixie and Ubuntu 24.04 images qualify; bullseye does not).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import os
+import py_compile
+import sys
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from t1_sandbox.base import SandboxError
+from t1_sandbox.local.toolchain import UV_ISOLATION
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "GUARD",
+    "LAUNCH",
+    "LAUNCHER",
+    "MOUNT",
+    "PYTHON",
+    "ROOT",
+    "VERIFIER_GID",
+    "ensure_volume",
+    "toolchain_tar",
+    "verifier_env",
+]
+
+MOUNT = "/opt/t1"
+ROOT = f"{MOUNT}/verifier"
+PYTHON = f"{ROOT}/bin/python3"
+LAUNCHER = f"{ROOT}/t1run.py"
+#: How T1 starts the launcher as the container's root: isolated (``-I``: no ``PYTHON*`` variable, no user site
+#: under an agent's ``HOME``, no script folder on the module path), so nothing the agent wrote runs as root.
+LAUNCH = (PYTHON, "-I", LAUNCHER)
+#: The folder first on the verifier's ``PYTHONPATH``, holding the import guard (``sitecustomize.py``).
+GUARD = f"{ROOT}/guard"
+_GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
+VERIFIER_GID = 1999
+#: The distributions copied into the toolchain's site-packages (pytest 8+ and pytest-json-ctrf's closure).
+DISTRIBUTIONS = ("pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging", "pygments")
+_SKIP_STDLIB = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3")
+_CACHE = Path("/var/tmp/t1-docker-toolchain")
+_LOCK = threading.Lock()
+
+
+def verifier_env(image_path: str) -> dict[str, str]:
+    """Variables putting the toolchain first on PATH for the verifier's launch (``image_path``: image's)."""
+    return {
+        "PATH": f"{ROOT}/bin:{image_path}",
+        "PYTHONPATH": f"{GUARD}:{ROOT}/site-packages",  # the guard's sitecustomize first
+        "PYTHONNOUSERSITE": "1",
+        **UV_ISOLATION,  # an image's uv, or one test.sh installs, reads nothing the agent wrote
+    }
+
+
+def _relative_runpath(binary: bytes, prefix: str) -> bytes:
+    """The interpreter binary with its RUNPATH ``<prefix>/lib`` rewritten in place as ``$ORIGIN/../lib``."""
+    old = f"{prefix}/lib".encode() + b"\0"
+    new = b"$ORIGIN/../lib\0"
+    if binary.count(old) != 1 or len(new) > len(old):
+        return binary  # no absolute run path to fix (a relocatable build): leave it as built
+    return binary.replace(old, new.ljust(len(old), b"\0"))
+
+
+def _key() -> str:
+    parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
+    parts.append(_GUARD_SOURCE.read_text())
+    for name in DISTRIBUTIONS:
+        parts.append(f"{name}=={importlib.metadata.version(name)}")
+    parts.append("layout-1")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _add(tar: tarfile.TarFile, src: Path, arc: str, *, mode: int | None = None) -> None:
+    info = tar.gettarinfo(str(src), arcname=arc)
+    info.uid, info.gid, info.uname, info.gname = 0, VERIFIER_GID, "", ""
+    if mode is not None:
+        info.mode = mode
+    if info.isreg():
+        with open(src, "rb") as fh:
+            tar.addfile(info, fh)
+    else:
+        tar.addfile(info)
+
+
+def _add_bytes(tar: tarfile.TarFile, data: bytes, arc: str, mode: int) -> None:
+    info = tarfile.TarInfo(arc)
+    info.size, info.mode, info.uid, info.gid = len(data), mode, 0, VERIFIER_GID
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _add_tree(tar: tarfile.TarFile, src: Path, arc: str, skip: tuple[str, ...] = ()) -> None:
+    _add(tar, src, arc, mode=0o755)
+    for entry in sorted(src.iterdir()):
+        if entry.name in skip or entry.name.startswith("config-"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            _add_tree(tar, entry, f"{arc}/{entry.name}")
+        else:
+            _add(tar, entry, f"{arc}/{entry.name}")
+
+
+def _dir(tar: tarfile.TarFile, arc: str, mode: int = 0o755) -> None:
+    info = tarfile.TarInfo(arc)
+    info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, mode, 0, VERIFIER_GID
+    tar.addfile(info)
+
+
+def _write_tar(path: Path) -> None:
+    base = Path(sys.base_prefix)
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    exe = base / "bin" / ver
+    if not exe.is_file():
+        raise SandboxError(f"docker verifier toolchain: interpreter {exe} not found")
+    try:
+        from uv import find_uv_bin
+    except ImportError as exc:
+        raise SandboxError("docker verifier toolchain: the uv package is not installed") from exc
+    uv = Path(find_uv_bin())
+    with tarfile.open(path, "w") as tar:
+        _dir(tar, "verifier", 0o750)
+        _dir(tar, "verifier/bin")
+        _add_bytes(tar, _relative_runpath(exe.read_bytes(), str(base)), f"verifier/bin/{ver}", 0o755)
+        for alias in ("python3", "python"):
+            link = tarfile.TarInfo(f"verifier/bin/{alias}")
+            link.type, link.linkname, link.mode, link.gid = tarfile.SYMTYPE, ver, 0o777, VERIFIER_GID
+            tar.addfile(link)
+        for tool in ("uv", "uvx"):
+            if (uv.parent / tool).is_file():
+                _add(tar, uv.parent / tool, f"verifier/bin/{tool}", mode=0o755)
+        # -s -P: as a pytest script runs, neither the working directory nor the user site is on the path
+        _add_bytes(
+            tar, f'#!/bin/sh\nexec {PYTHON} -s -P -m pytest "$@"\n'.encode(), "verifier/bin/pytest", 0o755
+        )
+        _dir(tar, "verifier/guard")
+        _add(tar, _GUARD_SOURCE, "verifier/guard/sitecustomize.py", mode=0o644)
+        _dir(tar, "verifier/guard/__pycache__")  # compiled here: the volume is read-only in the container
+        pyc = path.with_suffix(".pyc.tmp")
+        try:
+            py_compile.compile(str(_GUARD_SOURCE), cfile=str(pyc), dfile=f"{GUARD}/sitecustomize.py")
+            cached = Path(importlib.util.cache_from_source("sitecustomize.py")).name
+            _add(tar, pyc, f"verifier/guard/__pycache__/{cached}", mode=0o644)
+        finally:
+            pyc.unlink(missing_ok=True)
+        _dir(tar, "verifier/lib")
+        for lib in sorted((base / "lib").glob("libpython*.so*")):
+            _add(tar, lib, f"verifier/lib/{lib.name}")
+        _add_tree(tar, base / "lib" / ver, f"verifier/lib/{ver}", skip=_SKIP_STDLIB)
+        _dir(tar, "verifier/site-packages")
+        made: set[str] = set()
+        for name in DISTRIBUTIONS:
+            dist = importlib.metadata.distribution(name)
+            for file in dist.files or ():
+                src = Path(str(dist.locate_file(file)))
+                if file.parts[0] in ("..", "/") or not src.is_file():
+                    continue  # console scripts outside site-packages, missing RECORD entries
+                parents = file.parts[:-1]
+                for i in range(1, len(parents) + 1):
+                    arc = "verifier/site-packages/" + "/".join(parents[:i])
+                    if arc not in made:
+                        made.add(arc)
+                        _dir(tar, arc)
+                _add(tar, src, f"verifier/site-packages/{file.as_posix()}")
+        _add(tar, Path(__file__).with_name("t1run.py"), "verifier/t1run.py", mode=0o644)
+        _add_bytes(tar, b"", ".complete", 0o644)  # last: its presence means the whole tree was copied
+
+
+@functools.cache
+def toolchain_tar() -> tuple[str, Path]:
+    """``(key, path)`` of the toolchain archive for this interpreter, built once and cached on disk."""
+    key = _key()
+    path = _CACHE / f"{key}.tar"
+    with _LOCK:
+        if not path.is_file():
+            _CACHE.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            try:
+                _write_tar(tmp)
+                os.replace(tmp, path)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+    return key, path
+
+
+_READY: set[tuple[str | None, str]] = set()
+
+
+def ensure_volume(api: Any, host: str | None, image: str) -> str:
+    """The name of the daemon's toolchain volume, created and filled first when missing or incomplete.
+
+    Filling copies the archive through a created (never started) container of ``image`` that mounts the
+    volume; the marker file ``.complete`` comes last in the archive, so a volume that has it is whole.
+
+    Raises:
+        SandboxError: the volume could not be created or filled.
+    """
+    import docker
+
+    key, tar_path = toolchain_tar()
+    name = f"t1-verifier-{key}"
+    if (host, name) in _READY:
+        return name
+    with _LOCK:
+        if (host, name) in _READY:
+            return name
+        try:
+            api.create_volume(name, labels={"t1.toolchain": key})
+            helper = api.create_container(
+                image,
+                command=["true"],
+                host_config=api.create_host_config(binds={name: {"bind": MOUNT, "mode": "rw"}}),
+                labels={"t1.toolchain": key},
+                network_disabled=True,
+            )["Id"]
+            try:
+                try:
+                    api.get_archive(helper, f"{MOUNT}/.complete")
+                except docker.errors.NotFound:
+                    with open(tar_path, "rb") as fh:
+                        api.put_archive(helper, MOUNT, fh)
+            finally:
+                api.remove_container(helper, force=True)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"docker verifier toolchain volume {name}: {exc}") from exc
+        _READY.add((host, name))
+    return name

@@ -1,0 +1,320 @@
+"""Process launch and kill for the local sandbox: limits, the uid switch, one ``bwrap`` launch to completion.
+
+Limits come in two lines. The first is per sandbox: every launch joins the sandbox's cgroup (``cgroups.py``:
+memory including tmpfs, processes, CPU share) in the forked child before ``exec``, and the sandbox's files
+live on a tmpfs of ``disk_mb`` MiB (``rootfs.py``). The second is per process: ``RLIMIT_CPU``, ``RLIMIT_AS``,
+``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (per host uid, i.e. per sandbox). Every launch also gets the seccomp
+filter (``seccomp.py``) on a pipe that ``bwrap --seccomp`` reads.
+
+Every launch runs under a unique ``argv[0]`` tag, so that its processes can be found and killed even when the
+launcher died during bubblewrap's set-up (`kill_tagged`). A launch is safe to cancel at any point: on
+cancellation, error or deadline its processes are killed before the exception propagates, and the command is
+never waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import resource
+import secrets
+import signal
+import termios
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from t1_sandbox.base import SandboxError
+from t1_sandbox.local.cgroups import SandboxCgroup
+from t1_sandbox.local.rootfs import mount_root, mounted_roots, release_root
+from t1_sandbox.local.seccomp import seccomp_program
+from t1_sandbox.local.uids import UidSlot, kill_tagged
+
+__all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
+
+MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
+#: The whole environment of the ``bwrap`` process itself: nothing of the host's (the trainer's tokens).
+LAUNCH_ENV: dict[str, str] = {}
+
+
+class Launcher:
+    """The process side of ``LocalSandbox``: per-process limits, the uid switch and one ``bwrap`` launch.
+
+    A mixin: ``LocalSandbox`` sets the limits, the held uid slot (``_slot``), its host directory (``_root``),
+    whether it is closed (``_closed``), the set of running launchers (``_procs``, killed by ``stop_agent`` and
+    ``close``) and ``_cgroup`` (None until the first launch creates it).
+    """
+
+    cpu_time_s: float
+    memory_mb: int
+    max_processes: int
+    disk_mb: int
+    cpus: float
+    _slot: UidSlot | None
+    _root: Path | None
+    _closed: bool
+    _procs: set[asyncio.subprocess.Process]
+    _cgroup: SandboxCgroup | None
+
+    def _apply_limits(self) -> None:
+        """Set up the per-sandbox limits: ``_root`` (new, empty) on its own ``disk_mb`` MiB tmpfs, the cgroup.
+
+        Stale tmpfs of the same uid slot (left by a process killed with SIGKILL) are unmounted and removed
+        first: the slot's lock proves no live sandbox uses them.
+
+        Raises:
+            SandboxError: the tmpfs could not be mounted or the cgroup not created (no cgroups: the sandbox
+                refuses to run without its aggregate limits).
+        """
+        assert self._root is not None and self._slot is not None
+        for stale in mounted_roots(self._root.parent):
+            if stale != self._root and stale.name.startswith(f"t1-sbx-{self._slot.uid}-"):
+                release_root(stale)
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
+        mount_root(self._root, self.disk_mb)
+        self._ensure_cgroup()
+
+    def _release_limits(self) -> None:
+        """Remove the sandbox's cgroup (killing what is left in it) and unmount its tmpfs; idempotent.
+
+        Raises:
+            SandboxError: the cgroup could not be removed (a process survived SIGKILL).
+        """
+        cgroup, self._cgroup = self._cgroup, None
+        if self._root is not None:
+            release_root(self._root)
+        if cgroup is not None and (left := cgroup.remove()):
+            raise SandboxError(f"sandbox cgroup {cgroup.name}: {left} could not be removed")
+
+    def _ensure_cgroup(self) -> SandboxCgroup:
+        if self._cgroup is None:
+            self._cgroup = SandboxCgroup(
+                memory_mb=self.memory_mb, max_processes=self.max_processes, cpus=self.cpus
+            )
+        return self._cgroup
+
+    def _preexec(
+        self,
+        *,
+        controlling_tty: bool = False,
+        cpu_time_s: float | None = None,
+        cgroup_procs: tuple[str, ...] = (),
+    ) -> Callable[[], None]:
+        """The ``preexec_fn`` of one launch: join the cgroup, new session, the rlimits, then the uid switch.
+
+        The cgroup is joined first (as root, which may write ``cgroup.procs``), so that bubblewrap's own
+        set-up is charged to the sandbox too; a failure to join fails the launch rather than run it unlimited.
+        ``RLIMIT_CPU`` is ``cpu_time_s`` (this launch's, else the sandbox's) in whole seconds; ``RLIMIT_AS``
+        and ``RLIMIT_FSIZE`` are the MiB limits in bytes; ``RLIMIT_NPROC`` counts the whole sandbox (one uid).
+        """
+        assert self._slot is not None
+        uid = self._slot.uid
+        cpu = self.cpu_time_s if cpu_time_s is None else cpu_time_s
+        limits = (
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_CPU, max(1, int(cpu))),  # soft: SIGXCPU; hard (+1 s): SIGKILL
+            (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024),
+            (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024),
+            (resource.RLIMIT_CORE, 0),
+        )
+
+        def preexec() -> None:  # runs in the forked child before exec: no allocation-heavy work
+            for path in cgroup_procs:  # "0": the writing process itself
+                fd = os.open(path, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            os.setsid()
+            if controlling_tty:
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            for res, value in limits:
+                resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+        return preexec
+
+    async def _spawn(
+        self,
+        argv: list[str],
+        *,
+        controlling_tty: bool = False,
+        cpu_time_s: float | None = None,
+        **streams: int,
+    ) -> tuple[asyncio.subprocess.Process, str]:
+        """Launch ``argv`` (a bwrap command line) under a unique ``argv[0]`` tag; safe to cancel at any point.
+
+        ``asyncio.create_subprocess_exec``, cancelled while it connects the pipes, SIGKILLs the launcher only
+        and then waits until the pipes close; bwrap arms ``--die-with-parent`` in the sandbox's pid 1 only
+        after its set-up, so a launcher killed during the set-up leaves pid 1 (and the command) running and
+        that wait lasts as long as the command (or forever). Here the launch runs shielded and, on
+        cancellation or error, every process of this launch is killed (``kill_tagged``) before the exception
+        propagates.
+
+        Args:
+            argv: the bwrap command line (``argv[0]`` is the executable; the tag replaces it).
+            controlling_tty: make the launch's standard input its controlling terminal (the shell).
+            cpu_time_s: this launch's CPU-time limit in seconds (None: the sandbox's).
+            **streams: ``stdin``, ``stdout`` and ``stderr`` for ``asyncio.create_subprocess_exec`` (a file
+                descriptor or ``asyncio.subprocess.PIPE`` / ``DEVNULL``).
+
+        Returns:
+            The process (the launcher) and its tag.
+
+        Raises:
+            SandboxError: the sandbox was closed before the launch.
+        """
+        assert self._slot is not None
+        uid = self._slot.uid
+        tag = f"bwrap-t1-{secrets.token_hex(8)}"
+
+        async def launch() -> asyncio.subprocess.Process:
+            # checked here, right before the fork (no await in between): a close that ran after the caller's
+            # check must not be followed by a launch under a uid that is being given back
+            if self._closed:
+                raise SandboxError("the sandbox was closed while a process was being started")
+            cgroup = self._ensure_cgroup()
+            preexec = self._preexec(
+                controlling_tty=controlling_tty, cpu_time_s=cpu_time_s, cgroup_procs=cgroup.procs_files
+            )
+            program, writer = os.pipe()  # bwrap reads the filter to EOF; it fits in the pipe's buffer
+            try:
+                try:
+                    os.write(writer, seccomp_program())
+                finally:
+                    os.close(writer)
+                return await asyncio.create_subprocess_exec(
+                    tag,
+                    "--seccomp",
+                    str(program),
+                    *argv[1:],
+                    executable=argv[0],
+                    preexec_fn=preexec,
+                    pass_fds=(program,),
+                    # bwrap's own process is the sandbox's pid 1, whose /proc/1/environ the command can read:
+                    # it gets none of the trainer's variables (the command's are --setenv'd, `bwrap_argv`)
+                    env=LAUNCH_ENV,
+                    **streams,
+                )
+            finally:
+                os.close(program)
+
+        spawn = asyncio.ensure_future(launch())
+        try:
+            return await asyncio.shield(spawn), tag
+        except BaseException:
+            await _abort_spawn(spawn, uid, tag)
+            raise
+
+    async def _run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None,
+        timeout_s: float,
+        cap: int | None = MAX_EXEC_OUTPUT,
+        cpu_time_s: float | None = None,
+    ) -> tuple[bytes, bytes, int | None, bool, float]:
+        """Run one bwrap launch to completion: ``(stdout, stderr, exit code, timed out, seconds)``.
+
+        At the deadline, on cancellation or on any error, the launch's processes are killed (synchronously,
+        so a second cancellation cannot interrupt it) and the command is never waited for.
+        """
+        assert self._slot is not None
+        uid = self._slot.uid
+        started = time.monotonic()
+        proc, tag = await self._spawn(
+            argv,
+            cpu_time_s=cpu_time_s,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        self._procs.add(proc)
+        streams = (_feed(proc, stdin), _drain(proc.stdout, cap), _drain(proc.stderr, cap))
+        comm = asyncio.ensure_future(asyncio.gather(*streams, proc.wait()))
+        finished = False
+        try:
+            done, _ = await asyncio.wait({comm}, timeout=timeout_s)
+            timed_out = not done
+            if timed_out:
+                kill_launch(proc, uid, tag)
+                try:
+                    _, out, err, _ = await asyncio.wait_for(comm, timeout=5)
+                except TimeoutError:
+                    out, err = b"", b""
+            else:
+                _, out, err, _ = comm.result()
+            finished = True
+            return out, err, proc.returncode, timed_out, time.monotonic() - started
+        finally:
+            if not finished:  # cancelled (Ctrl-C) or failed: never leave it running, never wait for it
+                kill_launch(proc, uid, tag)
+            if not comm.done():
+                comm.cancel()
+            comm.add_done_callback(_consume)
+            self._procs.discard(proc)
+
+
+async def _abort_spawn(spawn: asyncio.Future[asyncio.subprocess.Process], uid: int, tag: str) -> None:
+    """Clean up a launch whose caller was cancelled (or failed): let it finish, killing what it started."""
+    while not spawn.done():
+        kill_tagged(uid, tag, deadline_s=0)  # its pipes close only once every process of the launch is dead
+        try:
+            await asyncio.wait({spawn}, timeout=0.01)
+        except asyncio.CancelledError:  # a second cancellation: finish the clean-up first, then propagate
+            continue
+    if spawn.cancelled() or spawn.exception() is not None:
+        kill_tagged(uid, tag)
+        return
+    kill_launch(spawn.result(), uid, tag)
+
+
+def kill_launch(proc: asyncio.subprocess.Process, uid: int, tag: str) -> None:
+    """SIGKILL one bwrap launch: the launcher's group and every process tagged with its ``argv[0]``."""
+    killpg(proc.pid)
+    left = kill_tagged(uid, tag, also=(proc.pid,))
+    if left:  # pragma: no cover - a process that ignores SIGKILL (D state)
+        raise SandboxError(f"sandbox uid {uid}: processes {left} survived SIGKILL")
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()  # retrieved: no "exception was never retrieved" noise for an abandoned exec
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    if proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            proc.stdin.write(data)
+            await proc.stdin.drain()
+        proc.stdin.close()
+
+
+async def _drain(stream: asyncio.StreamReader | None, cap: int | None = MAX_EXEC_OUTPUT) -> bytes:
+    """Read ``stream`` to EOF; keep its first ``cap`` bytes (all if ``cap`` is None) and a marker line."""
+    kept = bytearray()
+    omitted = 0
+    if stream is None:
+        return b""
+    while chunk := await stream.read(65536):
+        room = len(chunk) if cap is None else max(cap - len(kept), 0)
+        kept += chunk[:room]
+        omitted += len(chunk) - len(chunk[:room])
+    if omitted:
+        kept += f"\n[... {omitted} bytes omitted: output over {cap} bytes ...]\n".encode()
+    return bytes(kept)
+
+
+def killpg(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` (a launcher started with ``setsid``); quiet if it is gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

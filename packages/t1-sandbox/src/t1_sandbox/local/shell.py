@@ -1,0 +1,221 @@
+"""``LocalShell``: the trial's persistent interactive bash on a pseudo-terminal inside a local sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import fcntl
+import os
+import pty
+import struct
+import termios
+import time
+from collections.abc import Callable
+
+from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
+from t1_sandbox.local.process import killpg
+
+__all__ = ["LocalShell", "open_pty", "translate_keys"]
+
+
+def open_pty() -> tuple[int, int]:
+    """A pseudo-terminal ``(master, slave)``: 160 x 40, non-blocking master, output not CR-LF translated."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # Terminus: 160 x 40
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # no \r\n translation on output
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    os.set_blocking(master, False)
+    return master, slave
+
+
+# tmux key names that Terminus-style agents send as whole keystrokes (harbor_tb.md §3)
+_KEY_NAMES = {"Enter": "\n", "Escape": "\x1b", "Tab": "\t", "BSpace": "\x7f", "Space": " "}
+
+
+def translate_keys(keystrokes: str) -> str:
+    """Map a whole-keystroke tmux key name (``C-c``, ``Enter``, ``Escape``) to its bytes; else verbatim."""
+    if (
+        len(keystrokes) == 3
+        and keystrokes.startswith("C-")
+        and keystrokes[2].isascii()
+        and keystrokes[2].isalpha()
+    ):
+        return chr(ord(keystrokes[2].lower()) - ord("a") + 1)
+    return _KEY_NAMES.get(keystrokes, keystrokes)
+
+
+class LocalShell(Shell):
+    r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
+
+    bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
+    shell is idle when no keystroke waits to be read, bash is the terminal's foreground process group and
+    bash is blocked reading the terminal, twice in a row 30 ms apart.
+    """
+
+    _POLL_S = 0.03
+    MAX_UNREAD = 2 * 1024 * 1024  # bytes of unread output kept between two sends
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        master: int,
+        slave: int,
+        *,
+        kill: Callable[[], None] | None = None,
+    ) -> None:
+        self._proc = proc
+        self._kill_fn = kill
+        self._master = master
+        self._slave = slave
+        self._buf = bytearray()
+        self._omitted = 0
+        self._cut_at = 0
+        self._bash_pid: int | None = None
+        self._closed = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # keeps a split character
+        asyncio.get_running_loop().add_reader(master, self._on_readable)
+
+    async def _wait_first_prompt(self, timeout_s: float) -> None:
+        end = time.monotonic() + timeout_s
+        while not await self._idle_now():
+            if not self.alive:
+                raise SandboxError(f"shell exited at start: {bytes(self._buf).decode('utf-8', 'replace')}")
+            if time.monotonic() > end:
+                self._kill()
+                raise SandboxTimeout(f"shell showed no prompt within {format_seconds(timeout_s)}")
+            await asyncio.sleep(self._POLL_S)
+
+    def _on_readable(self) -> None:
+        # Bounded per call so that a flood (`yes`) cannot starve the event loop; unread output keeps its first
+        # and last MAX_UNREAD / 2 bytes.
+        try:
+            for _ in range(16):
+                data = os.read(self._master, 65536)
+                if not data:
+                    break
+                self._buf += data
+                if len(self._buf) > self.MAX_UNREAD:
+                    half = self.MAX_UNREAD // 2
+                    cut = len(self._buf) - self.MAX_UNREAD
+                    self._omitted += cut
+                    del self._buf[half : half + cut]
+                    self._cut_at = half
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # EIO: the other side is gone
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._master)
+
+    @property
+    def alive(self) -> bool:
+        """Whether bash is still running."""
+        return not self._closed and self._proc.returncode is None
+
+    def _find_bash(self) -> int | None:
+        if self._bash_pid is None:
+            # bwrap (host) -> bwrap init (pid 1 inside) -> bash
+            level = [self._proc.pid]
+            for _ in range(2):
+                nxt = []
+                for pid in level:
+                    with contextlib.suppress(OSError):
+                        for tid in os.listdir(f"/proc/{pid}/task"):
+                            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                                nxt += [int(c) for c in fh.read().split()]
+                level = nxt
+            self._bash_pid = level[0] if level else None
+        return self._bash_pid
+
+    def _idle_once(self) -> bool:
+        bash = self._find_bash()
+        if bash is None:
+            return False
+        try:
+            pending = struct.unpack("i", fcntl.ioctl(self._slave, termios.FIONREAD, b"\0\0\0\0"))[0]
+            with open(f"/proc/{bash}/stat") as fh:
+                pgid = int(fh.read().rsplit(")", 1)[1].split()[2])
+            with open(f"/proc/{bash}/wchan") as fh:
+                wchan = fh.read()
+            foreground = os.tcgetpgrp(self._master)
+        except OSError:
+            return False
+        # wchan reads "0" where kernel symbols are hidden; then the other two signs decide alone
+        blocked_on_tty = wchan in ("wait_woken", "n_tty_read", "", "0")
+        return pending == 0 and foreground == pgid and blocked_on_tty
+
+    async def _idle_now(self) -> bool:
+        if not self._idle_once():
+            return False
+        await asyncio.sleep(self._POLL_S)
+        return self._idle_once()
+
+    async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
+        """Type ``keystrokes``; wait up to ``min(duration_s, max_wait_s)`` s or until idle; return new output.
+
+        Raises:
+            ShellDied: bash exited on its own before this call (``exit``, ``set -e``, Ctrl-D: the agent's
+                doing; the output it left is returned by the call during which it exited).
+            SandboxError: the shell was closed (killed by the sandbox), or its host-side launcher was killed
+                by a signal (nothing in the sandbox can reach it: infrastructure).
+        """
+        if self._closed:
+            raise SandboxError("send on a closed shell (the sandbox killed it); open a new sandbox")
+        code = self._proc.returncode
+        if code is not None and code < 0:
+            raise SandboxError(
+                f"the shell's launcher (host pid {self._proc.pid}) was killed by signal {-code}, outside the "
+                "sandbox: an infrastructure failure (host OOM killer, an operator), not the agent's doing"
+            )
+        if not self.alive:
+            raise ShellDied(
+                f"the shell is dead: it exited on its own (exit {self._proc.returncode}); open a new sandbox",
+                exit_code=self._proc.returncode,
+            )
+        started = time.monotonic()
+        end = started + max(0.0, min(duration_s, max_wait_s))
+        if keystrokes:
+            data = translate_keys(keystrokes).encode()
+            while data:
+                try:
+                    n = os.write(self._master, data)
+                    data = data[n:]
+                except BlockingIOError:
+                    if time.monotonic() - started > max_wait_s:
+                        raise SandboxTimeout("shell input not consumed within max_wait_s") from None
+                    await asyncio.sleep(self._POLL_S)
+            await asyncio.sleep(self._POLL_S)
+        while time.monotonic() < end and self.alive:
+            if await self._idle_now():
+                break
+            await asyncio.sleep(self._POLL_S)
+        await asyncio.sleep(0)  # let the reader drain what is pending
+        self._on_readable()
+        new = bytes(self._buf)
+        if self._omitted:
+            marker = f"\n[... {self._omitted} bytes omitted ...]\n".encode()
+            new = new[: self._cut_at] + marker + new[self._cut_at :]
+        self._buf.clear()
+        self._omitted = 0
+        return self._decoder.decode(new).replace("\r\n", "\n")
+
+    def _kill(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        killpg(self._proc.pid)
+        if self._kill_fn is not None:  # bwrap's pid 1 can outlive a launcher killed during its set-up
+            with contextlib.suppress(SandboxError):  # a survivor of SIGKILL is reported by close
+                self._kill_fn()
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self._master)
+        for fd in (self._master, self._slave):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    async def close(self) -> None:
+        """Kill bash and everything in its pid namespace; idempotent."""
+        self._kill()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._proc.wait(), timeout=5)
