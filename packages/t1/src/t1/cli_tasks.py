@@ -67,20 +67,30 @@ UNKNOWN_COUNT_FOOTER = (
 )
 
 
-def _console() -> Console:
-    # Piped output (CI logs, CliRunner) gets 120 columns so that task ids are not cut.
+def table_console() -> Console:
+    """The console the ``t1 tasks`` verbs print tables on: the terminal's width, or 120 columns when piped.
+
+    Piped output (CI logs, ``CliRunner``) gets 120 columns so that task ids are not cut.
+    """
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
-def _load(pool: str, limit: int | None, *, oracle: bool = False) -> Pool:
+def load_lenient(pool: str, limit: int | None, *, oracle: bool = False) -> Pool:
     """The pool with every broken bundle collected in ``Pool.broken`` (not raised at the first one).
 
-    ``oracle`` (``validate``) also counts a bundle without ``solution/solve.sh`` as broken.
+    Args:
+        pool: ``builtin:mini`` or a directory of task bundles.
+        limit: only the first ``limit`` tasks in stored order (``None``: all).
+        oracle: (``validate``) also count a bundle without ``solution/solve.sh`` as broken.
+
+    Raises:
+        TaskError: unknown builtin pool, an unreadable directory or a directory with no bundles.
+        FileNotFoundError: ``pool`` is not a directory.
     """
     return load_pool(pool, limit=limit, strict=False, require_solution=oracle)
 
 
-def _print_broken(out: Console, p: Pool, what: str) -> None:
+def print_broken(out: Console, p: Pool, what: str) -> None:
     """List the broken bundles of ``p``, one per line with the file and field at fault (no wrapping)."""
     if not p.broken:
         return
@@ -132,8 +142,8 @@ def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
-        p = _load(pool, limit)
-        out = _console()
+        p = load_lenient(pool, limit)
+        out = table_console()
         broken = f", {len(p.broken)} broken" if p.broken else ""
         table = Table(title=f"{p.source}: {len(p)} tasks{broken}", box=box.SIMPLE)
         for col in ("id", "category", "difficulty"):
@@ -155,7 +165,7 @@ def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug
         out.print(escape(TASK_TOML_FOOTER), style="dim", soft_wrap=True)
         if any(t.n_assertions is None for t in p.tasks):
             out.print(escape(UNKNOWN_COUNT_FOOTER), style="dim", soft_wrap=True)
-        _print_broken(out, p, "not listed")
+        print_broken(out, p, "not listed")
         if p.broken:
             code = EXIT_CHECK_FAILED
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
@@ -196,7 +206,7 @@ def stats(
 
         if png is not None:
             check_output_file(png, "--png", "assertions.png")
-        p = _load(pool, limit)
+        p = load_lenient(pool, limit)
         ids = [t.id for t in p.tasks]
         record = record_for(read_record(validated), p.source, ids) if validated is not None else None
         recipe_scale, recipe_note = _recipe_scale(recipe)
@@ -221,7 +231,7 @@ def stats(
             typer.echo(json.dumps(obj, indent=2))
         else:
             s = p.statistics()
-            out = _console()
+            out = table_console()
             unknown = (
                 f" (and {s.assertions_unknown} tasks whose count is known only when run: parametrized over a "
                 "non-literal, fixture params, ...)"
@@ -253,7 +263,7 @@ def stats(
             )
             if png is not None:
                 out.print(f"histogram written to {escape(str(png))}", soft_wrap=True)
-            _print_broken(out, p, "not counted")
+            print_broken(out, p, "not counted")
         if p.broken:
             code = EXIT_CHECK_FAILED
     if code:
@@ -301,18 +311,18 @@ def validate(
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
+        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
         from t1_sandbox.base import SandboxError
         from t1_sandbox.local import LocalSandbox
-        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
 
         keep = _keep_dir(keep)
         if record is not None and record.is_dir():
             raise ValueError(f"--record {record}: is a directory; give the path of the JSON file to write")
-        p = _load(pool, limit, oracle=True)
+        p = load_lenient(pool, limit, oracle=True)
         if p.tasks and (problems := _sandbox_host_problems()):
             raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
-        out = _console()
-        _print_broken(out, p, "not validated")
+        out = table_console()
+        print_broken(out, p, "not validated")
         broken = f" ({len(p.broken)} broken bundles above are not run)" if p.broken else ""
         out.print(
             f"validating {len(p)} tasks of {p.source} in local sandboxes, {concurrency} at a time{broken}"

@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from t1._errors import EXIT_CHECK_FAILED, EXIT_OK, reported
-from t1.cli_tasks import INVALID, Debug, Limit, PoolArg, _console, _load, _print_broken, app
+from t1.cli_tasks import INVALID, Debug, Limit, PoolArg, app, load_lenient, print_broken, table_console
 
 
 @app.command()
@@ -50,8 +50,8 @@ def overlap(
             threshold = PoolSpec.model_fields["max_eval_overlap"].default
         if not threshold > 0:
             raise ValueError(f"--threshold must lie in (0, 1], got {threshold}")
-        t = _load(train, None)
-        e = [_load(source, None) for source in evals]
+        t = load_lenient(train, None)
+        e = [load_lenient(source, None) for source in evals]
         pairs = find_overlaps(t, e, threshold=threshold)
         broken = [(p.source, b) for p in (t, *e) for b in p.broken]
         if pairs or broken:
@@ -68,7 +68,7 @@ def overlap(
             body |= {"counts": counts, "pairs": [asdict(p) for p in pairs], "broken": errors}
             typer.echo(json.dumps(body, indent=2))
         else:
-            out = _console()
+            out = table_console()
             n_eval = sum(len(p) for p in e)
             title = (
                 f"{t.source} ({len(t)} tasks) against {', '.join(p.source for p in e)} ({n_eval} tasks): "
@@ -90,7 +90,7 @@ def overlap(
             else:
                 out.print(f"{title}: the pools are disjoint", soft_wrap=True)
             for p in (t, *e):
-                _print_broken(out, p, f"not compared, in {p.source}")
+                print_broken(out, p, f"not compared, in {p.source}")
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
     if code:
         raise typer.Exit(code)
@@ -151,7 +151,7 @@ def audit(
 
         threshold = min_score if min_score is not None else PoolAuditSpec.model_fields["min_score"].default
         config = JudgeConfig.resolve(base_url=base_url, model=model) if judge else None
-        p = _load(pool, limit)
+        p = load_lenient(pool, limit)
         ids = [t.id for t in p.tasks]
         record = record_for(read_record(validated), p.source, ids) if validated is not None else None
         rows = audit_pool(p, record=record, judge=config, min_score=threshold)
@@ -172,7 +172,7 @@ def audit(
             }
             typer.echo(json.dumps(summary, indent=2))
         else:
-            out = _console()
+            out = table_console()
             short = dict(zip([d.name for d in DIMENSIONS], AUDIT_SHORT_NAMES, strict=True))
             source = (
                 "static checks" + (", validation record" if record else "") + (", judge" if config else "")
@@ -210,7 +210,7 @@ def audit(
                     style="dim",
                     soft_wrap=True,
                 )
-            _print_broken(out, p, "not audited")
+            print_broken(out, p, "not audited")
             if written:
                 out.print(f"audit rows written to {escape(str(written))}", soft_wrap=True)
             if rejected:
