@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from t1_tasks.pool import Pool
-from t1_tasks.task import Task, _read_text
+from t1_tasks.task import Task, read_bundle_text
 
 __all__ = [
     "EXACT_PAIRS_MAX",
@@ -126,7 +126,7 @@ def task_shingles(task: Task) -> dict[Part, set[str]]:
     """
     tests: set[str] = set()
     for path in sorted(task.tests_dir.rglob("*.py")):
-        tests |= shingles(_read_text(path))
+        tests |= shingles(read_bundle_text(path))
     return {"instruction": shingles(task.instruction), "tests": tests}
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "format_seconds",
     "bundle_link_problems",
     "load_task",
+    "read_bundle_text",
 ]
 
 # The files every Harbor bundle must have, relative to the bundle directory; ``environment/Dockerfile`` may
@@ -114,8 +115,18 @@ class Task:
         return (self.path / SOLUTION_FILE).is_file()
 
 
-def _read_text(path: Path) -> str:
-    """``path`` as UTF-8 text; an unreadable or non-UTF-8 file is a ``TaskError`` naming it."""
+def read_bundle_text(path: Path) -> str:
+    """A bundle file's text, read as UTF-8.
+
+    Args:
+        path: a file of a task bundle (``instruction.md``, ``task.toml``, a test file).
+
+    Returns:
+        The file's content.
+
+    Raises:
+        TaskError: the file is not UTF-8 or cannot be read (names the file, and the byte or the OS reason).
+    """
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -144,7 +155,7 @@ def count_assertions(tests_dir: Path) -> int | None:
     Raises:
         TaskError: a test file is not UTF-8, cannot be read or is not valid Python (names it and the line).
     """
-    files = {str(p.relative_to(tests_dir)): _read_text(p) for p in sorted(tests_dir.rglob("*.py"))}
+    files = {str(p.relative_to(tests_dir)): read_bundle_text(p) for p in sorted(tests_dir.rglob("*.py"))}
     try:
         return count_test_items(files)
     except SyntaxError as exc:
@@ -258,7 +269,7 @@ def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
     config: dict[str, Any] = {}
     if toml_path.is_file():
         try:
-            config = tomllib.loads(_read_text(toml_path))
+            config = tomllib.loads(read_bundle_text(toml_path))
         except tomllib.TOMLDecodeError as exc:
             raise TaskError(f"{toml_path}: not valid TOML: {exc}") from exc
     image = (
@@ -275,7 +286,7 @@ def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
     if missing:  # all of them in one message, so a bundle is not fixed one file at a time
         raise TaskError(f"{root}: missing {', '.join(missing)} (a Harbor task bundle needs {needs})")
     harbor = parse_task_config(config, str(toml_path))
-    instruction = _read_text(root / "instruction.md").strip()
+    instruction = read_bundle_text(root / "instruction.md").strip()
     if not instruction:
         raise TaskError(f"{root / 'instruction.md'}: empty instruction")
     n_assertions = count_assertions(root / "tests")
