@@ -31,9 +31,9 @@ from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compactio
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
 from t1_rollout.harness import HarnessConfig
-from t1_sandbox.base import Sandbox
 from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
-from t1_rollout.validate import SandboxLedger, _check
+from t1_rollout.validate import SandboxLedger, run_check
+from t1_sandbox.base import Sandbox
 from t1_spec import Recipe, RewardSpec
 from t1_tasks import Pool, Task
 from t1_tito import TitoSession
@@ -300,7 +300,9 @@ class CheckPolicy:
         """One oracle or do-nothing check of ``task`` (see `Policy.attempt`)."""
         kind = "oracle" if self.name == "oracle" else "nop"
         root = work_dir / f"attempt-{attempt}"
-        check = await _check(task, kind, self.sandbox_factory, root, self.ledger)
+        check = await run_check(
+            task, kind, sandbox_factory=self.sandbox_factory, work_dir=root, ledger=self.ledger
+        )
         report_dir = root / task.id / kind
         extra = {"wall_s": check.duration_s}
         if check.error is None or (report_dir.is_dir() and "wrote no per-assertion report" in check.error):
