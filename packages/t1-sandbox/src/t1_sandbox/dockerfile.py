@@ -18,7 +18,14 @@ from pathlib import Path
 
 from t1_sandbox.base import UnsupportedDockerfileInstruction
 
-__all__ = ["Instruction", "parse_dockerfile", "SUPPORTED_BASES", "SUPPORTED_INSTRUCTIONS", "SUPPORTED_HINT"]
+__all__ = [
+    "Instruction",
+    "logical_lines",
+    "parse_dockerfile",
+    "SUPPORTED_BASES",
+    "SUPPORTED_INSTRUCTIONS",
+    "SUPPORTED_HINT",
+]
 
 SUPPORTED_BASES = ("debian:bookworm-slim", "debian:bookworm", "docker.io/library/debian:bookworm-slim")
 SUPPORTED_INSTRUCTIONS = ("FROM", "WORKDIR", "COPY", "ENV", "RUN")
@@ -47,7 +54,18 @@ class Instruction:
     args: tuple[str, ...]
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """A Dockerfile's logical lines: continuations (a trailing backslash) joined, comments and blanks dropped.
+
+    A comment line inside a continuation is dropped, as Docker does; the joined parts are stripped and
+    separated by one space.
+
+    Args:
+        text: the Dockerfile's content.
+
+    Returns:
+        ``[(first physical line number, 1-based; logical line)]`` in file order.
+    """
     out: list[tuple[int, str]] = []
     buf: list[str] = []
     start = 0
@@ -100,7 +118,7 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
             no ``FROM``.
     """
     instructions: list[Instruction] = []
-    for line, text in _logical_lines(path.read_text(encoding="utf-8")):
+    for line, text in logical_lines(path.read_text(encoding="utf-8")):
         where = f"{path}:{line}"
         name, _, rest = text.partition(" ")
         name = name.upper()

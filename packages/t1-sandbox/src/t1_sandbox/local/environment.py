@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 from t1_sandbox.base import UnsupportedDockerfileInstruction
-from t1_sandbox.dockerfile import _logical_lines, parse_dockerfile
+from t1_sandbox.dockerfile import logical_lines, parse_dockerfile
 
 if TYPE_CHECKING:
     from t1_spec import Recipe
@@ -98,7 +98,7 @@ def environment_problems(task: Task, recipe: Recipe | None = None) -> list[str]:
         try:
             text = dockerfile.read_text(encoding="utf-8")
             runs = [
-                (n, t.partition(" ")[2].strip()) for n, t in _logical_lines(text) if t[:4].upper() == "RUN "
+                (n, t.partition(" ")[2].strip()) for n, t in logical_lines(text) if t[:4].upper() == "RUN "
             ]
             instructions = parse_dockerfile(dockerfile)
         except UnsupportedDockerfileInstruction as exc:
