@@ -117,15 +117,33 @@ class Recipe(Spec):
 
 def cross_violations(r: Recipe) -> list[Violation]:
     """Rules that span sections (field paths from the recipe root)."""
-    v: list[Violation] = []
-    m, p, ppo, ro = r.model, r.plan, r.ppo, r.rollout
-
+    m, p = r.model, r.plan
     # Parallelism against the architecture (rules shared with t1_capacity's plan search).
-    v += model_layout_violations(
-        p.tp, p.pp, p.ep, m.num_layers, m.num_experts, {h: getattr(m, h) for h in HEAD_FIELDS}
+    v = list(
+        model_layout_violations(
+            p.tp, p.pp, p.ep, m.num_layers, m.num_experts, {h: getattr(m, h) for h in HEAD_FIELDS}
+        )
     )
+    v += _batch_violations(r)
+    v += continuation_violations(r)
+    v += _context_violations(r)
+    if isinstance(r.ppo.advantage, GRPOAdvantageSpec) and r.critic_warmup.enabled:
+        v.append(
+            Violation(
+                "critic_warmup.grpo_has_no_critic",
+                "critic_warmup.enabled",
+                "ppo.advantage.estimator is grpo, which uses no critic, but critic_warmup is enabled: "
+                "set critic_warmup.enabled: false",
+            )
+        )
+    v += _engine_violations(r)
+    return v
 
-    # Batch geometry.
+
+def _batch_violations(r: Recipe) -> list[Violation]:
+    """The batch's geometry: admitted trials, dp ranks, micro-batches, whole groups."""
+    v: list[Violation] = []
+    p, ppo, ro = r.plan, r.ppo, r.rollout
     samples = ppo.batch_size * ppo.samples_per_task
     if ro.admitted != samples:
         v.append(
@@ -169,7 +187,13 @@ def cross_violations(r: Recipe) -> list[Violation]:
                 f"{max(g, ro.launched // g * g)} or {(ro.launched // g + 1) * g}",
             )
         )
-    v += continuation_violations(r)
+    return v
+
+
+def _context_violations(r: Recipe) -> list[Violation]:
+    """The rollout's and evaluation's context against the token wall and the model's positions."""
+    v: list[Violation] = []
+    m, p, ro = r.model, r.plan, r.rollout
     if ro.context_tokens > p.token_wall:
         v.append(
             Violation(
@@ -200,20 +224,13 @@ def cross_violations(r: Recipe) -> list[Violation]:
                 f"{m.max_position_embeddings}: lower evaluation.context_tokens",
             )
         )
+    return v
 
-    # Estimator and critic.
-    if isinstance(ppo.advantage, GRPOAdvantageSpec) and r.critic_warmup.enabled:
-        v.append(
-            Violation(
-                "critic_warmup.grpo_has_no_critic",
-                "critic_warmup.enabled",
-                "ppo.advantage.estimator is grpo, which uses no critic, but critic_warmup is enabled: "
-                "set critic_warmup.enabled: false",
-            )
-        )
 
-    # Engine, trainer and device split.
-    eng = r.engine
+def _engine_violations(r: Recipe) -> list[Violation]:
+    """The engine, the trainer backend and the device split between them."""
+    v: list[Violation] = []
+    p, eng = r.plan, r.engine
     if isinstance(eng, EmbeddedEngineSpec):
         if p.inference_devices != 0:
             v.append(
