@@ -7,6 +7,7 @@ library package imports the ``t1`` command line.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import re
 import subprocess
@@ -172,3 +173,147 @@ def test_import_pulls_no_torch(module):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False", f"import {module} imports torch"
+
+
+# --- No module imports another module's private names ------------------------------------------------------
+
+TOOLS = REPO_ROOT / "tools"
+
+_RUN = "packages/t1/src/t1/run/"
+_MEGATRON = "packages/t1-trainer/src/t1_trainer/megatron/backend.py"
+_TRAINER = "packages/t1-trainer/src/t1_trainer/"
+_TORCH = _TRAINER + "torch_backend.py"
+ALLOWED_PRIVATE_IMPORTS = {
+    # (importing file, "module:name"), each being removed by the change that owns its file
+    (_RUN + "ray/actors.py", "t1.run.loop:_plain"),  # being removed (run driver)
+    (_RUN + "ray/checkpoint.py", "t1.run.run_dir:_finite"),  # being removed (run driver)
+    (_RUN + "ray/checkpoint.py", "t1.run.run_dir:_jsonable"),  # being removed (run driver)
+    (_RUN + "ray/loop.py", "t1.run.loop:_reopen"),  # being removed (run driver)
+    (_RUN + "ray/loop.py", "t1.run.build:_validated_rows"),  # being removed (run driver)
+    (_MEGATRON, "t1_trainer.torch_backend:_actor_summary"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_adamw"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_as_routing"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_from_rollout"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_ids"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_mask"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_MetricAcc"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_step"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_unbuilt_ppo"),  # being removed (one PPO update)
+    (_MEGATRON, "t1_trainer.torch_backend:_vocab_limit"),  # being removed (one PPO update)
+    (_TRAINER + "sft.py", "t1_trainer.weights:_umask"),  # being removed (one PPO update)
+    (_TORCH, "t1_trainer.actor_metrics:_actor_summary"),  # being removed (one PPO update)
+    (_TORCH, "t1_trainer.actor_metrics:_MetricAcc"),  # being removed (one PPO update)
+}
+"""Private imports that exist today and are being removed; a fixed one must leave this set (a test checks)."""
+
+
+def is_private(name: str) -> bool:
+    """``_name`` is private; ``__dunder__`` names are not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def module_name(path: Path) -> tuple[str, bool]:
+    """The dotted module a source file defines, and whether it is a package (an ``__init__.py``).
+
+    ``packages/t1-spec/src/t1_spec/recipe.py`` -> ``("t1_spec.recipe", False)``; a file under ``tools/`` is
+    ``tools.<path>`` (its own top level, outside every workspace package).
+    """
+    rel = path.relative_to(REPO_ROOT)
+    parts = list(rel.parts[3:] if rel.parts[0] == "packages" else rel.parts)
+    is_package = parts[-1] == "__init__.py"
+    parts = parts[:-1] if is_package else [*parts[:-1], parts[-1].removesuffix(".py")]
+    return ".".join(parts), is_package
+
+
+def private_imports(path: Path, source: str) -> list[tuple[int, str]]:
+    """Every import in ``source`` (the file at ``path``) of another workspace module's private name.
+
+    A private name is one that starts with ``_`` (not a ``__dunder__``). ``from m import _x`` is one when
+    ``m`` is a workspace module other than the importing one (a package's ``__init__`` re-exporting a
+    submodule's ``_x`` counts too); relative imports are resolved first. A private module (``t1_spec._base``)
+    is the package's own: it may be imported inside its top-level package, never from another one.
+
+    Returns:
+        ``[(line, "module:name")]``; ``name`` is ``*`` for a private module imported from another package.
+    """
+    own, is_package = module_name(path)
+    own_top = own.split(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = own.split(".")[: len(own.split(".")) - node.level + is_package]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            targets = [(target, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [(alias.name, "") for alias in node.names]
+        else:
+            continue
+        for module, name in targets:
+            top = module.split(".")[0]
+            if not is_workspace(top):
+                continue
+            if top != own_top and any(is_private(part) for part in module.split(".")[1:]):
+                found.append((node.lineno, f"{module}:*"))
+            elif name and is_private(name) and module != own:
+                found.append((node.lineno, f"{module}:{name}"))
+    return found
+
+
+def library_and_tool_sources() -> list[Path]:
+    """Every ``.py`` file of the workspace packages' ``src/`` and of ``tools/``."""
+    return sorted([*(REPO_ROOT / "packages").glob("*/src/**/*.py"), *TOOLS.rglob("*.py")])
+
+
+def found_private_imports() -> dict[tuple[str, str], list[int]]:
+    """``{(file, "module:name"): [lines]}`` over `library_and_tool_sources`."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for path in library_and_tool_sources():
+        where = path.relative_to(REPO_ROOT).as_posix()
+        for line, what in private_imports(path, path.read_text(encoding="utf-8")):
+            out.setdefault((where, what), []).append(line)
+    return out
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A name shared between modules is public (no ``_``), in the module that owns it (DESIGN.md)."""
+    new = {k: v for k, v in found_private_imports().items() if k not in ALLOWED_PRIVATE_IMPORTS}
+    shown = [f"{file}:{lines[0]} imports {what}" for (file, what), lines in sorted(new.items())]
+    assert not new, (
+        "private names imported across modules; make the shared name public (a name without '_', "
+        "documented, in the module it belongs to) and import that: " + "; ".join(shown)
+    )
+
+
+def test_the_private_import_allow_list_holds_only_imports_that_remain():
+    """An allow-listed private import that is gone leaves the list, so the list only shrinks."""
+    stale = sorted(ALLOWED_PRIVATE_IMPORTS - found_private_imports().keys())
+    assert not stale, (
+        "allow-listed private imports no longer in the code; delete their lines from ALLOWED_PRIVATE_IMPORTS "
+        f"in {Path(__file__).relative_to(REPO_ROOT)}: {stale}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("file", "source", "expected"),
+    [
+        ("packages/t1-x/src/t1_x/a.py", "from t1_x.b import _hidden, shown", ["t1_x.b:_hidden"]),
+        ("packages/t1-x/src/t1_x/a.py", "from .b import _hidden", ["t1_x.b:_hidden"]),
+        ("packages/t1-x/src/t1_x/sub/a.py", "from ..b import _hidden", ["t1_x.b:_hidden"]),
+        ("packages/t1-x/src/t1_x/__init__.py", "from .b import _hidden", ["t1_x.b:_hidden"]),
+        ("packages/t1-x/src/t1_x/__init__.py", "from t1_x import _own", []),
+        ("packages/t1-x/src/t1_x/a.py", "from t1_x.a import _own", []),
+        ("packages/t1-x/src/t1_x/a.py", "from t1_x._base import Spec", []),
+        ("packages/t1-y/src/t1_y/a.py", "from t1_x._base import Spec", ["t1_x._base:*"]),
+        ("packages/t1-y/src/t1_y/a.py", "import t1_x._base", ["t1_x._base:*"]),
+        ("packages/t1-y/src/t1_y/a.py", "from t1_x import __version__", []),
+        ("packages/t1-y/src/t1_y/a.py", "from torch.utils._pytree import tree_map", []),
+        ("tools/bench/b.py", "from t1.run.loop import _plain", ["t1.run.loop:_plain"]),
+        ("packages/t1-x/src/t1_x/a.py", "def f():\n    from t1_y.z import _late", ["t1_y.z:_late"]),
+    ],
+)
+def test_private_import_rule(file, source, expected):
+    """The rule on small sources: relative imports resolved, a module's own names and dunders exempt."""
+    assert [what for _, what in private_imports(REPO_ROOT / file, source)] == expected
