@@ -24,7 +24,7 @@ from t1_spec.loading import (
     resolve_recipe,
     validate_recipe,
 )
-from t1_spec.logging_spec import LoggingSpec
+from t1_spec.logging_spec import LoggingSpec, WandbSpec
 from t1_spec.model import PARAM_TOLERANCE, LayerType, ModelSpec
 from t1_spec.plan import DEFAULT_ALPHA, PlanSpec
 from t1_spec.pool import PoolAuditSpec, PoolSpec
@@ -109,6 +109,7 @@ __all__ = [
     "TitoSpec",
     "TrainerSpec",
     "Violation",
+    "WandbSpec",
     "base_of",
     "diff_recipes",
     "export_schemas",

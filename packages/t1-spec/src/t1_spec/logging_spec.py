@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from t1_spec._base import Spec
+
+
+class WandbSpec(Spec):
+    """Weights & Biases logging of a run: its metrics rows, its resolved recipe and its plots.
+
+    Chosen (the paper names no tracker); ``metrics.jsonl`` stays the record, W&B is a view of the same rows.
+    """
+
+    mode: Literal["online", "offline", "disabled"] = "disabled"
+    """``online`` streams to the W&B server (needs ``wandb login`` or ``WANDB_API_KEY``), ``offline`` writes
+    the W&B run into the run folder's ``wandb/`` for a later ``wandb sync``, ``disabled`` (the default) does
+    nothing. Either of the first two needs the ``t1[wandb]`` extra."""
+
+    project: str = Field(default="t1", min_length=1)
+    """W&B project the run is logged under (default ``t1``)."""
+
+    entity: str | None = None
+    """W&B entity (user or team) owning the project; None = the logged-in user's default entity."""
 
 
 class LoggingSpec(Spec):
@@ -22,3 +44,8 @@ class LoggingSpec(Spec):
     """Also write TensorBoard event files into the run folder's ``tensorboard/`` (``tensorboard --logdir``
     reads them): every scalar of every metrics row at its step, nested metrics as ``wall_s/rollout``,
     warm-up rows under ``critic_warmup/``. ``metrics.jsonl`` holds the same rows either way."""
+
+    wandb: WandbSpec = Field(default_factory=WandbSpec)
+    """Also log to Weights & Biases: every metrics row as it is written (tags as TensorBoard's, each phase on
+    its own step axis), the resolved recipe as the W&B run's config, and the figures of ``t1 plot`` as images
+    when the run ends. Off by default (``mode: disabled``)."""

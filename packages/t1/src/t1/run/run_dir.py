@@ -15,6 +15,7 @@ Layout::
         checkpoints/step-NNNN/weights/   the same, every trainer.checkpoint_every PPO steps
         checkpoints/step-NNNN/state/     the rest of the run state a resume needs (`t1.run.resume`)
         tensorboard/             TensorBoard event files of the same rows (logging.tensorboard: true)
+        wandb/                   the W&B run of the same rows, recipe and plots (logging.wandb.mode)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from t1.run.status import driver_identity
 
 if TYPE_CHECKING:
     from t1.run.tensorboard import TensorBoardLog
+    from t1.run.wandb_log import WandbLog
 
 
 STATUS_ROOM = 1024
@@ -49,6 +51,8 @@ class RunDir:
     Attributes:
         root: the run's directory.
         tensorboard: the event-file writer every metrics row also goes to, or None (no event files).
+        wandb: the W&B run every metrics row also goes to and that `write_status` closes with the plots
+            when the run ends (`t1.run.wandb_log.WandbLog`), or None.
         resumed_from: the checkpoint a resumed run continues from, relative to ``root``
             (``checkpoints/step-NNNN``); None for a run started fresh. ``status.json`` carries it.
     """
@@ -56,6 +60,7 @@ class RunDir:
     root: Path
     tensorboard: TensorBoardLog | None = None
     resumed_from: str | None = None
+    wandb: WandbLog | None = None
 
     @classmethod
     def create(
@@ -69,6 +74,9 @@ class RunDir:
             resolved_recipe: the recipe as plain data, defaults included.
             tensorboard: also write every metrics row as TensorBoard scalars into ``tensorboard/`` (the
                 recipe's ``logging.tensorboard``; `t1.run.tensorboard.TensorBoardLog`).
+
+        The recipe's ``logging.wandb`` (read from ``resolved_recipe``) opens a W&B run unless its mode is
+        ``disabled`` (`t1.run.wandb_log.WandbLog`; raises its ``WandbUnavailableError`` without wandb).
 
         Returns:
             The new :class:`RunDir`.
@@ -88,11 +96,12 @@ class RunDir:
         (root / "recipe.yaml").write_text(text)
         for sub in ("trajectories", "verifier"):  # weights/ appears with the final weights only
             (root / sub).mkdir()
-        if not tensorboard:
-            return cls(root)
-        from t1.run.tensorboard import TensorBoardLog
+        board = None
+        if tensorboard:
+            from t1.run.tensorboard import TensorBoardLog
 
-        return cls(root, TensorBoardLog(root / "tensorboard"))
+            board = TensorBoardLog(root / "tensorboard")
+        return cls(root, board, wandb=_wandb_log(root, resolved_recipe))
 
     @property
     def metrics_path(self) -> Path:
@@ -120,6 +129,8 @@ class RunDir:
             fh.write(line + "\n")
         if self.tensorboard is not None:
             self.tensorboard.add_row(json.loads(line))
+        if self.wandb is not None:
+            self.wandb.add_row(json.loads(line))
 
     def write_status(self, status: str, steps: int, message: str | None) -> None:
         """Write ``status.json``: ``running`` (after every step) or how the run ended, with the steps done.
@@ -127,9 +138,13 @@ class RunDir:
         Where the new file cannot be written (a full disk), the status is written over the old file's own
         bytes instead, its message cut to fit, so a run that fails for want of space still ends ``failed``.
 
+        Any status but ``running`` also closes the W&B run, after logging the plots (`WandbLog.finish`).
+
         Raises:
             OSError: neither write succeeded; the message names ``status.json``'s path.
         """
+        if status != "running" and self.wandb is not None:
+            self.wandb.finish(status)
         payload = {"status": status, "steps_completed": steps, "message": message, "time": _utc_now()}
         if self.resumed_from is not None:
             payload["resumed_from"] = self.resumed_from
@@ -154,6 +169,18 @@ class RunDir:
         with _naming(path):
             path.write_text(json.dumps(payload, indent=1, default=_jsonable))
         return path
+
+
+def _wandb_log(root: Path, resolved_recipe: dict[str, Any]) -> WandbLog | None:
+    """The W&B run of the recipe's ``logging.wandb``, or None when its mode is ``disabled`` (the default)."""
+    from t1_spec import WandbSpec
+
+    spec = WandbSpec.model_validate(resolved_recipe.get("logging", {}).get("wandb", {}))
+    if spec.mode == "disabled":
+        return None
+    from t1.run.wandb_log import WandbLog
+
+    return WandbLog(spec, root, resolved_recipe)
 
 
 def _named(exc: OSError, path: Path) -> OSError:
