@@ -92,16 +92,27 @@ def test_no_network_and_a_bootstrap_from_astral_sh_is_an_infrastructure_failure_
     assert "reward.txt is ignored" in verdict.cause
 
 
-def test_a_fake_dns_error_in_a_sandbox_with_network_gains_nothing(tmp_path):
-    # The sandbox may reach the network, so nothing T1 observed blames it: the printed DNS error (a curl the
-    # agent planted could print it) is not read, and the missing report is the agent's 0.
+def test_a_verifier_that_never_started_pytest_is_dropped_unless_a_record_shows_it_runs_here(tmp_path):
+    # The sandbox may reach the network; the bootstrap failed and test.sh wrote reward.txt = 0. The printed
+    # DNS error is not read: no pytest session in T1's capture is what says the verifier did not run.
     verdict = _judge(_run(tmp_path, network=True, files={"reward.txt": "0\n"}), _task(tmp_path))
-    assert (verdict.status, verdict.reward.value, verdict.reward.kind) == ("finished", 0.0, "no_verdict")
-    assert "verifier failure" in verdict.cause
+    assert (verdict.status, verdict.reward.value) == ("failed", None)
+    assert "verifier did not run" in verdict.cause and "reward.txt is ignored" in verdict.cause
+    # a validation record showing the task's verifier writing its report here: the agent kept it from it
+    run = _run(tmp_path, network=True, files={"reward.txt": "0\n"})
+    proven = _judge(run, _task(tmp_path), _record("ctrf", network=True))
+    assert (proven.status, proven.reward.value, proven.reward.kind) == ("finished", 0.0, "no_verdict")
+    assert "verifier failure" in proven.cause
 
 
-def test_an_unknown_network_policy_blames_no_one_but_the_run(tmp_path):
+def test_an_unknown_network_policy_blames_nothing_but_a_verifier_that_did_not_start(tmp_path):
     verdict = _judge(_run(tmp_path, network=None, files={"reward.txt": "0\n"}), _task(tmp_path))
+    assert (verdict.status, verdict.reward.value) == ("failed", None)
+    assert "verifier did not run" in verdict.cause
+    # pytest started and failed a test: scored, whatever the network
+    closed = "===== test session starts =====\n===== 1 failed, 1 passed in 0.10s =====\n"
+    run = _run(tmp_path, network=None, files={"reward.txt": "0\n"}, stdout=closed)
+    verdict = _judge(run, _task(tmp_path))
     assert (verdict.status, verdict.reward.value) == ("finished", 0.0)
 
 

@@ -19,6 +19,7 @@ from t1_reward.integrity import (
     missing_as_failed,
     parse_pytest_summary,
 )
+from t1_reward.no_run import no_run_cause
 from t1_reward.outcomes import FallbackCause, Report
 from t1_reward.report import captured_output, read_report
 from t1_reward.verdict import Verdict, judge
@@ -46,6 +47,8 @@ class TaskFacts:
         verifier_proven: the validation record shows the task's verifier writing a per-assertion report
             on this machine under the run's network policy, so a verifier that wrote nothing was kept from
             it by the run (the agent), not by the environment.
+        test_dependencies: top-level modules that the task's ``test.sh`` installs for its tests
+            (``t1_tasks.verifier_needs``); empty when unknown.
     """
 
     known_assertions: int | None = None
@@ -53,6 +56,7 @@ class TaskFacts:
     known_tests: Mapping[str, frozenset[str]] | None = None
     expects_per_assertion: bool | None = None
     verifier_proven: bool = False
+    test_dependencies: frozenset[str] = frozenset()
 
 
 def pytest_ran(stdout: str | None) -> bool:
@@ -77,7 +81,10 @@ def score_output(
 ) -> tuple[Report, Verdict]:
     """Read, check and score a verifier's output folder by `t1_reward.judge` (the module docstring).
 
-    A verifier that exited on its own and left no report file at all, with no pytest session in what it
+    A task that asks pytest for a per-assertion report and whose verifier ran no test through no fault of
+    the agent (it did not start, or a dependency ``test.sh`` installs was missing before any test ran:
+    `t1_reward.no_run`) is dropped with that cause, whatever reward file the script wrote. A verifier that
+    exited on its own and left no report file at all, with no pytest session in what it
     printed, wrote nothing: that is `judge`'s ``silent`` (dropped, never the agent's 0), unless
     ``facts.verifier_proven`` (then the run kept it from writing: the agent's 0) or T1 could not collect
     the output from a healthy sandbox (``sabotage``: the agent's 0).
@@ -125,6 +132,15 @@ def score_output(
             "the verifier wrote nothing: no report file in its output folder and no pytest session in what "
             "test.sh printed; dropped as an infrastructure failure, never the agent's 0"
         )
+    not_run = None
+    if not (timed_out or crashed or sabotage or infrastructure_error):
+        not_run = no_run_cause(
+            report,
+            stdout,
+            expects_per_assertion=expects,
+            verifier_proven=facts.verifier_proven,
+            test_dependencies=facts.test_dependencies,
+        )
     summary = parse_pytest_summary(stdout)[0] if stdout else None
     closing_passed = summary.passed if summary is not None and summary.counts else None
     return report, judge(
@@ -137,4 +153,5 @@ def score_output(
         environment_cause=environment_cause,
         closing_passed=closing_passed,
         silent=silent,
+        not_run=not_run,
     )

@@ -24,7 +24,10 @@ than the grade. `judge` applies these rules, in this order, and nothing else in 
    validation too, or the task failed validation): its timeout is the task's. So is a verifier that wrote
    nothing at all (``silent``: no report file, no test session in its output, and no validation record showing
    that the verifier writes a report on this machine): T1 cannot tell whose failure it is, and it is never the
-   agent's 0.
+   agent's 0. So is a verifier that ran no test through no fault of the agent (``not_run``,
+   `t1_reward.no_run`: no pytest session at all, or a dependency that ``test.sh`` installs missing before
+   any test ran, by the verifier's import guard), for a task that asks pytest for a per-assertion report
+   and has no validation record proving its verifier runs here: a reward file of 0 is then ignored.
 4. **Agent-caused verifier failure: 0, trained on.** A verifier timeout, a ``test.sh`` ended by a signal, a
    ``test.sh`` that exited without any usable report, or one that left no usable per-assertion report although
    the task's verifier writes one (its validation record says so, or its ``test.sh`` asks for one) and no
@@ -102,6 +105,7 @@ def judge(
     environment_cause: str | None = None,
     closing_passed: int | None = None,
     silent: str | None = None,
+    not_run: str | None = None,
 ) -> Verdict:
     """Score one verifier run under the policy of the module docstring (the one place it is decided).
 
@@ -124,6 +128,8 @@ def judge(
         closing_passed: the passed count of pytest's closing line in the captured output, or None when
             there is none: the cap of rule 5 under the dense reward.
         silent: why the verifier counts as having written nothing at all (rule 3), or None.
+        not_run: why the verifier ran no test through no fault of the agent (rule 3,
+            ``t1_reward.no_run.no_run_cause``), or None.
 
     Returns:
         The `Verdict`.
@@ -156,6 +162,9 @@ def judge(
     if silent is not None and report.fallback is FallbackCause.MISSING and report.binary is None:
         none = RewardResult(None, 0, 0, None, report.fallback, "none", result.duplicates)
         return Verdict("failed", none, cause=f"verifier: {silent}")
+    if not_run is not None and (report.fallback is not None or report.total == 0):
+        none = RewardResult(None, 0, result.total, report.binary, report.fallback, "none", result.duplicates)
+        return Verdict("failed", none, cause=f"verifier: {not_run}")
     agent_failure = report.fallback in (FallbackCause.VERIFIER_TIMEOUT, FallbackCause.VERIFIER_CRASH)
     # a task known to write a per-assertion report wrote none: a reward file alone is not its verdict
     missing_report = expects_per_assertion and report.fallback in (

@@ -44,6 +44,7 @@ from t1_rollout.verify import VerifierRun
 from t1_spec import RewardSpec
 from t1_tasks.assertions import defined_tests, known_assertion_count
 from t1_tasks.validation import TaskRecord
+from t1_tasks.verifier_needs import read_verifier_needs
 
 __all__ = [
     "declares_per_assertion",
@@ -211,7 +212,8 @@ def task_timeout_cause(run: VerifierRun, validated: TaskRecord | None) -> str | 
 def task_facts(task: _JudgedTask, validated: TaskRecord | None, network: bool | None) -> TaskFacts:
     """What T1 knows of ``task`` for scoring (``t1_reward.TaskFacts``): counts, test names, report, record.
 
-    Reads the task's ``tests/*.py`` (the held-out bundle on the host, never the sandbox's copy).
+    Reads the task's ``tests/*.py`` and what its ``tests/test.sh`` installs (the held-out bundle on the
+    host, never the sandbox's copy).
     """
     tests_dir = Path(task.tests_dir)
     files = {
@@ -230,6 +232,7 @@ def task_facts(task: _JudgedTask, validated: TaskRecord | None, network: bool | 
         known_tests=names,
         expects_per_assertion=expects_per_assertion(task, validated),
         verifier_proven=proven,
+        test_dependencies=read_verifier_needs(tests_dir).import_names,
     )
 
 

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from t1_reward import FallbackCause, RewardResult, score_output
-from t1_rollout.attribution import task_facts
+from t1_reward import RewardResult, score_output
+from t1_reward.report import captured_output
+from t1_rollout.attribution import network_cause, task_facts
 from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compaction_metrics
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
@@ -34,6 +35,7 @@ from t1_rollout.harness import HarnessConfig
 from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
 from t1_rollout.validate import SandboxLedger, run_check
 from t1_sandbox.base import Sandbox
+from t1_sandbox.unreached import unreached_cause
 from t1_spec import Recipe, RewardSpec
 from t1_tasks import Pool, Task
 from t1_tito import TitoSession
@@ -305,16 +307,18 @@ class CheckPolicy:
         )
         report_dir = root / task.id / kind
         extra = {"wall_s": check.duration_s}
-        if check.error is None or (report_dir.is_dir() and "wrote no per-assertion report" in check.error):
-            # scored by the one rule training applies (t1_reward.score_output), with the task's own facts
+        if check.verifier_ran and report_dir.is_dir():
+            # scored by the one rule training applies (t1_reward.score_output), with the task's own facts;
+            # no agent ran here, so what the verifier printed may blame the environment (as in validate)
             facts = await asyncio.to_thread(task_facts, task, None, check.network)
-            report, verdict = await asyncio.to_thread(score_output, report_dir, self.reward_spec, facts=facts)
-            if check.error is None or (
-                report.fallback is FallbackCause.MISSING and report.binary is not None
-            ):
-                if verdict.status == "finished":
-                    return _scored(task, attempt, verdict.reward, **extra)
-                return _trial(task, attempt, cause=verdict.cause or "verifier: no verdict", **extra)
+            cause = network_cause(task, check.network) or unreached_cause(captured_output(report_dir) or "")
+            _, verdict = await asyncio.to_thread(
+                score_output, report_dir, self.reward_spec, facts=facts, environment_cause=cause
+            )
+            if verdict.status == "finished":
+                return _scored(task, attempt, verdict.reward, **extra)
+            return _trial(task, attempt, cause=verdict.cause or "verifier: no verdict", **extra)
+        assert check.error is not None
         stage = "solution" if check.error.startswith("solution/") else "verifier"
         return _trial(task, attempt, cause=f"{stage}: {check.error}", **extra)
 

@@ -33,11 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from t1_reward import FallbackCause, Report, read_report
+from t1_reward import FallbackCause, Report, parse_pytest_summary, read_report
+from t1_reward.no_run import no_run_cause
+from t1_reward.report import captured_output
 from t1_rollout.attribution import declares_per_assertion, network_cause
+from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_sandbox.unreached import unreached_cause
-from t1_rollout.verify import VerifierRun, run_verifier, sandbox_network
 from t1_tasks import Pool, Task, format_seconds
 from t1_tasks.validation import (
     PER_ASSERTION_SOURCES,
@@ -46,6 +48,7 @@ from t1_tasks.validation import (
     TaskRecord,
     ValidationRecord,
 )
+from t1_tasks.verifier_needs import read_verifier_needs
 
 __all__ = [
     "CheckResult",
@@ -88,6 +91,8 @@ class CheckResult:
             not run.
         network: the sandbox's network policy during the check (``VerifierRun.network``); None when the
             backend did not say or no sandbox was made.
+        verifier_ran: ``tests/test.sh`` ran and exited on its own (no T1-side failure, no deadline, no
+            signal), so its output folder (``<work_dir>/<task>/<kind>/``) is there to be scored.
     """
 
     kind: str
@@ -101,6 +106,7 @@ class CheckResult:
     solve_s: float | None = None
     verifier_s: float | None = None
     network: bool | None = None
+    verifier_ran: bool = False
 
     @property
     def per_assertion_report(self) -> bool:
@@ -236,6 +242,8 @@ def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None
     if report.fallback is None:
         return None
     exited = f"tests/test.sh exited {run.exit_code}" if run.exit_code is not None else "tests/test.sh ended"
+    if (not_run := _no_run(task, run, report)) is not None:
+        exited = f"verifier: {not_run}: {exited}"
     if (reached := network_cause(task, run.network)) is not None:
         exited = f"{reached}: {exited}"
     elif (unreached := unreached_cause(run.stdout_tail)) is not None:
@@ -246,6 +254,30 @@ def _verifier_failed(task: Task, run: VerifierRun, report: Report) -> str | None
     else:
         what = f"wrote a per-assertion report that cannot be used ({report.detail})"
     return f"{exited} and {what}" + _said(run.stdout_tail, "its")
+
+
+def _no_run(task: Task, run: VerifierRun, report: Report) -> str | None:
+    """The one rule of ``t1_reward.no_run`` (no pytest session; a dependency test.sh installs missing)."""
+    return no_run_cause(
+        report,
+        captured_output(run.out_dir),
+        expects_per_assertion=declares_per_assertion(task),
+        verifier_proven=False,
+        test_dependencies=read_verifier_needs(task.tests_dir).import_names,
+    )
+
+
+def _nop_failed_collection(task: Task, run: VerifierRun, report: Report) -> bool:
+    """The do-nothing run's pytest session closed having run no test, and not for a missing dependency.
+
+    The tests could not be collected because what the agent was to write is not there (``from solution
+    import f``): the do-nothing agent fails, as it should; not an error of the check.
+    """
+    if run.crashed or run.timed_out or report.total > 0 or _no_run(task, run, report) is not None:
+        return False
+    stdout = captured_output(run.out_dir) or ""
+    summary, unfinished = parse_pytest_summary(stdout)
+    return summary is not None and not unfinished and "test session starts" in stdout
 
 
 async def _check(
@@ -279,18 +311,22 @@ async def _check(
         error = f"{type(exc).__name__}: {exc}"
     if error is None and run is not None:
         report: Report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
+        failed = _verifier_failed(task, run, report)
+        if failed is not None and kind == "nop" and _nop_failed_collection(task, run, report):
+            failed = None
         return CheckResult(
             kind=kind,
             passed=report.passed,
             total=report.total,
             expected_total=task.n_assertions,
-            error=_verifier_failed(task, run, report),
+            error=failed,
             duration_s=time.monotonic() - started,
             failed_assertions=tuple(o.name for o in report.outcomes if o.status != "passed"),
             report_source=report.source,
             solve_s=solve_s,
             verifier_s=run.duration_s,
             network=run.network,
+            verifier_ran=not (run.crashed or run.timed_out),
         )
     return CheckResult(
         kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s, network=network

@@ -24,10 +24,16 @@ In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m uni
    directory first on ``sys.path`` themselves.
 4. The process is made non-dumpable, so the program under test (same uid) cannot open its ``/proc/<pid>/mem``
    and rewrite pytest's objects (the outcome string "failed") in place.
+5. In a pytest process, before pytest starts (so before any code of the tests or of the program under test
+   runs in it), one line on stderr: `MARK`, then the top-level modules that the held-out tests in ``/tests``
+   import at module level and that no entry of the module path, the working directory nor ``/tests`` holds
+   (possibly none). T1 reads it from the captured output (``t1_reward.no_run``): a dependency that
+   ``test.sh`` installs and that was missing before any test ran is the environment's failure.
 
 Other processes (the program under test, run by the tests) are left as Python runs them.
 """
 
+import ast
 import opcode
 import os
 import sys
@@ -39,6 +45,9 @@ _GRADER_MODULES = (*_PYTEST, "unittest")
 #: Top-level names of the verifier toolchain's distributions (pytest, pytest-json-ctrf and what they need).
 _TOOLCHAIN = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "ctrf")
 _VALUE_FLAGS = "XWQ"  # one-letter options of the interpreter that take a value
+#: The line the guard prints in a pytest process before pytest starts: the tests' imports found nowhere.
+MARK = "[t1-verifier-guard] test imports found nowhere:"
+_TESTS = os.environ.get("T1_VERIFIER_TESTS", "/tests")  # set only by T1 and by tests of T1
 
 
 def _grader_launch(argv):
@@ -195,6 +204,61 @@ def _guard():
         except OSError:
             pass
     _not_dumpable()
+    if launch == "script" or (launch == "module" and _module_name(sys.orig_argv) in _PYTEST):
+        _announce_missing()
+
+
+def _module_name(argv):
+    """The module a ``-m`` launch runs (the word after ``-m``, or glued to it), or None."""
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg == "-m":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg.startswith("-m") and not arg.startswith("--"):
+            return arg[2:]
+    return None
+
+
+def _module_imports(tree):
+    """Top-level names imported by the module-level statements of ``tree`` (not under ``try``)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _missing_test_imports():
+    """Names the tests in `_TESTS` import at module level that no path, the workdir nor `_TESTS` holds."""
+    wanted, own = set(), set()
+    for folder, dirs, files in os.walk(_TESTS):
+        dirs.sort()
+        own.update(dirs)
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            own.add(name[:-3])
+            try:
+                with open(os.path.join(folder, name), "rb") as fh:
+                    wanted |= _module_imports(ast.parse(fh.read()))
+            except (OSError, SyntaxError, ValueError):
+                continue
+    wanted -= own | {"__future__"} | set(sys.builtin_module_names)
+    try:
+        where = [*sys.path, os.getcwd(), _TESTS]
+    except OSError:
+        where = [*sys.path, _TESTS]
+    return sorted(n for n in wanted if n not in sys.modules and PathFinder.find_spec(n, where) is None)
+
+
+def _announce_missing():
+    try:
+        missing = _missing_test_imports()
+    except Exception:  # never keep the grader from starting; no line means no claim
+        return
+    sys.stderr.write(f"{MARK} {', '.join(missing)}\n")
+    sys.stderr.flush()
 
 
 def _not_dumpable():
