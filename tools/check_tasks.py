@@ -3,7 +3,8 @@
 Run (from anywhere; `tools/check_tasks` wraps this in the workspace's environment):
 
     tools/check_tasks TASKS_DIR [--recipe recipes/tiny-docker.yaml] [--image-map BASE=IMAGE | FILE]...
-        [--network/--no-network] [--json] [--limit N] [--keep DIR] [--build-timeout S] [-j N] [overrides...]
+        [--network/--no-network] [--json] [--limit N] [--keep DIR] [--record FILE] [--build-timeout S]
+        [-j N] [overrides...]
 
 ``TASKS_DIR`` is a folder of Harbor task bundles (Terminal-Bench 2 layout: ``task.toml``, ``instruction.md``,
 ``environment/Dockerfile``, ``tests/test.sh``, ``solution/solve.sh``) or ``builtin:mini``. The sandbox backend
@@ -28,6 +29,12 @@ Per task, in this order, each stage run only when the one before it succeeded:
    (``run_check``) and its oracle column says it was not run;
 4. per-assertion report: whether either verifier run wrote CTRF or JUnit (and how many assertions), or only
    ``reward.txt``/``reward.json`` or nothing (and whether ``tests/test.sh`` asks for one).
+
+``--record FILE`` writes the validation record (``t1_tasks.validation``, as ``t1 tasks validate --record``
+writes it) that failure attribution reads in training: a row per validated task with its oracle and
+do-nothing runs and the backend's network policy; a task that did not build, or has no
+``solution/solve.sh``, is a ``failed`` row with its cause and no oracle run (so it never proves a verifier
+runs here); a broken bundle a ``broken`` row.
 
 Prints a table, each failure's cause under it, and a summary line with the wall time; ``--json`` prints one
 JSON object per task instead (one line each). Exit: 0 every task passes every stage; 1 a task fails a stage,
@@ -95,6 +102,7 @@ class TaskCheck:
     report_source: str | None = None
     stand_ins: list[str] = field(default_factory=list)
     causes: list[tuple[str, str]] = field(default_factory=list)
+    validation: Any = field(default=None, repr=False)  # the TaskValidation, for --record (not in --json)
     duration_s: float = 0.0
 
     @property
@@ -109,7 +117,7 @@ class TaskCheck:
 
     def as_json(self) -> dict[str, Any]:
         """The row as one JSON object (``causes`` as ``{"stage", "cause"}`` objects, ``ok`` added)."""
-        out = {k: v for k, v in self.__dict__.items() if k != "causes"}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("causes", "validation")}
         out["causes"] = [{"stage": s, "cause": c} for s, c in self.causes]
         out["ok"] = self.ok
         return out
@@ -216,8 +224,8 @@ async def check_task(
         asyncio.CancelledError: when cancelled (every sandbox it started is closed first).
     """
     from t1_rollout.attribution import declares_per_assertion
-    from t1_sandbox.registry import SANDBOXES
     from t1_rollout.validate import TaskValidation, run_check, validate_task
+    from t1_sandbox.registry import SANDBOXES
     from t1_tasks.validation import PER_ASSERTION_SOURCES
 
     started = time.monotonic()
@@ -250,6 +258,7 @@ async def check_task(
     if task.has_solution:
         result = await validate_task(task, sandbox_factory=factory, work_dir=work_dir)
         oracle, nop, problems = result.oracle, result.nop, result.problems
+        row.validation = result
     else:  # Harbor allows a bundle without solution/: only the do-nothing check can run
         oracle = None
         nop = await run_check(task, "nop", sandbox_factory=factory, work_dir=work_dir)
@@ -278,6 +287,39 @@ async def check_task(
         )
     row.duration_s = time.monotonic() - started
     return row
+
+
+def record_of(rows: list[TaskCheck], pool: Any, wall_s: float) -> Any:
+    """The validation record of the check (``t1_tasks.validation``; the module docstring says what rows).
+
+    Validated tasks as ``t1 tasks validate`` records them (``validation_record``); a task that did not
+    build or has no ``solution/solve.sh`` a ``failed`` row with its causes and no oracle run.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    from t1_rollout.validate import PoolValidation, validation_record
+    from t1_tasks.validation import TaskRecord
+
+    try:
+        t1_version = version("t1")
+    except PackageNotFoundError:
+        t1_version = "unknown"
+    validated = tuple(r.validation for r in rows if r.validation is not None)
+    record = validation_record(PoolValidation(validated, duration_s=wall_s), pool, t1_version=t1_version)
+    extra = [
+        TaskRecord(
+            id=r.task,
+            verdict="failed",
+            problems=tuple(f"{stage}: {cause}" for stage, cause in r.causes),
+            category=pool.get(r.task).category,
+            difficulty=pool.get(r.task).difficulty,
+            static_assertions=r.static_assertions,
+        )
+        for r in rows
+        if r.loads and r.validation is None
+    ]
+    tasks = tuple(sorted((*record.tasks, *extra), key=lambda row: row.id))
+    return record.model_copy(update={"tasks": tasks})
 
 
 def broken_row(bundle: Any) -> TaskCheck:
@@ -389,6 +431,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="one JSON object per task (one line each)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N bundles in stored order")
     parser.add_argument("--keep", type=Path, default=None, help="keep the verifier outputs under this folder")
+    parser.add_argument("--record", type=Path, default=None, help="write the validation record (JSON) here")
     parser.add_argument(
         "--build-timeout", type=float, default=None, help="seconds per build (default: task.toml's, 600)"
     )
@@ -418,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(_one_line(exc)) from exc  # load_pool's messages name the pool
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)
+        if args.record is not None and args.record.is_dir():
+            raise InputError(f"--record {args.record}: is a directory; give the path of a JSON file")
     except (InputError, OSError) as exc:
         err.print(f"check_tasks: {exc}", soft_wrap=True)
         return EXIT_INPUT
@@ -463,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print_table(rows, f"{source} ({wall:.0f} s wall)", out)
         out.print(summary_line(rows, wall), soft_wrap=True)
+    if args.record is not None:
+        from t1_tasks import write_record
+
+        written = write_record(record_of(rows, pool, wall), args.record)
+        err.print(f"check_tasks: validation record written to {written}", soft_wrap=True)
     return EXIT_OK if all(r.ok for r in rows) else EXIT_FAILED
 
 

@@ -230,3 +230,26 @@ def test_broken_tasks_fail_at_their_stage_with_a_named_cause_never_a_zero(daemon
     # Harbor runs tests/test.sh in the task's working directory: a relative path needs no porting
     cwd = rows["relative-cwd"]
     assert cwd["ok"] is True and cwd["oracle"] == "1/1" and cwd["report_seen"] is True, causes["relative-cwd"]
+
+
+@pytest.mark.docker
+def test_the_record_written_is_the_one_attribution_reads(daemon, tmp_path, capsys):
+    from t1_tasks import read_record
+
+    _task(tmp_path, "good")
+    _task(
+        tmp_path,
+        "apt-offline",
+        dockerfile="FROM debian:bookworm-slim\nRUN apt-get update && apt-get install -y cowsay\n",
+    )
+    record = tmp_path / "out" / "record.json"
+    code = ct.main([str(tmp_path), "--json", "--record", str(record)])
+    capsys.readouterr()
+    assert code == 1
+    rows = {row.id: row for row in read_record(record).tasks}
+    good = rows["good"]
+    assert good.verdict == "ok" and good.oracle is not None and good.oracle.report_source == "ctrf"
+    assert good.oracle.network is False  # recipes/tiny-docker.yaml: the policy attribution compares
+    failed = rows["apt-offline"]
+    assert failed.verdict == "failed" and failed.oracle is None  # proves nothing about the verifier
+    assert any("builds:" in p for p in failed.problems)

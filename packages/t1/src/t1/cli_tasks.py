@@ -40,7 +40,10 @@ from t1_spec import RecipeError
 from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
+    from collections.abc import Callable
+
     from t1_rollout.validate import CheckResult, SandboxLedger
+    from t1_sandbox.base import Sandbox
 
 app = typer.Typer(
     rich_markup_mode=None,  # help text is plain: a [word] is printed, not read as Rich markup
@@ -296,15 +299,23 @@ def validate(
     record: Annotated[
         Path | None, typer.Option("--record", help="write the validation record (JSON) to this file")
     ] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option("--recipe", help="run the checks on this recipe's sandbox backend (sandbox section)"),
+    ] = None,
     debug: Debug = False,
 ) -> None:
     """Run every reference solution (must pass every assertion) and a do-nothing agent (must not).
 
-    Each check runs in a fresh local sandbox (bubblewrap, as root), with the task.toml's [agent] timeout_sec
-    for the solution and [verifier] timeout_sec for the verifier. Broken bundles are reported as failures
-    next to the validated tasks. A task whose assertion count is not known statically (shown as `?` by
-    `list`) is checked against the count its verifier reports. Exit 0 when every bundle is valid, 1
-    otherwise (or when this machine cannot run local sandboxes, said once up front), 2 for a `--keep` that
+    Each check runs in a fresh sandbox: a local one (bubblewrap, as root) by default, or one of
+    `--recipe`'s `sandbox` section (`sandbox.kind: docker` builds each task's Dockerfile; its `network`
+    and `images` apply), with the task.toml's [agent] timeout_sec for the solution and [verifier]
+    timeout_sec for the verifier. Validate on the backend (and network policy) that training will use:
+    the record then tells failure attribution whether the task's verifier writes its report there. Broken
+    bundles are reported as failures next to the validated tasks. A task whose assertion count is not known
+    statically (shown as `?` by `list`) is checked against the count its verifier reports. Exit 0 when
+    every bundle is valid, 1 otherwise (or when this machine cannot run the sandboxes, said once up front),
+    2 for a bad recipe or a `--keep` that
     is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed). `--record FILE` writes
     what was observed (per task: verdict, oracle and do-nothing counts, report format, solve and verifier
     times, failure causes; format in `t1_tasks.validation`), read by `t1 tasks stats --validated FILE`.
@@ -312,21 +323,16 @@ def validate(
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
         from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
-        from t1_sandbox.base import SandboxError
-        from t1_sandbox.local import LocalSandbox
 
         keep = _keep_dir(keep)
         if record is not None and record.is_dir():
             raise ValueError(f"--record {record}: is a directory; give the path of the JSON file to write")
         p = load_lenient(pool, limit, oracle=True)
-        if p.tasks and (problems := _sandbox_host_problems()):
-            raise SandboxError("cannot validate in local sandboxes: " + "; ".join(problems))
+        factory, where = _validation_sandboxes(recipe, needed=bool(p.tasks))
         out = table_console()
         print_broken(out, p, "not validated")
         broken = f" ({len(p.broken)} broken bundles above are not run)" if p.broken else ""
-        out.print(
-            f"validating {len(p)} tasks of {p.source} in local sandboxes, {concurrency} at a time{broken}"
-        )
+        out.print(f"validating {len(p)} tasks of {p.source} in {where}, {concurrency} at a time{broken}")
         done: list[TaskValidation] = []
 
         def progress(r: TaskValidation) -> None:
@@ -342,7 +348,7 @@ def validate(
                 result = run_interruptible(
                     validate_pool(
                         p,
-                        sandbox_factory=LocalSandbox,
+                        sandbox_factory=factory,
                         concurrency=concurrency,
                         work_dir=keep,
                         on_task_done=progress,
@@ -382,6 +388,38 @@ def validate(
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
     if code:
         raise typer.Exit(code)
+
+
+def _validation_sandboxes(recipe: Path | None, *, needed: bool) -> tuple[Callable[[], Sandbox], str]:
+    """The sandbox factory of ``validate`` and how to name it: the recipe's backend, else local sandboxes.
+
+    Raises:
+        RecipeError: the recipe does not load or validate (exit 2).
+        SandboxError: this machine cannot run the backend (``needed``: there are tasks to run), said once.
+    """
+    from t1_sandbox.base import SandboxError
+
+    if recipe is None:
+        from t1_sandbox.local import LocalSandbox
+
+        if needed and (problems := _sandbox_host_problems()):
+            raise SandboxError(
+                "cannot validate in local sandboxes: " + "; ".join(problems) + "; or validate on another "
+                "backend with `t1 tasks validate --recipe RECIPE` (its sandbox section, e.g. "
+                "recipes/tiny-docker.yaml)"
+            )
+        return LocalSandbox, "local sandboxes"
+    from t1.run.build import sandbox_factory
+    from t1_sandbox import SANDBOXES
+    from t1_spec import load_recipe
+
+    r = load_recipe(recipe)
+    kind = r.sandbox.kind
+    if needed and (problems := SANDBOXES.load(kind).preflight(r)):
+        raise SandboxError(f"cannot validate in {kind} sandboxes of {recipe}: " + "; ".join(problems))
+    network = getattr(r.sandbox, "network", None)
+    policy = "" if network is None else (", network on" if network else ", no network")
+    return sandbox_factory(r), f"{kind} sandboxes ({recipe}{policy})"
 
 
 def _t1_version() -> str:

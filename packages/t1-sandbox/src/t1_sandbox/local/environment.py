@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 __all__ = ["DOCKER_HINT", "environment_problems", "run_step_hint"]
 
 #: Ends every refusal: the backend that runs a task the local sandbox cannot.
-DOCKER_HINT = "set `sandbox.kind: docker` in the recipe to build and run this task as written"
+DOCKER_HINT = (
+    "set `sandbox.kind: docker` in the recipe to build and run this task as written (to validate it there: "
+    "`t1 tasks validate --recipe RECIPE`, e.g. recipes/tiny-docker.yaml)"
+)
 
 # RUN steps that cannot work on a read-only host userland without network, with the cause each meets.
 _RUN_NEEDS = (
