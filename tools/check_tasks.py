@@ -129,9 +129,14 @@ def _one_line(text: str) -> str:
 
 
 def build_cause(exc: BaseException) -> str:
-    """The cause of a failed build for the table: the error's first line (which names it), type first."""
-    first = str(exc).strip().splitlines()[0].rstrip(":") if str(exc).strip() else "(no message)"
-    return f"{type(exc).__name__}: {first}"
+    """The cause of a failed build for the table, type first: the error's first line (the failing step,
+    its exit code and the named cause), then the last lines of the build's output on the same line."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return f"{type(exc).__name__}: (no message)"
+    first = lines[0].rstrip(":")
+    last = " | ".join(lines[1:][-4:])
+    return f"{type(exc).__name__}: {first}" + (f" || {last}" if last else "")
 
 
 def image_map(entries: list[str]) -> dict[str, str]:

@@ -182,3 +182,39 @@ def test_validate_names_what_the_verifier_could_not_reach_from_its_own_output(tm
     )
     assert r.nop.error is not None and r.nop.error.startswith("verifier: uv: no network to pypi.org: ")
     assert (r.oracle.passed, r.oracle.total) == (0, 0) and not r.ok  # an error, never the task's 0
+
+
+def test_a_failed_build_names_its_step_and_exit_code():
+    from t1_sandbox.docker.images import failed_step
+
+    assert failed_step(APT_STEP, APT_ERROR) == (
+        "step 2/2 `RUN apt-get update && apt-get install -y cowsay`, exit code 100"
+    )
+    # a step whose command printed nothing the cause readers know still says where and how it failed
+    log = "Step 1/3 : FROM t1-local/debian:bookworm\nStep 3/3 : RUN make -C /src\nmake: *** [all] Error 2\n"
+    assert failed_step(log, _error("make -C /src", 2)) == "step 3/3 `RUN make -C /src`, exit code 2"
+    assert failed_step("", "failed to solve: process did not complete: exit code: 7") == "exit code 7"
+    assert failed_step("", "something else") == "an unnamed step"
+
+
+def test_the_check_tools_cause_keeps_the_step_and_the_last_lines():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from t1_sandbox.base import SandboxError
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "check_tasks.py"
+    spec = importlib.util.spec_from_file_location("check_tasks_cause", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_tasks_cause"] = module
+    spec.loader.exec_module(module)
+    exc = SandboxError(
+        "/t/environment/Dockerfile: build failed at step 3/3 `RUN make -C /src`, exit code 2; "
+        "its last lines:\n"
+        "cc -o x x.c\nx.c:1: error: expected ';'\nmake: *** [all] Error 2\n"
+    )
+    cause = module.build_cause(exc)
+    assert cause.startswith("SandboxError: /t/environment/Dockerfile: build failed at step 3/3")
+    assert "exit code 2" in cause and cause.endswith("make: *** [all] Error 2")

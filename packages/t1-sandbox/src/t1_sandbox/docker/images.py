@@ -55,6 +55,8 @@ _NETWORK_HINTS = (
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STEP = re.compile(r"^Step \d+/\d+ : ", re.MULTILINE)
+_STEP_LINE = re.compile(r"^Step (\d+/\d+) : (.*)$", re.MULTILINE)
+_EXIT_CODE = re.compile(r"exit code:? (\d+)")
 _FAILED_STEP = re.compile(r"The command (?:'/bin/sh -c (.*)'|\[(.*)\]) returned a non-zero code: (\d+)", re.S)
 
 
@@ -303,6 +305,25 @@ def build_failure_cause(log: str, error: str) -> str | None:
     return None
 
 
+def failed_step(log: str, error: str) -> str:
+    """``step N/M `INSTRUCTION`, exit code C`` for a failed build, from what the daemon streamed.
+
+    The step is the last ``Step N/M : ...`` line of ``log`` (the classic builder's progress lines); the exit
+    code is the one the daemon's ``error`` gives (``returned a non-zero code: C``, or ``exit code: C``).
+    Either part is left out when the output does not say it; ``"an unnamed step"`` when neither does.
+    """
+    parts = []
+    steps = list(_STEP_LINE.finditer(log))
+    if steps:
+        number, instruction = steps[-1].group(1), steps[-1].group(2).strip()
+        shown = instruction if len(instruction) <= 200 else instruction[:200] + "..."
+        parts.append(f"step {number} `{shown}`")
+    code = _FAILED_STEP.search(error) or _EXIT_CODE.search(error)
+    if code is not None:
+        parts.append(f"exit code {code.group(code.lastindex or 0)}")
+    return ", ".join(parts) if parts else "an unnamed step"
+
+
 def build_image(
     host: str | None,
     environment_dir: Path,
@@ -357,7 +378,11 @@ def build_image(
                             " (the build has no network: sandbox.network is false or the task disallows it, "
                             "and no registry or mirror is reachable from here)"
                         )
-                    raise SandboxError(f"{environment_dir}/Dockerfile: build failed{hint}:\n{tail.strip()}")
+                    where = failed_step("".join(log), chunk["error"])
+                    raise SandboxError(
+                        f"{environment_dir}/Dockerfile: build failed at {where}{hint}; its last lines:\n"
+                        f"{tail.strip()}"
+                    )
         except SandboxError:
             raise
         except docker.errors.APIError as exc:
