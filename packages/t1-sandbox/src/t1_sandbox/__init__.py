@@ -1,12 +1,14 @@
 """Sandboxes: where the agent's shell commands and the verifier run (DESIGN.md "Interfaces between packages").
 
 The seam is ``base.py`` (``Sandbox``, ``Shell``, their errors); beside it live what any backend can reuse,
-the Dockerfile parser (``dockerfile.py``), the tar transfer (``transfer.py``), the watchdog that reclaims a
+the Dockerfile parser (``dockerfile.py``), the tar transfer (``transfer.py``), the one terminal every
+backend's persistent shell reads through (``terminal.py``: output bound and omitted-bytes line, prompt
+marker, keystroke pacing), the creation pacing (``token_bucket.py``), the watchdog that reclaims a
 process's local and Docker sandboxes after its ``kill -9`` (``watchdog.py``), and the registry ``SANDBOXES``
 (``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
 machine, ``local/``), which builds only a Dockerfile subset (FROM debian:bookworm[-slim], WORKDIR, COPY, ENV,
 RUN); ``DockerSandbox`` (``docker/``), which builds the task's Dockerfile as written on a Docker daemon;
-``DaytonaSandbox`` (``daytona/``, the Daytona API; its persistent agent shell is not built). Not built yet:
+``DaytonaSandbox`` (``daytona/``, the Daytona API; the shell is the toolbox's PTY session). Not built yet:
 the harbor sandbox.
 
 ``LocalSandbox``, ``LocalShell``, ``bwrap_path``, ``local_sandbox_problems`` and ``SANDBOXES`` load on first

@@ -16,16 +16,20 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from t1_sandbox.base import SandboxError
 from t1_spec import DaytonaSandboxSpec, Recipe
+
+if TYPE_CHECKING:
+    from t1_tasks import Task
 
 __all__ = [
     "RUN_LABEL",
     "TASK_LABEL",
     "Placement",
     "credential_problems",
+    "environment_problems",
     "lifecycle_problems",
     "parse_size_mib",
     "placement_for",
@@ -192,3 +196,26 @@ def lifecycle_problems(recipe: Recipe) -> list[str]:
             f"live, so set it to at least {need}"
         ]
     return []
+
+
+def environment_problems(task: Task, spec: DaytonaSandboxSpec) -> list[str]:
+    """Why the Daytona backend cannot run ``task``'s environment, one line each (Daytona is not asked).
+
+    Refused: a malformed ``[environment]`` size or cpu count, no Dockerfile, image or snapshot
+    (`placement_for`), a task that needs GPUs (this backend asks for none), and ``network_mode =
+    "allowlist"`` (Daytona's allow list takes CIDR ranges, not the task's host names).
+    """
+    problems = []
+    env = task.environment
+    if env.gpus:
+        problems.append(f"{task.id}: [environment].gpus = {env.gpus}: the daytona sandbox asks for no GPUs")
+    if env.network_mode == "allowlist":
+        problems.append(
+            f'{task.id}: [environment].network_mode = "allowlist": not built for daytona (its allow list '
+            "takes CIDR ranges, not host names)"
+        )
+    try:
+        placement_for(spec, Path(task.environment_dir), run_id="check", task_id=task.id)
+    except SandboxError as exc:
+        problems.append(f"{task.id}: {exc}")
+    return problems

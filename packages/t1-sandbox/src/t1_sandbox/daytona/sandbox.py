@@ -30,17 +30,21 @@ from t1_sandbox.daytona.config import (
     RUN_LABEL,
     Placement,
     credential_problems,
+    environment_problems,
     lifecycle_problems,
     placement_for,
 )
 from t1_sandbox.daytona.pacing import CREATION_QUOTA_PER_MIN, CREATION_RATE_PER_S, creation_pacer
 from t1_sandbox.daytona.retry import refused_error, retry_delay_s, status_of, transient
 from t1_sandbox.daytona.shell import PTY_COLS, PTY_ROWS, DaytonaShell, launch_line
+from t1_sandbox.terminal import new_nonce
 from t1_sandbox.transfer import download_command, shell_quote, unpack_download, upload_plan
 from t1_spec import DaytonaSandboxSpec, Recipe
 
 if TYPE_CHECKING:
     from daytona import AsyncDaytona, AsyncSandbox
+
+    from t1_tasks import Task
 
 __all__ = ["DaytonaSandbox", "DaytonaSandboxOptions", "default_run_id", "reclaim_run"]
 
@@ -162,7 +166,7 @@ class DaytonaSandbox(Sandbox):
         return credential_problems(recipe.sandbox) + lifecycle_problems(recipe)
 
     @classmethod
-    def check_environment(cls, task: Any, recipe: Recipe | None = None) -> list[str]:
+    def check_environment(cls, task: Task, recipe: Recipe | None = None) -> list[str]:
         """Why this backend cannot run ``task``'s environment, one line each (static: Daytona is not asked).
 
         Refused: a malformed ``[environment]`` size or cpu count, no Dockerfile, image or snapshot, a task
@@ -172,22 +176,7 @@ class DaytonaSandbox(Sandbox):
         """
         spec = recipe.sandbox if recipe is not None else DaytonaSandboxSpec()
         assert isinstance(spec, DaytonaSandboxSpec)
-        problems = []
-        env = getattr(task, "environment", None)
-        if getattr(env, "gpus", 0):
-            problems.append(
-                f"{task.id}: [environment].gpus = {env.gpus}: the daytona sandbox asks for no GPUs"
-            )
-        if getattr(env, "network_mode", "public") == "allowlist":
-            problems.append(
-                f'{task.id}: [environment].network_mode = "allowlist": not built for daytona (its allow list '
-                "takes CIDR ranges, not host names)"
-            )
-        try:
-            placement_for(spec, Path(task.environment_dir), run_id="check", task_id=task.id)
-        except SandboxError as exc:
-            problems.append(f"{task.id}: {exc}")
-        return problems
+        return environment_problems(task, spec)
 
     @property
     def sandbox_id(self) -> str | None:
@@ -492,7 +481,7 @@ class DaytonaSandbox(Sandbox):
         sandbox = self._live("open_shell")
         if self._shell is not None and self._shell.alive:
             raise SandboxError("this sandbox already has its persistent shell (one per trial)")
-        nonce = DaytonaShell.new_nonce()
+        nonce = new_nonce()
         session_id = f"t1-shell-{uuid.uuid4().hex[:12]}"
         deadline = self.spec.control_timeout_s
 

@@ -5,11 +5,11 @@ toolbox websocket; the daemon starts the image's login shell there (``$SHELL -i 
 typed replaces it with ``exec env T1_SANDBOX_TAG=<tag> PS1=... bash --noprofile --norc --noediting -i``, so
 the agent gets the same plain bash as on the local and Docker backends whatever the image's profile does,
 and every process it starts carries the sandbox's exec tag (``stop_agent`` kills them by it). Output frames
-arrive through the SDK's callback into a bounded buffer (first and last ``MAX_UNREAD / 2`` bytes kept). The
-shell is idle when its prompt (``PS1`` or ``PS2``) has arrived since the last keystrokes and nothing else
-has for 30 ms twice: each prompt carries an invisible marker (an OSC escape with a per-shell nonce) that is
-removed from what the agent reads. A program reading the terminal itself (a REPL, ``cat``) shows no prompt,
-so ``send`` then waits its full ``duration_s``, as a tmux pane would.
+arrive through the SDK's callback; what the agent reads of them and when a command counts as done are
+`t1_sandbox.terminal`'s (the bound, the omitted line at the cut, the prompt marker of a per-shell nonce that
+``PS1`` and ``PS2`` carry, idle when a prompt arrived and nothing else for ``POLL_S``, twice). A program
+reading the terminal itself (a REPL, ``cat``) shows no prompt, so ``send`` then waits its full
+``duration_s``, as a tmux pane would.
 
 The daemon closes the websocket with the shell's exit status when bash exits (its ``exitCode`` in the close
 frame, SDK 0.226 ``AsyncPtyHandle.exit_code``): that is the agent's doing (`ShellDied`). A connection that
@@ -21,37 +21,37 @@ daemon's PTY session (``$SHELL -i -l``, binary output frames, the exit status in
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
-import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
-from t1_sandbox.local.shell import translate_keys
+from t1_sandbox.terminal import (
+    MAX_UNREAD,
+    POLL_S,
+    TerminalOutput,
+    prompt_env,
+    prompt_marker,
+    settle,
+    translate_keys,
+)
 from t1_sandbox.transfer import shell_quote
 
 if TYPE_CHECKING:
     from daytona.handle.async_pty_handle import AsyncPtyHandle
 
-__all__ = ["PTY_COLS", "PTY_ROWS", "DaytonaShell", "launch_line", "prompt_env"]
+__all__ = ["PTY_COLS", "PTY_ROWS", "DaytonaShell", "launch_line"]
 
 #: The terminal's size, Terminus's pane (harbor_tb.md §3).
 PTY_COLS, PTY_ROWS = 160, 40
-
-
-def prompt_env(nonce: str) -> dict[str, str]:
-    """``PS1`` / ``PS2`` that show ``$ `` / ``> `` and carry the idle marker of ``nonce`` (as on Docker)."""
-    mark = f"\\[\\e]9;t1-{nonce}\\a\\]"
-    return {"PS1": f"{mark}$ ", "PS2": f"{mark}> "}
 
 
 def launch_line(nonce: str, tag: str) -> str:
     """The first line typed into the login shell: replace it with T1's bash, tagged, prompts marked.
 
     Args:
-        nonce: the prompt marker's nonce (`DaytonaShell.new_nonce`).
+        nonce: the prompt marker's nonce (`t1_sandbox.terminal.new_nonce`).
         tag: the value of ``T1_SANDBOX_TAG`` for bash and everything it starts.
     """
     env = {"T1_SANDBOX_TAG": tag, **prompt_env(nonce)}
@@ -70,26 +70,14 @@ class DaytonaShell(Shell):
         kill: coroutine that kills the PTY session and everything it started (the toolbox's delete).
     """
 
-    _POLL_S = 0.03
-    MAX_UNREAD = 2 * 1024 * 1024
+    MAX_UNREAD = MAX_UNREAD
 
     def __init__(self, nonce: str, session_id: str, *, kill: Callable[[], Awaitable[None]]) -> None:
         self.session_id = session_id
-        self._marker = f"\x1b]9;t1-{nonce}\x07".encode()
+        self._out = TerminalOutput(prompt_marker(nonce))
         self._kill_fn = kill
         self._handle: AsyncPtyHandle | None = None
-        self._buf = bytearray()
-        self._omitted = 0
-        self._cut_at = 0
         self._closed = False
-        self._prompted = False
-        self._last_data = time.monotonic()
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # keeps a split character
-
-    @staticmethod
-    def new_nonce() -> str:
-        """A fresh marker nonce."""
-        return secrets.token_hex(8)
 
     def attach(self, handle: AsyncPtyHandle) -> None:
         """Give the shell the SDK's handle of its PTY session (input, liveness, exit status)."""
@@ -97,26 +85,13 @@ class DaytonaShell(Shell):
 
     def on_data(self, data: bytes) -> None:
         """Take one output frame of the PTY (the SDK's ``on_data`` callback); never blocks."""
-        self._last_data = time.monotonic()
-        self._buf += data
-        if self._marker in self._buf[-(len(data) + len(self._marker)) :]:
-            self._prompted = True
-        if len(self._buf) > self.MAX_UNREAD:
-            half = self.MAX_UNREAD // 2
-            cut = len(self._buf) - self.MAX_UNREAD
-            if not self._omitted:
-                self._cut_at = half
-            self._omitted += cut
-            del self._buf[half : half + cut]
+        self._out.feed(data)
 
     @property
     def alive(self) -> bool:
         """Whether bash is still running (its websocket is open and no exit status has come)."""
         handle = self._handle
         return not self._closed and handle is not None and handle.is_connected() and handle.exit_code is None
-
-    def _idle(self) -> bool:
-        return self._prompted and time.monotonic() - self._last_data >= self._POLL_S
 
     def _dead(self) -> SandboxError:
         """Why the shell is gone: its exit status (the agent's doing) or a lost connection (ours)."""
@@ -135,24 +110,25 @@ class DaytonaShell(Shell):
     async def wait_first_prompt(self, timeout_s: float) -> None:
         """Wait for the first marked prompt, then drop what came before it (the login shell, the echo).
 
+        The prompt itself stays: the first read shows it before the first command's echo.
+
         Raises:
             SandboxError: bash exited or the websocket closed at start (with what it printed).
             SandboxTimeout: no prompt within ``timeout_s`` (is ``bash`` in the image?).
         """
         end = time.monotonic() + timeout_s
-        while not self._idle():
+        while not self._out.idle():
             if not self.alive:
-                seen = bytes(self._buf).decode("utf-8", "replace")[-2000:]
+                seen = self._out.seen()[-2000:]
                 raise SandboxError(f"{self._dead()} (at start; it printed {seen!r})")
             if time.monotonic() > end:
-                seen = bytes(self._buf).decode("utf-8", "replace")[-500:]
+                seen = self._out.seen()[-500:]
                 raise SandboxTimeout(
                     f"shell showed no prompt within {format_seconds(timeout_s)} (does the image have bash?); "
                     f"it printed {seen!r}"
                 )
-            await asyncio.sleep(self._POLL_S)
-        self._buf.clear()
-        self._omitted = 0
+            await asyncio.sleep(POLL_S)
+        self._out.drop_before_prompt()
 
     async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
         """Type ``keystrokes``; wait up to ``min(duration_s, max_wait_s)`` s or until idle; return new output.
@@ -170,7 +146,7 @@ class DaytonaShell(Shell):
         started = time.monotonic()
         end = started + max(0.0, min(duration_s, max_wait_s))
         if keystrokes:
-            self._prompted = False
+            self._out.typed()
             try:
                 await asyncio.wait_for(
                     self._handle.send_input(translate_keys(keystrokes).encode()), timeout=max(0.1, max_wait_s)
@@ -183,22 +159,9 @@ class DaytonaShell(Shell):
                 if not self.alive:
                     raise self._dead() from exc
                 raise SandboxError(f"the shell's websocket to the Daytona toolbox broke: {exc}") from exc
-            await asyncio.sleep(self._POLL_S)
-        while time.monotonic() < end and self.alive:
-            if self._idle():
-                await asyncio.sleep(self._POLL_S)
-                if self._idle():
-                    break
-            await asyncio.sleep(self._POLL_S)
+        await settle(self._out.idle, until=end, alive=lambda: self.alive, typed=bool(keystrokes))
         await asyncio.sleep(0)
-        new = bytes(self._buf).replace(self._marker, b"")
-        if self._omitted:
-            marker = f"\n[... {self._omitted} bytes omitted ...]\n".encode()
-            cut = min(self._cut_at, len(new))
-            new = new[:cut] + marker + new[cut:]
-        self._buf.clear()
-        self._omitted = 0
-        return self._decoder.decode(new).replace("\r\n", "\n")
+        return self._out.take()
 
     async def close(self) -> None:
         """Kill bash and everything it started (the toolbox's PTY delete), drop the websocket; idempotent.

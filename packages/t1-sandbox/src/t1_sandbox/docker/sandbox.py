@@ -17,14 +17,14 @@ import os
 import secrets
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
 from t1_sandbox.docker import client as dc
 from t1_sandbox.docker.images import ImageChoice, build_image, resolve_image, task_environment
 from t1_sandbox.docker.launch import ROOT_ENV, Launches
 from t1_sandbox.docker.security import CAPS, seccomp_profile
-from t1_sandbox.docker.shell import DockerShell, prompt_env
+from t1_sandbox.docker.shell import DockerShell
 from t1_sandbox.docker.stream import exec_socket
 from t1_sandbox.docker.toolchain import (
     LAUNCH,
@@ -33,8 +33,12 @@ from t1_sandbox.docker.toolchain import (
     ensure_volume,
     verifier_env,
 )
+from t1_sandbox.terminal import new_nonce, prompt_env
 from t1_sandbox.transfer import download_command, shell_quote, unpack_download, upload_plan
 from t1_spec import DockerSandboxSpec, Recipe
+
+if TYPE_CHECKING:
+    from t1_tasks import Task
 
 __all__ = ["AGENT_UID", "DockerSandbox", "seccomp_profile"]
 
@@ -122,9 +126,14 @@ class DockerSandbox(Launches, Sandbox):
 
         Asks the daemon (``docker info``, one image lookup per ``sandbox.images`` target): no daemon or SDK,
         a ``disk_mb`` the storage driver cannot enforce, a mapped image the daemon does not have.
+
+        Raises:
+            TypeError: ``recipe.sandbox`` is another kind's section.
         """
         spec = recipe.sandbox
-        host = getattr(spec, "host", None)
+        if not isinstance(spec, DockerSandboxSpec):
+            raise TypeError(f"DockerSandbox.preflight: recipe.sandbox is kind {spec.kind!r}, not 'docker'")
+        host = spec.host
         try:
             problems = dc.daemon_problems(host)
         except SandboxError as exc:
@@ -132,11 +141,11 @@ class DockerSandbox(Launches, Sandbox):
         if problems:
             return [f"sandbox.kind 'docker': {line}" for line in problems]
         out = []
-        if getattr(spec, "disk_mb", None) is not None and (why := dc.disk_cap_problem(dc.daemon_info(host))):
+        if spec.disk_mb is not None and (why := dc.disk_cap_problem(dc.daemon_info(host))):
             out.append(f"sandbox.disk_mb: {why}")
         api = dc.api_client(host)
         bases_of: dict[str, list[str]] = {}
-        for base, target in sorted(getattr(spec, "images", {}).items()):
+        for base, target in sorted(spec.images.items()):
             bases_of.setdefault(target, []).append(base)
         for target, bases in sorted(bases_of.items()):
             try:
@@ -149,7 +158,7 @@ class DockerSandbox(Launches, Sandbox):
         return out
 
     @classmethod
-    def check_environment(cls, task: Any, recipe: Recipe | None = None) -> list[str]:
+    def check_environment(cls, task: Task, recipe: Recipe | None = None) -> list[str]:
         """Why this backend cannot run ``task``'s environment, one line each (static: no daemon is asked).
 
         Refused: no ``environment/Dockerfile`` and no ``docker_image``, a Dockerfile without ``FROM``, and a
@@ -159,7 +168,7 @@ class DockerSandbox(Launches, Sandbox):
         env = task.environment
         dockerfile = Path(task.environment_dir) / "Dockerfile"
         problems = []
-        if getattr(env, "gpus", 0):
+        if env.gpus:
             problems.append(f"{task.id}: [environment].gpus = {env.gpus}: the docker sandbox gives no GPUs")
         if not dockerfile.is_file():
             if not env.docker_image:
@@ -473,7 +482,7 @@ class DockerSandbox(Launches, Sandbox):
             raise SandboxError("open_shell on a sandbox that is not started or already closed")
         if self._shell is not None and self._shell.alive:
             raise SandboxError("this sandbox already has its persistent shell (one per trial)")
-        nonce = DockerShell.new_nonce()
+        nonce = new_nonce()
         tag = secrets.token_hex(8)
         env = self._merged_env(prompt_env(nonce))
         bash = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
@@ -560,10 +569,7 @@ class DockerSandbox(Launches, Sandbox):
             return
         self._closed = True
         if self._shell is not None:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(self._shell._sock.fileno())
-            with contextlib.suppress(OSError):
-                self._shell._sock.close()
+            self._shell.detach()
         await self._remove()
 
     async def _remove(self) -> None:

@@ -51,7 +51,7 @@ and the tar transfer (``sandbox/transfer.py``).
 
 from t1_sandbox.local.bwrap import bwrap_path, local_sandbox_problems
 from t1_sandbox.local.sandbox import LocalSandbox, LocalSandboxOptions
-from t1_sandbox.local.shell import LocalShell, translate_keys
+from t1_sandbox.local.shell import LocalShell
 
 __all__ = [
     "LocalSandbox",
@@ -59,5 +59,4 @@ __all__ = [
     "LocalShell",
     "bwrap_path",
     "local_sandbox_problems",
-    "translate_keys",
 ]

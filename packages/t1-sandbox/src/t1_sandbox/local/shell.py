@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import fcntl
 import os
@@ -15,8 +14,9 @@ from collections.abc import Callable
 
 from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
 from t1_sandbox.local.process import killpg
+from t1_sandbox.terminal import MAX_UNREAD, POLL_S, TerminalOutput, settle, translate_keys
 
-__all__ = ["LocalShell", "open_pty", "translate_keys"]
+__all__ = ["LocalShell", "open_pty"]
 
 
 def open_pty() -> tuple[int, int]:
@@ -30,32 +30,22 @@ def open_pty() -> tuple[int, int]:
     return master, slave
 
 
-# tmux key names that Terminus-style agents send as whole keystrokes (harbor_tb.md §3)
-_KEY_NAMES = {"Enter": "\n", "Escape": "\x1b", "Tab": "\t", "BSpace": "\x7f", "Space": " "}
-
-
-def translate_keys(keystrokes: str) -> str:
-    """Map a whole-keystroke tmux key name (``C-c``, ``Enter``, ``Escape``) to its bytes; else verbatim."""
-    if (
-        len(keystrokes) == 3
-        and keystrokes.startswith("C-")
-        and keystrokes[2].isascii()
-        and keystrokes[2].isalpha()
-    ):
-        return chr(ord(keystrokes[2].lower()) - ord("a") + 1)
-    return _KEY_NAMES.get(keystrokes, keystrokes)
-
-
 class LocalShell(Shell):
     r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
 
     bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
     shell is idle when no keystroke waits to be read, bash is the terminal's foreground process group and
-    bash is blocked reading the terminal, twice in a row 30 ms apart.
+    bash is blocked reading the terminal, twice in a row ``POLL_S`` apart. What the agent reads (the bound,
+    the omitted line, the prompt marker removed) is `t1_sandbox.terminal`'s.
+
+    Args:
+        proc: the launcher of bash (bwrap).
+        master, slave: the terminal's two ends (`open_pty`).
+        marker: the prompt marker of bash's ``PS1`` / ``PS2`` (`t1_sandbox.terminal.prompt_marker`).
+        kill: kills what the launcher left (bwrap's pid 1) after the launcher's group.
     """
 
-    _POLL_S = 0.03
-    MAX_UNREAD = 2 * 1024 * 1024  # bytes of unread output kept between two sends
+    MAX_UNREAD = MAX_UNREAD
 
     def __init__(
         self,
@@ -63,45 +53,44 @@ class LocalShell(Shell):
         master: int,
         slave: int,
         *,
+        marker: bytes | None = None,
         kill: Callable[[], None] | None = None,
     ) -> None:
         self._proc = proc
         self._kill_fn = kill
         self._master = master
         self._slave = slave
-        self._buf = bytearray()
-        self._omitted = 0
-        self._cut_at = 0
+        self._out = TerminalOutput(marker)
         self._bash_pid: int | None = None
         self._closed = False
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")  # keeps a split character
         asyncio.get_running_loop().add_reader(master, self._on_readable)
 
-    async def _wait_first_prompt(self, timeout_s: float) -> None:
+    async def wait_first_prompt(self, timeout_s: float) -> None:
+        """Wait until bash waits for its first command, then drop what it printed before its prompt.
+
+        Raises:
+            SandboxError: bash exited at start (with what it printed).
+            SandboxTimeout: no prompt within ``timeout_s``.
+        """
         end = time.monotonic() + timeout_s
         while not await self._idle_now():
             if not self.alive:
-                raise SandboxError(f"shell exited at start: {bytes(self._buf).decode('utf-8', 'replace')}")
+                raise SandboxError(f"shell exited at start: {self._out.seen()}")
             if time.monotonic() > end:
                 self._kill()
                 raise SandboxTimeout(f"shell showed no prompt within {format_seconds(timeout_s)}")
-            await asyncio.sleep(self._POLL_S)
+            await asyncio.sleep(POLL_S)
+        self._on_readable()
+        self._out.drop_before_prompt()
 
     def _on_readable(self) -> None:
-        # Bounded per call so that a flood (`yes`) cannot starve the event loop; unread output keeps its first
-        # and last MAX_UNREAD / 2 bytes.
+        # Bounded per call so that a flood (`yes`) cannot starve the event loop.
         try:
             for _ in range(16):
                 data = os.read(self._master, 65536)
                 if not data:
                     break
-                self._buf += data
-                if len(self._buf) > self.MAX_UNREAD:
-                    half = self.MAX_UNREAD // 2
-                    cut = len(self._buf) - self.MAX_UNREAD
-                    self._omitted += cut
-                    del self._buf[half : half + cut]
-                    self._cut_at = half
+                self._out.feed(data)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:  # EIO: the other side is gone
@@ -148,7 +137,7 @@ class LocalShell(Shell):
     async def _idle_now(self) -> bool:
         if not self._idle_once():
             return False
-        await asyncio.sleep(self._POLL_S)
+        await asyncio.sleep(POLL_S)
         return self._idle_once()
 
     async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
@@ -184,21 +173,12 @@ class LocalShell(Shell):
                 except BlockingIOError:
                     if time.monotonic() - started > max_wait_s:
                         raise SandboxTimeout("shell input not consumed within max_wait_s") from None
-                    await asyncio.sleep(self._POLL_S)
-            await asyncio.sleep(self._POLL_S)
-        while time.monotonic() < end and self.alive:
-            if await self._idle_now():
-                break
-            await asyncio.sleep(self._POLL_S)
+                    await asyncio.sleep(POLL_S)
+            self._out.typed()
+        await settle(self._idle_once, until=end, alive=lambda: self.alive, typed=bool(keystrokes))
         await asyncio.sleep(0)  # let the reader drain what is pending
         self._on_readable()
-        new = bytes(self._buf)
-        if self._omitted:
-            marker = f"\n[... {self._omitted} bytes omitted ...]\n".encode()
-            new = new[: self._cut_at] + marker + new[self._cut_at :]
-        self._buf.clear()
-        self._omitted = 0
-        return self._decoder.decode(new).replace("\r\n", "\n")
+        return self._out.take()
 
     def _kill(self) -> None:
         if self._closed:
