@@ -12,7 +12,8 @@ from t1_sandbox import SandboxError
 from t1_sandbox.daytona import DaytonaSandbox
 from t1_sandbox.daytona.command import parse_framed
 from t1_sandbox.daytona.config import parse_size_mib, placement_for
-from t1_sandbox.daytona.pacing import CreationPacer
+from t1_sandbox.daytona.pacing import creation_pacer
+from t1_sandbox.token_bucket import CreationPacer
 from t1_spec import DaytonaSandboxSpec, load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +111,27 @@ def test_the_quota_binds_when_it_is_tighter_than_the_rate():
     asyncio.run(go())
     # the first 60 use the stored quota at 6 / s (about 10 s); the next 60 come at the quota's 1 / s
     assert now[0] == pytest.approx(60.0, abs=1.0)
+
+
+def test_daytona_and_the_scheduler_pace_creation_by_one_rule():
+    """One rule, two users: Daytona's shared pacer is the token-bucket module's, and so is the scheduler's."""
+    import ast
+
+    import t1_rollout.scheduler
+    import t1_sandbox.daytona.pacing
+
+    async def shared():
+        return creation_pacer(2.0, 300.0)
+
+    pacer = asyncio.run(shared())
+    assert type(pacer) is CreationPacer and (pacer.rate_per_s, pacer.quota_per_min) == (2.0, 300.0)
+    for module in (t1_rollout.scheduler, t1_sandbox.daytona.pacing):
+        tree = ast.parse(Path(module.__file__).read_text())
+        built = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        assert "TokenBucket" not in built, f"{module.__name__} builds its own buckets"
+    assert t1_rollout.scheduler.CreationPacer is CreationPacer
 
 
 def test_the_exec_frame_keeps_bytes_and_counts_what_was_cut():

@@ -121,6 +121,12 @@ def test_preflight_names_a_daemon_that_does_not_answer(tmp_path):
     assert line.startswith("sandbox.kind 'docker': no Docker daemon answers at unix://")
 
 
+def test_preflight_reads_its_own_section_typed_and_refuses_another_kinds():
+    tiny = load_recipe(REPO / "recipes" / "tiny-cpu.yaml")  # sandbox.kind: local, which has no host field
+    with pytest.raises(TypeError, match="recipe.sandbox is kind 'local', not 'docker'"):
+        DockerSandbox.preflight(tiny)
+
+
 def test_the_tiny_docker_recipe_maps_every_terminal_bench_2_base():
     recipe = load_recipe(REPO / "recipes" / "tiny-docker.yaml")
     assert recipe.sandbox.kind == "docker"

@@ -35,7 +35,7 @@ from t1_rollout.continuation import Continuation, Parked, settle_tail
 from t1_rollout.parking import Parking
 from t1_rollout.retention import OUTCOMES, retention_tables
 from t1_rollout.trial import TrialRecord, new_trial_id
-from t1_sandbox.token_bucket import TokenBucket
+from t1_sandbox.token_bucket import CreationPacer
 from t1_spec import RolloutSpec
 from t1_tasks import Task
 from t1_tito import DriftAudit
@@ -392,10 +392,7 @@ async def collect_batch(
     carried = continuation.take() if continuation is not None else []
     start = clock()
     gate = asyncio.Semaphore(config.concurrency)
-    rate = TokenBucket(config.creation_rate_per_s, capacity=max(1.0, config.creation_rate_per_s), clock=clock)
-    quota = TokenBucket(
-        config.creation_quota_per_min / 60.0, capacity=config.creation_quota_per_min, clock=clock
-    )
+    pacer = CreationPacer(config.creation_rate_per_s, config.creation_quota_per_min, clock=clock)
     result = BatchResult(
         launched=config.launched,
         epochs=[p.epoch for p in carried] + [epoch for epoch, _ in drawn],
@@ -424,8 +421,7 @@ async def collect_batch(
 
     async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
         async with gate:
-            await rate.acquire()
-            await quota.acquire()
+            await pacer.acquire()
             started.add(asyncio.current_task())
             return await run_one(task, record)
 

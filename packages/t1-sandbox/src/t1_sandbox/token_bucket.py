@@ -1,7 +1,10 @@
-"""A token bucket: the pacing of sandbox creation under a provider's rate and quota (T1 §7.4).
+"""A token bucket, and the one pacing rule of sandbox creation built from two of them (T1 §7.4).
 
-The scheduler paces first launches with one (6 per second under a quota of 600 per minute in production), and
-a remote provider's client paces its own API calls with another (`t1_sandbox.daytona.pacing`).
+`CreationPacer` is that rule: a creation takes a token from a bucket refilled at the creation rate holding
+at most one second of creations, then from one refilled at the quota's rate holding the whole per-minute
+quota (6 per second under 600 per minute in production). The scheduler paces a batch's first launches with
+one (`t1_rollout.scheduler.collect_batch`); a remote provider's client paces its own creates with one shared
+per event loop (`t1_sandbox.daytona.pacing`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
-__all__ = ["TokenBucket"]
+__all__ = ["CreationPacer", "TokenBucket"]
 
 
 class TokenBucket:
@@ -58,3 +61,36 @@ class TokenBucket:
                     self._tokens -= 1
                     return
                 await self._sleep((1 - self._tokens) / self.rate)
+
+
+class CreationPacer:
+    """Waits until one more sandbox creation fits both the rate and the per-minute quota.
+
+    Args:
+        rate_per_s: creations per second (the rate bucket's refill; T1: 6); it holds ``max(1, rate_per_s)``.
+        quota_per_min: creations per minute the provider allows (T1: 600); its bucket holds all of them.
+        clock: the buckets' time source, seconds (``time.monotonic``; a test passes a manual clock).
+        sleep: how a wait is spent (``asyncio.sleep``).
+
+    Raises:
+        ValueError: a rate that is not a finite number > 0 or a quota that is not a finite number >= 1
+            (`TokenBucket`).
+    """
+
+    def __init__(
+        self,
+        rate_per_s: float,
+        quota_per_min: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.rate_per_s = rate_per_s
+        self.quota_per_min = quota_per_min
+        self._rate = TokenBucket(rate_per_s, capacity=max(1.0, rate_per_s), clock=clock, sleep=sleep)
+        self._quota = TokenBucket(quota_per_min / 60.0, capacity=quota_per_min, clock=clock, sleep=sleep)
+
+    async def acquire(self) -> None:
+        """Take one creation from both buckets, waiting as long as either needs."""
+        await self._rate.acquire()
+        await self._quota.acquire()
