@@ -103,22 +103,13 @@ def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_no
     assert _json(run / "status.json")["status"] == "finished"
 
 
-LAUNCH = (
-    "import json, sys; sys.path.insert(0, sys.argv[1]); from leaks import apply_isolation; "
-    "apply_isolation(json.loads(sys.argv[2])); sys.argv = ['t1', *sys.argv[3:]]; "
-    "from t1.cli import app; app()"
-)
-"""``python -c`` program: ``t1`` with the sandboxes in the test's own uid range and slot directory."""
-
-
 @pytest.mark.e2e
 def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_them(tmp_path, monkeypatch):
     config = leaks.isolate("local", monkeypatch, tmp_path)
     runs = tmp_path / "runs"
-    suite = str(Path(leaks.__file__).parent)
     args = ["train", str(TINY), *CONTINUED, f"logging.run_root={runs}"]
     proc = subprocess.Popen(
-        [sys.executable, "-c", LAUNCH, suite, json.dumps(config), *args],
+        leaks.t1_argv(sys.executable, config, args),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

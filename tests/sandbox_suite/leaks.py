@@ -141,6 +141,19 @@ def settled(config: dict, owners: tuple[int, ...] = (), timeout_s: float = 10.0)
     return found
 
 
+T1_LAUNCH = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); from leaks import apply_isolation; "
+    "apply_isolation(json.loads(sys.argv[2])); sys.argv = ['t1', *sys.argv[3:]]; "
+    "from t1.cli import app; app()"
+)
+"""``python -c`` program: ``t1`` with the sandboxes in the test's own uid range and slot directory."""
+
+
+def t1_argv(python: str, config: dict, args: list[str]) -> list[str]:
+    """The command line of ``t1 <args>`` in a process that applies `isolate`'s settings first."""
+    return [python, "-c", T1_LAUNCH, str(Path(__file__).parent), json.dumps(config), *args]
+
+
 def driver_argv(python: str, config: dict, environment_dir: Path, mode: str) -> list[str]:
     """The command line of a driver process (``leak_driver.py``) in ``mode``."""
     return [python, str(DRIVER), json.dumps(config), str(environment_dir), mode]
