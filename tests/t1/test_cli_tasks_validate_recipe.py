@@ -69,3 +69,19 @@ def test_the_local_refusal_names_the_option_that_takes_a_recipe(monkeypatch):
     result = runner.invoke(app, ["tasks", "validate", "builtin:mini", "--limit", "1"])
     assert result.exit_code == 1, result.output
     assert "t1 tasks validate --recipe RECIPE" in result.output
+
+
+def test_list_loads_a_task_with_a_key_harbor_ignores_and_names_the_key(tmp_path):
+    import shutil as sh
+
+    from t1_tasks import load_pool
+
+    task = next(iter(load_pool("builtin:mini")))
+    sh.copytree(task.path, tmp_path / task.id)
+    with open(tmp_path / task.id / "task.toml", "a") as fh:
+        fh.write('\n[task]\nname = "t1/x"\nformat = "harbor"\n')
+    result = runner.invoke(app, ["tasks", "list", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert task.id in result.output and "broken" not in result.output
+    assert "1 task.toml key ignored, as Harbor ignores them" in result.output
+    assert "field task.format is not a key of Harbor's task model" in result.output

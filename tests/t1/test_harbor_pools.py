@@ -24,7 +24,7 @@ def _pool(root: Path) -> Path:
         shutil.copytree(task.path, root / task.id)
     shutil.copytree(root / task.id, root / "zz-typo")
     toml = (root / "zz-typo" / "task.toml").read_text()
-    (root / "zz-typo" / "task.toml").write_text("memroy = 1\n" + toml)  # a key Harbor does not have
+    (root / "zz-typo" / "task.toml").write_text("source = 1\n" + toml)  # a key of the wrong type
     shutil.copytree(root / task.id, root / "zz-no-tests")
     shutil.rmtree(root / "zz-no-tests" / "tests")
     (root / "zz-old").mkdir()
@@ -45,7 +45,7 @@ def test_every_broken_bundle_is_one_line_of_the_preflight(tmp_path):
     assert all(line.startswith(f"pool.source '{tmp_path}': ") for line in lines)
     old = next(line for line in lines if "bundle zz-old" in line)
     assert "harbor tasks migrate -i" in old
-    assert "memroy is not a key of Harbor's task.toml" in next(line for line in lines if "zz-typo" in line)
+    assert "field source must be a string" in next(line for line in lines if "zz-typo" in line)
 
 
 def test_tasks_the_backend_cannot_run_are_named_in_the_same_pass(tmp_path):

@@ -184,13 +184,21 @@ def test_keys_t1_cannot_honour_are_refused_by_name(tmp_path, toml, key):
         ("[agent]\ntimeout = 900\n", "agent.timeout"),
         ('[task]\nname = "a/b"\nhomepage = "x"\n', "task.homepage"),
         ("[verifier]\nretries = 2\n", "verifier.retries"),
+        ('[task]\nname = "a/b"\nformat = "harbor"\n', "task.format"),  # 81 of 87 community tasks had it
     ],
 )
-def test_keys_harbor_does_not_have_are_refused_not_ignored(tmp_path, toml, key):
-    with pytest.raises(
-        TaskError, match=rf"field {key.replace('.', r'\.')} is not a key of Harbor's task\.toml"
-    ):
-        load_task(_bundle(tmp_path / "t", toml))
+def test_keys_harbor_does_not_have_are_warned_about_not_refused(tmp_path, toml, key):
+    # Harbor's TaskConfig ignores keys it does not know (pydantic's default): the task loads there
+    task = load_task(_bundle(tmp_path / "t", toml))
+    assert len(task.warnings) == 1, task.warnings
+    assert f"field {key} is not a key of Harbor's task model" in task.warnings[0]
+    assert "ignored, as Harbor ignores it" in task.warnings[0] and "task.toml" in task.warnings[0]
+
+
+def test_allowed_hosts_without_a_mode_is_an_allowlist_and_may_name_an_ipv4_address(tmp_path):
+    toml = '[environment]\nallowed_hosts = ["PyPI.org.", "10.0.0.7"]\n'
+    env = load_task(_bundle(tmp_path / "t", toml)).environment
+    assert (env.network_mode, env.allowed_hosts) == ("allowlist", ("pypi.org", "10.0.0.7"))
 
 
 def test_metadata_is_free_form(tmp_path):
@@ -207,7 +215,10 @@ def test_metadata_is_free_form(tmp_path):
         ("[environment]\nmemory = 2048\n", r"environment\.memory must be a size string"),
         ('[environment]\nnetwork_mode = "bridge"\n', r"environment\.network_mode must be one of"),
         ('[environment]\nnetwork_mode = "allowlist"\n', r"environment\.allowed_hosts must name at least one"),
-        ('[environment]\nallowed_hosts = ["pypi.org"]\n', r"only valid with network_mode = 'allowlist'"),
+        (
+            '[environment]\nnetwork_mode = "public"\nallowed_hosts = ["pypi.org"]\n',
+            r"only valid with network_mode = 'allowlist'",
+        ),
         ('[environment]\nallow_internet = "yes"\n', r"environment\.allow_internet must be true or false"),
         ('[environment]\nworkdir = "app"\n', r"environment\.workdir must be an absolute path"),
         ('version = "1.0"\nschema_version = "1.1"\n', r"field version conflicts with schema_version"),
@@ -263,7 +274,7 @@ def test_a_pool_of_older_layout_tasks_names_each_with_the_migration(tmp_path):
 
 def test_a_strict_pool_load_reports_every_broken_bundle_in_one_error(tmp_path):
     _bundle(tmp_path / "a-good", TB2_TOML)
-    _bundle(tmp_path / "b-typo", "[environment]\nmemroy = 1\n")
+    _bundle(tmp_path / "b-typo", '[environment]\nmemory_mb = "lots"\n')
     _bundle(tmp_path / "c-good", LEGACY_TOML)
     _tb1_task(tmp_path / "d-old")
     (_bundle(tmp_path / "e-no-test", TB2_TOML) / "tests" / "test.sh").unlink()
@@ -273,7 +284,7 @@ def test_a_strict_pool_load_reports_every_broken_bundle_in_one_error(tmp_path):
     assert [b.id for b in err.broken] == ["b-typo", "d-old", "e-no-test"]
     text = str(err)
     assert "3 of 5 task bundles are broken" in text
-    assert "- b-typo: " in text and "environment.memroy is not a key" in text
+    assert "- b-typo: " in text and "environment.memory_mb must be a whole number" in text
     assert "- d-old: " in text and "harbor tasks migrate" in text
     assert "- e-no-test: " in text and "tests/test.sh: missing" in text
     assert isinstance(err, TaskError)  # callers catching TaskError still catch it

@@ -1,16 +1,20 @@
-"""Harbor's ``task.toml`` as T1 reads it: every key honoured, kept for a backend, or refused by name.
+"""Harbor's ``task.toml`` as T1 reads it: every key honoured, kept for a backend, refused, or warned about.
 
-Harbor 0.7+ parses ``task.toml`` into its ``TaskConfig`` pydantic model (``harbor/models/task/config.py``),
-which ignores keys it does not know. T1 ignores nothing: `parse_task_config` walks every key of the file and
-each one is either read into `HarborConfig` (and used by T1 or by the sandbox backend that can use it), or
-refused with a `TaskError` that names the key and why. Legacy keys are mapped as Harbor maps them:
+Harbor parses ``task.toml`` into its ``TaskConfig`` pydantic model (``harbor/models/task/config.py``),
+which ignores keys it does not know (pydantic's default). `parse_task_config` walks every key of the file:
+each key of Harbor's model is read into `HarborConfig` (and used by T1 or by the sandbox backend that can use
+it), or refused with a `TaskError` that names the key and why T1 cannot honour it; a key Harbor's model does
+not have (``[task] format``, which many community tasks carry, or a misspelt ``memroy_mb``) is ignored as
+Harbor ignores it, and named in `HarborConfig.warnings` (printed by ``t1 tasks list`` and ``validate``), so a
+task Harbor loads is not refused. Legacy keys are mapped as Harbor maps them:
 
 - ``version`` is ``schema_version`` (Harbor's ``handle_version_rename``); ``version = "1.0"`` is accepted;
 - ``[environment] memory = "2G"`` and ``storage = "10G"`` become ``memory_mb`` and ``storage_mb`` (``G`` is
   1024 MB, ``M`` is 1 MB, ``K`` is 1/1024 MB, fractions rounded down, as ``_parse_size_to_mb``); a value that
   disagrees with an explicit ``memory_mb`` / ``storage_mb`` is refused, as Harbor refuses it;
 - ``[environment] allow_internet`` becomes ``network_mode`` (``public`` or ``no-network``) unless
-  ``network_mode`` or ``allowed_hosts`` is set.
+  ``network_mode`` or ``allowed_hosts`` is set; ``allowed_hosts`` without ``network_mode`` means
+  ``allowlist`` (Harbor's ``_validate_network_policy_fields``).
 
 What T1 cannot run (multi-step tasks, Windows containers, a separate verifier container, per-phase users
 or network policies, MCP servers, skills, healthchecks, TPUs, host variables resolved into the sandbox,
@@ -43,6 +47,7 @@ DEFAULT_VERIFIER_TIMEOUT_S = 600.0
 DEFAULT_BUILD_TIMEOUT_S = 600.0  # Harbor EnvironmentConfig.build_timeout_sec
 NETWORK_MODES = ("public", "no-network", "allowlist")
 _HOST_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+_IPV4 = re.compile(r"^(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)$")
 
 
 class TaskError(ValueError):
@@ -94,6 +99,8 @@ class HarborConfig:
         agent_timeout_s: ``[agent].timeout_sec`` in seconds (default 600).
         verifier_timeout_s: ``[verifier].timeout_sec`` in seconds (default 600).
         environment: ``[environment]``.
+        warnings: one line per key that Harbor's model does not have (ignored, as Harbor ignores it),
+            naming the file and the dotted key.
     """
 
     schema_version: str | None
@@ -102,14 +109,18 @@ class HarborConfig:
     agent_timeout_s: float
     verifier_timeout_s: float
     environment: HarborEnvironment
+    warnings: tuple[str, ...] = ()
 
 
 class _Reader:
     """Reads one table of the file, remembering which keys were read so that the rest can be refused."""
 
-    def __init__(self, where: str, table: dict[str, Any], dotted: str = "") -> None:
+    def __init__(
+        self, where: str, table: dict[str, Any], dotted: str = "", warnings: list[str] | None = None
+    ) -> None:
         self.where, self.table, self.dotted = where, table, dotted
         self.seen: set[str] = set()
+        self.warnings: list[str] = warnings if warnings is not None else []
 
     def key(self, name: str) -> str:
         return f"{self.dotted}.{name}" if self.dotted else name
@@ -127,7 +138,7 @@ class _Reader:
             value = {}
         if not isinstance(value, dict):
             raise self.error(name, "must be a table")
-        return _Reader(self.where, value, self.key(name))
+        return _Reader(self.where, value, self.key(name), self.warnings)
 
     def string(self, name: str) -> str | None:
         value = self.get(name)
@@ -171,11 +182,12 @@ class _Reader:
             raise self.error(name, f"= {value!r} is not supported: {why}")
 
     def finish(self) -> None:
-        """Refuse every key of the table that no reader looked at."""
+        """Warn about every key of the table that no reader looked at: Harbor ignores it, and so does T1."""
         for name in self.table:
             if name not in self.seen:
-                raise self.error(
-                    name, "is not a key of Harbor's task.toml (Harbor 0.7+ TaskConfig); remove it"
+                self.warnings.append(
+                    f"{self.where}: field {self.key(name)} is not a key of Harbor's task model "
+                    "(TaskConfig); ignored, as Harbor ignores it"
                 )
 
 
@@ -227,6 +239,8 @@ def _network(env: _Reader) -> tuple[str, tuple[str, ...]]:
     allow = env.get("allow_internet")
     if allow is not None and not isinstance(allow, bool):
         raise env.error("allow_internet", f"must be true or false, got {allow!r}")
+    if mode is None and hosts_raw:
+        mode = "allowlist"  # Harbor: hosts named without a mode ask for an allowlist
     if mode is None:
         mode = "public" if allow is None or hosts_raw is not None else ("public" if allow else "no-network")
     if mode not in NETWORK_MODES:
@@ -235,8 +249,10 @@ def _network(env: _Reader) -> tuple[str, tuple[str, ...]]:
     normal = tuple(h.strip().lower().rstrip(".") for h in hosts)
     for host in normal:
         bare = host[2:] if host.startswith("*.") else host
-        if not bare or not all(_HOST_LABEL.match(label) for label in bare.split(".")):
-            raise env.error("allowed_hosts", f"entry {host!r} is not a host name (or '*.' + host name)")
+        if not bare or not (_IPV4.match(bare) or all(_HOST_LABEL.match(label) for label in bare.split("."))):
+            raise env.error(
+                "allowed_hosts", f"entry {host!r} is not a host name, '*.' + host name, or IPv4 address"
+            )
     if mode == "allowlist" and not normal:
         raise env.error("allowed_hosts", "must name at least one host when network_mode = 'allowlist'")
     if mode != "allowlist" and hosts_raw is not None:
@@ -310,9 +326,10 @@ def parse_task_config(config: dict[str, Any], where: str) -> HarborConfig:
         The `HarborConfig`.
 
     Raises:
-        TaskError: a key of the wrong type or value, a key T1 cannot honour (multi-step ``steps``,
+        TaskError: a key of the wrong type or value, or a key T1 cannot honour (multi-step ``steps``,
             ``artifacts``, ``[verifier.environment]``, ``[agent].user``, ``[environment].os = "windows"``,
-            ...), or a key Harbor's model does not have; the message names the file and the dotted key.
+            ...); the message names the file and the dotted key. A key Harbor's model does not have is
+            not an error: it is named in ``HarborConfig.warnings``.
     """
     top = _Reader(where, config)
     if top.get("version") is not None and top.get("schema_version") is not None:
@@ -359,4 +376,5 @@ def parse_task_config(config: dict[str, Any], where: str) -> HarborConfig:
         agent_timeout_s=agent_timeout,
         verifier_timeout_s=verifier_timeout,
         environment=environment,
+        warnings=tuple(top.warnings),
     )

@@ -80,7 +80,9 @@ class Task:
         name: ``[task].name`` (``org/name``), None when absent.
         schema_version: ``schema_version`` or its legacy spelling ``version``, None when absent.
         config: the whole parsed ``task.toml`` as written (every key of it is read by
-            ``t1_tasks.harbor.parse_task_config``, none ignored).
+            ``t1_tasks.harbor.parse_task_config``).
+        warnings: keys of ``task.toml`` that Harbor's task model does not have, ignored as Harbor ignores
+            them, one line each naming the file and the key (``[task] format``).
     """
 
     id: str
@@ -98,6 +100,7 @@ class Task:
     name: str | None = None
     schema_version: str | None = None
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False, hash=False)
 
     @property
     def tags(self) -> list[str]:
@@ -311,6 +314,7 @@ def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
         name=harbor.name,
         schema_version=harbor.schema_version,
         config=config,
+        warnings=harbor.warnings,
     )
 
 

@@ -102,6 +102,17 @@ def print_broken(out: Console, p: Pool, what: str) -> None:
         out.print(f"  [red]{escape(b.id)}[/]: {escape(b.message)}", soft_wrap=True)
 
 
+def print_ignored_keys(out: Console, p: Pool) -> None:
+    """List the ``task.toml`` keys Harbor's task model does not have (ignored, as Harbor ignores them)."""
+    lines = [w for t in p.tasks for w in t.warnings]
+    if not lines:
+        return
+    keys = f"{len(lines)} task.toml key{'s' * (len(lines) != 1)}"
+    out.print(f"[yellow]{keys} ignored, as Harbor ignores them:[/]")
+    for line in lines:
+        out.print(f"  {escape(line)}", soft_wrap=True, style="dim")
+
+
 def _env_value(task: Task, key: str) -> str:
     """``task.toml``'s ``[environment].<key>`` for display (``-`` when absent)."""
     value = task.config.get("environment", {}).get(key)
@@ -169,6 +180,7 @@ def list_tasks(pool: PoolArg = "builtin:mini", limit: Limit = None, debug: Debug
         if any(t.n_assertions is None for t in p.tasks):
             out.print(escape(UNKNOWN_COUNT_FOOTER), style="dim", soft_wrap=True)
         print_broken(out, p, "not listed")
+        print_ignored_keys(out, p)
         if p.broken:
             code = EXIT_CHECK_FAILED
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
@@ -267,6 +279,7 @@ def stats(
             if png is not None:
                 out.print(f"histogram written to {escape(str(png))}", soft_wrap=True)
             print_broken(out, p, "not counted")
+            print_ignored_keys(out, p)
         if p.broken:
             code = EXIT_CHECK_FAILED
     if code:
@@ -331,6 +344,7 @@ def validate(
         factory, where = _validation_sandboxes(recipe, needed=bool(p.tasks))
         out = table_console()
         print_broken(out, p, "not validated")
+        print_ignored_keys(out, p)
         broken = f" ({len(p.broken)} broken bundles above are not run)" if p.broken else ""
         out.print(f"validating {len(p)} tasks of {p.source} in {where}, {concurrency} at a time{broken}")
         done: list[TaskValidation] = []
