@@ -15,8 +15,9 @@ from t1_trainer.algorithms import (
     ppo_policy_loss,
     value_loss,
 )
+from t1_trainer.checks import unbuilt_ppo
 from t1_trainer.errors import SampleError, TrainerConfigError
-from t1_trainer.torch_backend import TorchBackend, _unbuilt_ppo
+from t1_trainer.torch_backend import TorchBackend
 
 
 def _gae_by_definition(r, v, m, gamma, lam):
@@ -231,7 +232,7 @@ def test_paper_defaults():
     assert (hp.advantage.gamma, hp.advantage.lam, hp.clip_eps, hp.value_clip) == (1.0, 1.0, 0.2, 0.2)
     assert (hp.actor_lr, hp.critic_lr, hp.adam_betas, hp.weight_decay) == (1.0e-6, 1.5e-5, (0.9, 0.98), 0.1)
     assert hp.kl_coef == 0 and hp.load_balancing_coef == 0 and not hp.normalize_advantages
-    assert _unbuilt_ppo(hp) == []  # the torch backend builds everything the paper's settings need
+    assert unbuilt_ppo(hp) == []  # the torch backend builds everything the paper's settings need
 
 
 @pytest.mark.parametrize("field", ["kl_coef", "load_balancing_coef"])

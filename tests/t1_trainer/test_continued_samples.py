@@ -131,7 +131,7 @@ def test_on_a_real_model_the_continued_chunks_ratio_is_against_the_rollout(tiny_
     be.policy_version = 1  # one publication since the continued chunk's first turns were sampled
     be.actor.train()
     cont = mixed_batch[1]
-    with torch.no_grad(), be._replay(cont):
+    with torch.no_grad(), be.replayed(cont):
         logp = be.actor_logprobs(cont).double().numpy()
     expected = np.exp(logp - cont.rollout_logprobs[cont.loss_mask.astype(bool)].astype(np.float64))
     n_fresh = int(mixed_batch[0].loss_mask.sum())
@@ -181,7 +181,7 @@ def test_the_megatron_backend_takes_the_rollouts_logprobs_per_sample_too(tiny_mo
     be.policy_version = 1
     be.actor.train()
     cont = batch[1]
-    with torch.no_grad(), be._replayed(cont):
+    with torch.no_grad(), be.replayed(cont):
         logp = be.actor_logprobs(cont).double().numpy()
     expected = np.exp(logp - cont.rollout_logprobs[cont.loss_mask.astype(bool)].astype(np.float64))
     m = ppo_step(be, batch, hp, continuation_lag=1)

@@ -138,7 +138,7 @@ def test_replayed_logprobs_match_the_hf_sampler(stepped):
 def test_the_router_takes_the_fed_experts(stepped, batch):
     be, _, _ = stepped
     s = batch[0]
-    live, live_rows = be._live_routing(s)
+    live, live_rows = be.live_routing(s)
     e = be.model_spec.num_experts
     forced = (np.asarray(live_rows[:-1]) + 1) % e  # every record row moved to other experts
     fed = dataclasses.replace(s, routing=forced.astype(np.int32))
@@ -149,7 +149,7 @@ def test_the_router_takes_the_fed_experts(stepped, batch):
         if name.endswith("mlp.router")
     ]
     try:
-        with torch.no_grad(), be._replayed(fed):
+        with torch.no_grad(), be.replayed(fed):
             replayed = be.actor_logprobs(fed)
     finally:
         for h in hooks:

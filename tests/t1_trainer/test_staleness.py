@@ -276,7 +276,7 @@ def _expected(be, batch):
     num, ratios = 0.0, []
     for s in batch:
         m = s.loss_mask.astype(bool)
-        with torch.no_grad(), be._replay(s):
+        with torch.no_grad(), be.replayed(s):
             logp = be.actor_logprobs(s).double().numpy()
         ratios.append(np.exp(logp - s.rollout_logprobs[m].astype(np.float64)))
         num += m.sum()
@@ -343,7 +343,7 @@ def test_the_megatron_backend_takes_the_rollouts_logprobs_at_one_too(tiny_model_
     be.actor.train()
     ratios = []
     for s in batch:
-        with torch.no_grad(), be._replayed(s):
+        with torch.no_grad(), be.replayed(s):
             logp = be.actor_logprobs(s).double().numpy()
         ratios.append(np.exp(logp - s.rollout_logprobs[s.loss_mask.astype(bool)].astype(np.float64)))
     expected = np.concatenate(ratios)

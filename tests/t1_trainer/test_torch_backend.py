@@ -173,7 +173,7 @@ def test_an_update_that_leaves_weights_non_finite_fails_the_step_naming_the_netw
 
 
 def test_a_non_finite_gradient_is_refused_before_the_step_and_the_weights_are_kept():
-    from t1_trainer.torch_backend import _step
+    from t1_trainer.optim import clip_and_step
 
     layer = torch.nn.Linear(3, 2)
     before = layer.weight.detach().clone()
@@ -181,7 +181,7 @@ def test_a_non_finite_gradient_is_refused_before_the_step_and_the_weights_are_ke
     layer(torch.ones(1, 3)).sum().backward()
     layer.weight.grad[0, 0] = float("nan")
     with pytest.raises(NonFiniteUpdateError, match="actor: the gradient norm is nan"):
-        _step(layer, opt, 1.0, "actor")
+        clip_and_step(layer, opt, 1.0, "actor")
     assert torch.equal(layer.weight, before) and layer.weight.grad is None
 
 

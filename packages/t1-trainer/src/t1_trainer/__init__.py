@@ -2,7 +2,8 @@
 
 Pure math in `t1_trainer.algorithms`; the advantage estimators and their registry in `t1_trainer.advantages`;
 the backend seam (`TrainerBackend`) and its registry `TRAINER_BACKENDS` in `t1_trainer.base`; the torch
-backend (actor with R3 replay, full-size critic) in `t1_trainer.torch_backend`; the step order and critic
+backend (actor with R3 replay, full-size critic) in `t1_trainer.torch_backend`; the one update loop both
+backends run, over the hooks `UpdateBackend`, in `t1_trainer.update`; the step order and critic
 warm-up in `t1_trainer.step`; publication to the engines in `t1_trainer.publish`; weights to safetensors in
 `t1_trainer.weights`. Settings come from `t1_spec.PPOSpec` itself, the only home of their defaults. The policy
 model is `t1_policy`'s, imported when a backend builds one; the trainer never imports the rollout package.

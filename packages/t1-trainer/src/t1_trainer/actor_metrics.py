@@ -1,7 +1,7 @@
 """The ``actor/*`` metrics every trainer backend's actor update reports (T1 §4.3, §4.5, Fig. 6).
 
-Shared by `t1_trainer.torch_backend.TorchBackend` and `t1_trainer.megatron.backend.MegatronBackend`, so the
-two backends name and aggregate their actor metrics the same way.
+Used by the one update loop (`t1_trainer.update`) that both backends run, so every backend names and
+aggregates its actor metrics the same way.
 """
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ from typing import Any
 
 import numpy as np
 
-__all__: list[str] = []  # private helpers of the backends; re-exported by t1_trainer.torch_backend
+__all__ = ["PassMetrics", "actor_summary"]
 
 
-def _actor_summary(
+def actor_summary(
     routing_replay: bool,
     norms: Sequence[float],
     gap_sum: float,
-    n_tok: int,
+    n_tok: float,
     errors: dict[int, str],
     t0: float,
     live: tuple[float, int, int, int, float] | None,
 ) -> dict[str, Any]:
-    """The ``actor/*`` step metrics every backend's ``update_actor`` ends with (T1 §4.3, Fig. 6).
+    """The ``actor/*`` step metrics every actor update ends with (T1 §4.3, Fig. 6).
 
     Args:
         routing_replay: ``ppo.routing_replay``; names the key of the step's own gap
@@ -60,8 +60,13 @@ def _actor_summary(
     return out
 
 
-class _MetricAcc:
-    """Token-weighted aggregation of per-sample policy metrics over one pass."""
+class PassMetrics:
+    """Token-weighted aggregation of the per-sample policy metrics of one pass over the batch.
+
+    `add` takes each micro-batch's loss, its `t1_trainer.algorithms.ppo_policy_loss` metrics and its loss
+    tokens; `result` gives ``actor/policy_loss`` (the sum: each loss is already a share of the batch's
+    token mean) and the token-weighted means of the rest, ratio extremes over the pass.
+    """
 
     def __init__(self) -> None:
         self.loss = 0.0
@@ -75,6 +80,7 @@ class _MetricAcc:
         self.rmin, self.rmax = float("inf"), float("-inf")
 
     def add(self, loss: float, met: dict[str, float], n: int) -> None:
+        """Adds one micro-batch: its loss, its ``ppo_policy_loss`` metrics, its ``n`` loss tokens."""
         self.loss += loss
         self.n += n
         for k in self.sums:
@@ -83,6 +89,7 @@ class _MetricAcc:
             self.rmin, self.rmax = min(self.rmin, met["ratio_min"]), max(self.rmax, met["ratio_max"])
 
     def result(self) -> dict[str, float]:
+        """The pass's ``actor/*`` metrics; ratio extremes 1.0 for a pass over no tokens."""
         d = max(self.n, 1)
         res = {"actor/policy_loss": self.loss, **{f"actor/{k}": v / d for k, v in self.sums.items()}}
         res["actor/ratio_min"] = self.rmin if self.n else 1.0

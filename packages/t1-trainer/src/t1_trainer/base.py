@@ -43,7 +43,9 @@ class TrainerBackend(Protocol):
     """What `t1_trainer.step.ppo_step`, `critic_warmup_step` and `t1_trainer.publish.publish_weights` call.
 
     Arrays are per sample, float32 ``[T]`` over the sample's token stream, 0 at masked positions unless said
-    otherwise (T1 §4.5 defines the quantities).
+    otherwise (T1 §4.5 defines the quantities). The registered backends answer ``update_critic`` and
+    ``update_actor`` with the one update loop of `t1_trainer.update`, over the narrower hooks it names
+    (`t1_trainer.update.UpdateBackend`: forward, backward, optimizer step, weight export).
     """
 
     policy_version: int

@@ -2,42 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 import numpy as np
 import torch
 
+from t1_tito import Sample
 from t1_trainer.errors import SampleError
 
-__all__ = ["TrainSample", "check_sample", "reward_stream", "sample_name"]
+__all__ = [
+    "TrainSample",
+    "check_sample",
+    "loss_mask_tensor",
+    "reward_stream",
+    "routing_array",
+    "sample_name",
+    "token_tensor",
+]
 
 
-class TrainSample(Protocol):
-    """The fields of `t1_tito.Sample` the trainer uses (any object with them works).
+TrainSample = Sample
+"""What the trainer trains on: `t1_tito.Sample` itself, the chunk the TITO stitcher built (T1 §4.1).
 
-    Attributes:
-        token_ids: int32 ``[T]``, the stitched token stream.
-        loss_mask: int8 ``[T]``, 1 only on sampled tokens.
-        rollout_logprobs: float32 ``[T]``, the sampler's log-prob of token j at position j (0 where masked).
-        routing: int32 ``[T-1, L, k]`` routed experts (row i: the forward that consumed token i), or None.
-        reward: scalar reward of the trajectory (T1 Eq. 20), placed at ``reward_index``.
-        reward_index: position of the last sampled token, where the reward sits.
-        task_id: task of the trial (GRPO groups by it).
-        trial_id: trial the sample came from.
-        chunk_index: chunk of the trial (TITO splits a trial into chunks when the prefix breaks).
-        policy_version: weight version that sampled it (of a TITO chunk: the oldest of its turns).
-    """
-
-    token_ids: Any
-    loss_mask: Any
-    rollout_logprobs: Any
-    routing: Any
-    reward: float
-    reward_index: int
-    task_id: str
-    trial_id: str
-    chunk_index: int
-    policy_version: int
+The name stays for the trainer's signatures; the fields it reads are ``token_ids`` (int32 ``[T]``),
+``loss_mask`` (int8 ``[T]``), ``rollout_logprobs`` (float32 ``[T]``, 0 where masked), ``routing`` (``[T-1, L,
+k]`` or None), ``reward`` at ``reward_index``, ``task_id``, ``trial_id``, ``chunk_index``,
+``policy_version`` and ``policy_versions_mixed``."""
 
 
 def sample_name(sample: TrainSample) -> str:
@@ -89,3 +77,18 @@ def reward_stream(sample: TrainSample) -> torch.Tensor:
     r = torch.zeros(len(sample.token_ids), dtype=torch.float32)
     r[int(sample.reward_index)] = float(sample.reward)
     return r
+
+
+def token_tensor(sample: TrainSample, device: torch.device) -> torch.Tensor:
+    """The sample's ``token_ids`` as int64 ``[T]`` on ``device`` (a model's input)."""
+    return torch.as_tensor(np.asarray(sample.token_ids), dtype=torch.long, device=device)
+
+
+def loss_mask_tensor(sample: TrainSample, device: torch.device) -> torch.Tensor:
+    """The sample's ``loss_mask`` as float32 ``[T]`` on ``device``, 1.0 on loss tokens."""
+    return torch.as_tensor(np.asarray(sample.loss_mask), device=device).to(torch.float32)
+
+
+def routing_array(routing: np.ndarray | torch.Tensor) -> np.ndarray:
+    """A routing record ``[T-1, L, k]`` as a numpy array (a tensor is copied to the host)."""
+    return routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)

@@ -236,10 +236,10 @@ def save_actor(model: nn.Module, out_dir: str | Path) -> Path:
     """
     from safetensors.torch import save_model
 
-    from t1_trainer.weights import _umask
+    from t1_trainer.weights import process_umask
 
     target = Path(out_dir) / "weights" / "actor.safetensors"
     target.parent.mkdir(parents=True, exist_ok=True)
     save_model(model, str(target))
-    target.chmod(0o666 & ~_umask())
+    target.chmod(0o666 & ~process_umask())
     return target

@@ -11,7 +11,7 @@ from safetensors.torch import save_file, save_model
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["save_weights"]
+__all__ = ["process_umask", "save_weights"]
 
 
 def save_weights(backend: object, run_dir: str | Path) -> dict[str, Path]:
@@ -36,7 +36,7 @@ def save_weights(backend: object, run_dir: str | Path) -> dict[str, Path]:
     save_file(_stored_once(backend.export_weights()), str(paths["actor"]), metadata={"format": "pt"})  # type: ignore[attr-defined]
     save_model(backend.critic, str(paths["critic"]))  # type: ignore[attr-defined]
     # safetensors writes 0600; give the files the mode any other file of the run gets (umask applies)
-    umask = _umask()
+    umask = process_umask()
     for path in paths.values():
         path.chmod(0o666 & ~umask)
     return paths
@@ -56,7 +56,7 @@ def _stored_once(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _umask() -> int:
+def process_umask() -> int:
     """The process umask, read without changing it (Linux >= 4.7 shows it in /proc); else set-and-restore."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():

@@ -5,9 +5,9 @@ policy's weights through the name map (`t1_trainer.megatron.names`); the critic'
 head. R3 is megatron's ``RouterReplay`` (``moe_enable_routing_replay``), fed per sample from its record
 (`t1_trainer.megatron.replay`): ``REPLAY_FORWARD`` in the forward, ``REPLAY_BACKWARD`` around the backward (so
 activation recomputation, when configured, routes as the forward did); a sample without a usable record is
-aborted, never trained with live routing. The losses are `t1_trainer.algorithms`' (clipped surrogate, clipped
-value loss), with no KL, no load-balancing loss and no advantage normalization (T1 §4.5, §5.2); the step order
-and metric names are the torch backend's (`t1_trainer.torch_backend.TorchBackend`).
+aborted, never trained with live routing. The update itself (passes, micro-batches, losses, metrics, the
+gap's cadence) is the one loop of `t1_trainer.update`, which the torch backend runs too; this module supplies
+its hooks (`t1_trainer.update.UpdateBackend`): forward, backward, optimizer step, offload, weight export.
 
 Optimizer. On CUDA both networks are wrapped in megatron's ``DistributedDataParallel`` and stepped by its
 ``DistributedOptimizer`` (Adam, grad-norm clip), and forced offload (``plan.offload: forced``, T1 §4.5)
@@ -24,38 +24,35 @@ pp > 1 (the pipeline schedule), cp > 1 (context-parallel replay), a CPU world ab
 from __future__ import annotations
 
 import importlib.util
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from t1_policy import device_problem
+from t1_policy import device_problem, num_real_tokens
 from t1_r3 import RoutingMismatchError
 from t1_spec import ModelSpec, PlanSpec, PPOSpec, Recipe
-from t1_trainer.algorithms import explained_variances, ppo_policy_loss, value_loss
+from t1_trainer import update
 from t1_trainer.base import OldLogprobs
-from t1_trainer.errors import TrainerConfigError
+from t1_trainer.checks import unbuilt_ppo
+from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
-from t1_trainer.mismatch import mismatch_terms
-from t1_trainer.samples import TrainSample, check_sample, sample_name
-from t1_trainer.torch_backend import (
-    _actor_summary,
-    _adamw,
-    _as_routing,
-    _from_rollout,
-    _ids,
-    _mask,
-    _MetricAcc,
-    _step,
-    _unbuilt_ppo,
-    _vocab_limit,
+from t1_trainer.mismatch import StateDict
+from t1_trainer.optim import adamw, clip_and_step
+from t1_trainer.samples import (
+    TrainSample,
+    check_sample,
+    loss_mask_tensor,
+    routing_array,
+    sample_name,
+    token_tensor,
 )
+from t1_trainer.update import Network
 
 __all__ = ["MISSING_LINE", "MegatronBackend"]
 
@@ -104,7 +101,7 @@ class MegatronBackend:
         temperature: float = 1.0,
         logprob_gap_every: int = 0,
     ) -> None:
-        problems = _unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device)
+        problems = unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device)
         if problems:
             raise TrainerConfigError(
                 "the megatron trainer cannot run this recipe:\n  - " + "\n  - ".join(problems)
@@ -149,7 +146,8 @@ class MegatronBackend:
         self.actor_updates = 0
         self.version = 0  # actor optimizer steps taken
         self.policy_version = 0  # publications of the actor so far (set by publish_weights; T1 Appendix 12)
-        self.vocab_limit = _vocab_limit(model_spec.vocab_size)
+        self.vocab_limit = num_real_tokens(model_spec.vocab_size)
+        self.behaviour_weights: tuple[int, StateDict] | None = None  # never kept here (Eq. 25)
         self._ddp: dict[str, Any] = {}
         self.actor_opt = self._optimizer("actor", ppo_spec.actor_lr)
         self.critic_opt = self._optimizer("critic", ppo_spec.critic_lr)
@@ -202,12 +200,12 @@ class MegatronBackend:
         lines = [unseen] if unseen else []
         lines += _plan_problems(recipe.plan, device)
         gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda") and torch.cuda.is_available())
-        return lines + ([gdn] if gdn else []) + _unbuilt_ppo(recipe.ppo, "megatron")
+        return lines + ([gdn] if gdn else []) + unbuilt_ppo(recipe.ppo, "megatron")
 
     def _optimizer(self, name: str, lr: float) -> Any:
         model = getattr(self, name)
         if self.cpu:
-            return _adamw(model, lr, self.ppo)
+            return adamw(model, lr, self.ppo)
         self._ddp[name], opt = _megatron_optimizer(model, lr, self.ppo)
         return opt
 
@@ -232,8 +230,8 @@ class MegatronBackend:
 
     def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
         """Log-probs ``[n_loss]`` float32 of the sampled tokens under the actor, routed as the caller set."""
-        ids = _ids(sample, self.device)
-        pos = torch.nonzero(_mask(sample, self.device)).flatten()
+        ids = token_tensor(sample, self.device)
+        pos = torch.nonzero(loss_mask_tensor(sample, self.device)).flatten()
         hidden = self._forward(self.actor, ids)
         return lm_head_logprobs(
             hidden[pos - 1],
@@ -243,18 +241,16 @@ class MegatronBackend:
             vocab_limit=self.vocab_limit,
         )
 
-    def _critic_values(self, sample: TrainSample) -> torch.Tensor:
-        ids = _ids(sample, self.device)
+    def critic_values(self, sample: TrainSample) -> torch.Tensor:
+        """Critic values ``[T]`` float32, ``values[0] = 0``; with grad unless the caller turned it off."""
+        ids = token_tensor(sample, self.device)
         v = self._forward(self.critic, ids[:-1])[:, 0].float()
         return torch.cat([v.new_zeros(1), v])
 
     @contextmanager
-    def _replayed(self, sample: TrainSample) -> Iterator[None]:
+    def replayed(self, sample: TrainSample) -> Iterator[None]:
         """Feeds ``sample``'s record to the actor's routers for the body (forward, backward), then clears."""
-        if not self.ppo.routing_replay:
-            yield
-            return
-        rr.feed_router_replay(self.instances, [_as_routing(sample.routing)], **self._feed_args(sample))
+        rr.feed_router_replay(self.instances, [routing_array(sample.routing)], **self._feed_args(sample))
         rr.set_replay_action(self.instances, "REPLAY_FORWARD")
         try:
             yield
@@ -272,11 +268,15 @@ class MegatronBackend:
             "layout": "sbhd",
         }
 
-    def _backward(self, loss: torch.Tensor) -> None:
+    def backward(self, loss: torch.Tensor, network: Network) -> None:
+        """The actor's backward under ``REPLAY_BACKWARD`` (recomputed routers route as the forward did)."""
+        if network == "critic":
+            loss.backward()
+            return
         with rr.replay_backward(self.instances):
             loss.backward()
 
-    def _live_routing(self, sample: TrainSample) -> tuple[torch.Tensor, np.ndarray]:
+    def live_routing(self, sample: TrainSample) -> tuple[torch.Tensor, np.ndarray]:
         """One no-grad forward with live TopK: log-probs ``[n_loss]`` and the routed experts ``[T, L, k]``."""
         rr.set_replay_action(self.instances, "RECORD")
         try:
@@ -313,7 +313,7 @@ class MegatronBackend:
                 errors[i] = f"sample {name}: routing record missing; R3 cannot replay it (T1 §4.3: aborted)"
                 continue
             try:
-                rr.replay_targets([_as_routing(s.routing)], **self._feed_args(s))
+                rr.replay_targets([routing_array(s.routing)], **self._feed_args(s))
             except RoutingMismatchError as e:
                 errors[i] = f"sample {name}: {e} (aborted)"
         return errors
@@ -326,57 +326,14 @@ class MegatronBackend:
         with torch.no_grad(), self._shim(self.cpu):
             for s in samples:
                 check_sample(s)
-                out.append(self._critic_values(s).cpu().numpy().astype(np.float32))
+                out.append(self.critic_values(s).cpu().numpy().astype(np.float32))
         return out
 
     def update_critic(
         self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
     ) -> dict[str, float]:
-        """Critic regression, value clip around ``old_values``; `TorchBackend.update_critic` metrics."""
-        t0 = time.perf_counter()
-        self._resident_only("critic")
-        self.critic.train()
-        masks = [_mask(s, self.device) for s in samples]
-        n_tok = float(sum(int(m.sum()) for m in masks))
-        first: dict[str, float] = {}
-        last_loss, norms = 0.0, []
-        with self._shim(self.cpu):
-            for epoch in range(self.ppo.ppo_epochs):
-                _zero(self.critic_opt)
-                total, clipped = 0.0, 0.0
-                for s, m, ret, old in zip(samples, masks, returns, old_values, strict=True):
-                    loss, met = value_loss(
-                        self._critic_values(s),
-                        torch.as_tensor(old, device=self.device),
-                        torch.as_tensor(ret, device=self.device),
-                        m,
-                        value_clip=self.ppo.value_clip,
-                        num_tokens=n_tok,
-                    )
-                    loss.backward()
-                    total += loss.item()
-                    clipped += met["value_clip_fraction"] * float(m.sum())
-                norms.append(self._opt_step(self.critic, self.critic_opt, "critic"))
-                if epoch == 0:
-                    first = {
-                        "critic/value_loss": total,
-                        "critic/value_clip_fraction": clipped / max(n_tok, 1),
-                    }
-                last_loss = total
-            te = time.perf_counter()
-            self.critic.eval()
-            with torch.no_grad():
-                post = [self._critic_values(s).cpu().numpy() for s in samples]
-        ev_token, ev_traj = explained_variances(samples, post, returns)
-        return {
-            **first,
-            "critic/value_loss_last": last_loss,
-            "critic/grad_norm": float(np.mean(norms)) if norms else 0.0,
-            "critic/ev_token_post": ev_token,
-            "critic/ev_trajectory_post": ev_traj,
-            "critic/ev_post_time_s": time.perf_counter() - te,
-            "critic/time_s": time.perf_counter() - t0,
-        }
+        """Critic regression, value clip around ``old_values`` (`t1_trainer.update.update_critic`)."""
+        return update.update_critic(self, samples, returns, old_values)
 
     def update_actor(
         self,
@@ -385,98 +342,58 @@ class MegatronBackend:
         *,
         old_logprobs: OldLogprobs = "recomputed",
     ) -> dict[str, Any]:
-        """Clipped-surrogate update with megatron's router replay; `TorchBackend.update_actor`'s metrics.
+        """Clipped-surrogate update with megatron's router replay (`t1_trainer.update.update_actor`).
 
-        The ratio's old log-probs are `TorchBackend.update_actor`'s (T1 Appendix 12): ``recomputed``
-        (staleness 0) takes the actor's own first-pass ones (same weights, same replayed routing), so pass 1
-        has ratio 1; ``rollout`` (staleness >= 1) takes ``sample.rollout_logprobs``, the behaviour policy's;
-        for the batch, or one choice per sample (continued samples, `t1_trainer.step`).
-        ``actor/logprob_gap_replay`` is measured on the first pass's forward against the rollout log-probs.
         Eq. 25's split (`t1_trainer.mismatch`) covers the staleness-0 samples only: unlike the torch backend,
-        this one keeps no copy of the behaviour version's weights, so an older sample is counted as not
-        decomposed (``actor/mismatch_decomposed_fraction``).
+        this one keeps no copy of the behaviour version's weights (`snapshot_actor` gives None), so an older
+        sample is counted as not decomposed (``actor/mismatch_decomposed_fraction``).
+        """
+        return update.update_actor(self, samples, advantages, old_logprobs=old_logprobs)
+
+    def logprob_gap(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """The train-inference gap with and without replay, no update (`t1_trainer.update.logprob_gap`)."""
+        return update.logprob_gap(self, samples)
+
+    # ---- the rest of the shared update loop's hooks (t1_trainer.update.UpdateBackend) ----
+
+    @contextmanager
+    def running(self, network: Network) -> Iterator[None]:
+        """Only ``network`` resident under forced offload (CUDA), megatron's CPU device shim (CPU)."""
+        self._resident_only(network)
+        with self._shim(self.cpu):
+            yield
+
+    def zero_grad(self, network: Network) -> None:
+        """Drops the network's gradients (and megatron's DDP grad buffers on CUDA)."""
+        _zero(getattr(self, f"{network}_opt"))
+
+    def optimizer_step(self, network: Network) -> float:
+        """Clip and step: `t1_trainer.optim.clip_and_step` on the CPU, megatron's optimizer on CUDA.
 
         Raises:
-            TrainerConfigError: ``old_logprobs`` (or an entry) is neither ``recomputed`` nor ``rollout``.
+            NonFiniteUpdateError: a non-finite gradient or weight (CPU), or megatron's optimizer skipped the
+                step for non-finite gradients (CUDA).
         """
-        t0 = time.perf_counter()
-        from_rollout = _from_rollout(old_logprobs, len(samples))
-        self._resident_only("actor")
-        errors = self.routing_errors(samples)
-        keep = [i for i in range(len(samples)) if i not in errors]
-        masks = {i: _mask(samples[i], self.device) for i in keep}
-        n_tok = float(sum(int(masks[i].sum()) for i in keep))
-        old: dict[int, torch.Tensor] = {}
-        pre: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # epoch-0 (trainer, rollout) log-probs
-        version = int(self.policy_version)
-        gap_sum = gap_nr = 0.0
-        flips = pairs = 0
-        gap_time = 0.0
-        measure = bool(self.ppo.routing_replay and self.logprob_gap_every)
-        measure = measure and self.actor_updates % max(self.logprob_gap_every, 1) == 0
-        self.actor_updates += 1
-        norms: list[float] = []
-        out: dict[str, Any] = {}
-        self.actor.train()
-        with self._shim(self.cpu):
-            for epoch in range(self.ppo.ppo_epochs):
-                _zero(self.actor_opt)
-                acc = _MetricAcc()
-                for i in keep:
-                    s, m = samples[i], masks[i]
-                    pos = torch.nonzero(m).flatten()
-                    adv = torch.as_tensor(advantages[i], device=self.device, dtype=torch.float32)[pos]
-                    rollout = torch.as_tensor(np.asarray(s.rollout_logprobs), device=self.device)[pos].float()
-                    with self._replayed(s):
-                        logp = self.actor_logprobs(s)
-                        if epoch == 0:
-                            gap_sum += float((logp.detach() - rollout).abs().sum())
-                            pre[i] = (logp.detach(), rollout)
-                            old[i] = rollout if from_rollout[i] else logp.detach()
-                        loss, met = ppo_policy_loss(
-                            logp,
-                            old[i],
-                            adv,
-                            torch.ones_like(adv),
-                            clip_eps=self.ppo.clip_eps,
-                            num_tokens=n_tok,
-                        )
-                        self._backward(loss)
-                    acc.add(loss.item(), met, int(pos.numel()))
-                    if epoch == 0 and measure:
-                        tg = time.perf_counter()
-                        live, rows = self._live_routing(s)
-                        gap_nr += float((live - rollout).abs().sum())
-                        rec = np.sort(_as_routing(s.routing).astype(np.int64), axis=2)
-                        at = (pos - 1).cpu().numpy()
-                        differ = (np.sort(rows[at], axis=2) != rec[at]).any(axis=2)
-                        flips, pairs = flips + int(differ.any(axis=1).sum()), pairs + int(differ.sum())
-                        gap_time += time.perf_counter() - tg
-                norms.append(self._opt_step(self.actor, self.actor_opt, "actor"))
-                self.version += 1
-                if epoch == 0:
-                    out["actor/policy_loss_first"] = acc.loss
-                out.update(acc.result())
-        # every layer of the megatron model is MoE (model.py), so the flip pairs are over all num_layers
-        live = (gap_nr, flips, pairs, self.model_spec.num_layers, gap_time) if measure else None
-        out.update(_actor_summary(self.ppo.routing_replay, norms, gap_sum, n_tok, errors, t0, live))
-        # Eq. 25: staleness-0 samples only (no copy of the behaviour version's weights is kept here)
-        ages = {i: version - int(samples[i].policy_version) for i in pre}
-        out.update(mismatch_terms([(t, None, r, ages[i]) for i, (t, r) in pre.items()]))
-        return out
-
-    def _opt_step(self, model: nn.Module, opt: Any, name: str) -> float:
+        model, opt = getattr(self, network), getattr(self, f"{network}_opt")
         if self.cpu:
-            return _step(model, opt, self.ppo.max_grad_norm, name)
-        self._ddp[name].finish_grad_sync()  # reduce-scatter the dp gradients into the optimizer's shards
+            return clip_and_step(model, opt, self.ppo.max_grad_norm, network)
+        self._ddp[network].finish_grad_sync()  # reduce-scatter the dp gradients into the optimizer's shards
         ok, norm, _ = opt.step()  # megatron: clips to OptimizerConfig.clip_grad, skips a non-finite step
         if not ok:
-            from t1_trainer.errors import NonFiniteUpdateError
-
             raise NonFiniteUpdateError(
-                f"{name}: megatron's optimizer skipped the step (non-finite gradients)"
+                f"{network}: megatron's optimizer skipped the step (non-finite gradients)"
             )
         return float(norm or 0.0)
+
+    def snapshot_actor(self) -> StateDict | None:
+        """None: this backend keeps no behaviour weights (the Eq. 25 split of stale samples is not built)."""
+        return None
+
+    def swapped_actor(self, state: StateDict) -> AbstractContextManager[None]:
+        """Not reached (`snapshot_actor` keeps nothing); refuses by name."""
+        raise TrainerConfigError(
+            "MegatronBackend.swapped_actor: the megatron trainer keeps no behaviour weights to score with"
+        )
 
     def export_weights(self) -> dict[str, torch.Tensor]:
         """Actor weights under the HF ``Qwen3_5MoeForCausalLM`` state_dict names (`megatron_to_hf`)."""
