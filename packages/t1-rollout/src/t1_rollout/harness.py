@@ -48,8 +48,19 @@ from t1_rollout.compaction import (
 from t1_rollout.engine.base import Engine, Generation, SamplingParams
 from t1_rollout.parking import Parking, ParkRequested
 from t1_sandbox.base import ShellDied
-from t1_spec import RolloutSpec
+from t1_spec import Registry, RolloutSpec
 from t1_tito import PromptBuffer, TitoSession, Turn
+
+HARNESSES = Registry(
+    "rollout.harness.kind",
+    {
+        "builtin": "t1_rollout.harness:BuiltinHarness",
+        "external": "t1_rollout.external:ExternalHarness",
+    },
+)
+"""``rollout.harness.kind`` -> the harness running a trial's episode (``from_spec``, ``preflight``, ``run``):
+T1's built-in loop (`BuiltinHarness`) or a command through the OpenAI-compatible endpoint
+(`t1_rollout.external.ExternalHarness`)."""
 
 SYSTEM_PROMPT = """You are an AI agent working in a Linux terminal to complete a task.
 Each turn, answer with exactly one JSON object and nothing else:
@@ -72,6 +83,7 @@ Finish = Literal[
     "context_exhausted",
     "compaction_failed",
     "shell_died",
+    "harness_exit",
 ]
 
 
@@ -90,6 +102,7 @@ class HarnessConfig:
             60 s cap on a command's ``duration``).
         compaction: when and how the agent compacts its context (`t1_rollout.compaction.CompactionConfig`);
             None = never (the episode ends with ``context_exhausted`` instead).
+        agent: the harness that runs the episode (`HARNESSES`): `BuiltinHarness` by default.
     """
 
     max_turns: int
@@ -99,12 +112,14 @@ class HarnessConfig:
     observation_max_bytes: int = RolloutSpec.model_fields["observation_max_bytes"].default
     max_command_wait_s: float = 60.0
     compaction: CompactionConfig | None = None
+    agent: Any = field(default_factory=lambda: BuiltinHarness())
 
     @classmethod
     def from_spec(cls, rollout: RolloutSpec) -> HarnessConfig:
         """The episode limits of the recipe's ``rollout`` section (``max_command_wait_s`` keeps its 60 s).
 
-        Compaction is on, at ``rollout.compaction_threshold_tokens`` (`CompactionConfig.from_spec`).
+        Compaction is on, at ``rollout.compaction_threshold_tokens`` (`CompactionConfig.from_spec`); the
+        harness is the one of ``rollout.harness.kind`` (`HARNESSES`).
         """
         return cls(
             max_turns=rollout.max_turns,
@@ -113,6 +128,47 @@ class HarnessConfig:
             context_tokens=rollout.context_tokens,
             observation_max_bytes=rollout.observation_max_bytes,
             compaction=CompactionConfig.from_spec(rollout),
+            agent=HARNESSES.load(rollout.harness.kind).from_spec(rollout.harness),
+        )
+
+
+@dataclass(frozen=True)
+class BuiltinHarness:
+    """The ``builtin`` entry of `HARNESSES`: T1's own loop, `run_episode`, in the trial's persistent shell."""
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> BuiltinHarness:
+        """The built-in harness (its section has no setting but ``kind``)."""
+        return cls()
+
+    @classmethod
+    def preflight(cls, recipe: Any) -> list[str]:
+        """Nothing to check: the built-in harness runs wherever the trial's shell does."""
+        return []
+
+    async def run(
+        self,
+        *,
+        task: Any,
+        shell: Any,
+        engine: Engine,
+        tito: TitoSession,
+        sampling: SamplingParams,
+        config: HarnessConfig,
+        episode: Episode,
+        parking: Parking | None = None,
+        **_: Any,
+    ) -> Episode:
+        """`run_episode` on the task's instruction (the trial's other arguments are not needed)."""
+        return await run_episode(
+            instruction=task.instruction,
+            shell=shell,
+            engine=engine,
+            tito=tito,
+            sampling=sampling,
+            config=config,
+            episode=episode,
+            parking=parking,
         )
 
 

@@ -29,10 +29,10 @@ from typing import Any, Literal
 from t1_reward import Report, RewardResult, TamperEvidence
 from t1_rollout.attribution import judge_run
 from t1_rollout.engine.base import Engine, SamplingParams
-from t1_rollout.harness import Episode, HarnessConfig, run_episode
+from t1_rollout.harness import Episode, HarnessConfig
 from t1_rollout.parking import Parking
-from t1_sandbox.base import Sandbox, format_seconds
 from t1_rollout.verify import VerifierRun, run_verifier
+from t1_sandbox.base import Sandbox, format_seconds
 from t1_spec import RewardSpec, RolloutSpec
 from t1_tasks import Task
 from t1_tasks.validation import TaskRecord
@@ -235,7 +235,8 @@ async def run_trial(
         engine: the inference engine serving the behaviour policy.
         tito: the TITO session (tokenizer and chat template).
         sampling: sampling parameters.
-        harness: limits of the agent episode.
+        harness: limits of the agent episode, and the harness that runs it (``harness.agent``: T1's built-in
+            loop, or an external command through the OpenAI-compatible endpoint, `t1_rollout.external`).
         limits: per-trial deadlines.
         reward_spec: the recipe's reward section (`t1_spec` dense, ratio or binary reward spec).
         out_dir: where the verifier's files are kept (``<out_dir>/<trial_id>/``).
@@ -266,8 +267,9 @@ async def run_trial(
                 try:
                     async with asyncio.timeout(limits.agent_deadline_s) as agent:
                         with _stopped_while_parked(parking, remote, agent):
-                            await run_episode(
-                                instruction=task.instruction,
+                            await harness.agent.run(  # rollout.harness.kind (t1_rollout.harness.HARNESSES)
+                                task=task,
+                                sandbox=sandbox,
                                 shell=shell,
                                 engine=engine,
                                 tito=tito,
@@ -275,6 +277,7 @@ async def run_trial(
                                 config=harness,
                                 episode=rec.episode,
                                 parking=parking,
+                                log_path=out_dir / f"{rec.trial_id}.harness.log",
                             )
                 except TimeoutError:
                     # The agent ran out of time; as in Harbor, the verifier still grades what it left behind.

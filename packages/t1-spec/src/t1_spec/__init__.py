@@ -13,6 +13,7 @@ from t1_spec.diff import ABSENT, Change, diff_recipes
 from t1_spec.engine import EmbeddedEngineSpec, EngineSpec, SamplingSpec, SGLangEngineSpec
 from t1_spec.errors import Problem, RecipeError
 from t1_spec.evaluation import EvaluationSpec
+from t1_spec.harness import BuiltinHarnessSpec, ExternalHarnessSpec, HarnessSpec
 from t1_spec.liveness import LivenessSpec
 from t1_spec.loading import (
     base_of,
@@ -66,6 +67,7 @@ __all__ = [
     "AdvantageSpec",
     "BackendNotBuilt",
     "BinaryRewardSpec",
+    "BuiltinHarnessSpec",
     "Change",
     "ContinuationSpec",
     "CriticWarmupSpec",
@@ -75,9 +77,11 @@ __all__ = [
     "EmbeddedEngineSpec",
     "EngineSpec",
     "EvaluationSpec",
+    "ExternalHarnessSpec",
     "GAEAdvantageSpec",
     "GRPOAdvantageSpec",
     "HarborSandboxSpec",
+    "HarnessSpec",
     "IcePopSpec",
     "LayerType",
     "LivenessSpec",

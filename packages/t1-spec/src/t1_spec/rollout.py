@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from t1_spec._base import Spec, Violation, raise_if
+from t1_spec.harness import BuiltinHarnessSpec, HarnessSpec
 
 
 class ContinuationSpec(Spec):
@@ -107,6 +108,11 @@ class RolloutSpec(Spec):
 
     continuation: ContinuationSpec = Field(default_factory=ContinuationSpec)
     """Partial-rollout continuation of the cancelled tail (T1 §10); off by default, as in the paper."""
+
+    harness: HarnessSpec = Field(default_factory=BuiltinHarnessSpec)
+    """The agent harness: ``builtin`` (T1's Terminus-style loop, the default) or ``external`` (a command
+    driving the model through T1's OpenAI-compatible endpoint, which records tokens, log-probs and routing
+    behind every call; T1 §4.1)."""
 
     @model_validator(mode="after")
     def _check(self) -> RolloutSpec:

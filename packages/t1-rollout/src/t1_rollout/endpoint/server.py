@@ -67,6 +67,11 @@ class EndpointServer:
         """The base URL a client is given (``OPENAI_BASE_URL``): ``http://host:port/v1``."""
         return f"http://{self.host}:{self.port}/v1"
 
+    @property
+    def exec_url(self) -> str:
+        """The URL of ``/t1/exec`` (``T1_EXEC_URL``), which runs one command in the trial's sandbox."""
+        return f"http://{self.host}:{self.port}/t1/exec"
+
     async def start(self) -> None:
         """Bind and serve; `url` holds the port the system chose."""
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._auth])
