@@ -8,6 +8,7 @@ from t1_r3 import (
     RoutingMismatchError,
     bytes_per_token,
     check_routing,
+    check_start_len,
     decode_routed_experts,
     encode_routed_experts,
     pad_rows,
@@ -144,3 +145,18 @@ def test_pad_rows_refuses_bad_shapes(kwargs):
     args = {"num_rows": 1, "num_layers": 2, "top_k": 2, "num_experts": 4, **kwargs}
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         pad_rows(args.pop("num_rows"), **args)
+
+
+@pytest.mark.parametrize(
+    ("value", "tokens", "words"),
+    [(True, 5, "integer, got bool"), (2.0, 5, "integer"), (-1, None, "negative"), (5, 5, "beyond")],
+)
+def test_start_len_rule_refuses_by_the_fields_name(value, tokens, words):
+    with pytest.raises(RoutingMismatchError, match=f"turn 2: routed_experts_start_len .*{words}"):
+        check_start_len(value, num_tokens=tokens, where="turn 2")
+
+
+def test_start_len_rule_accepts_zero_to_the_last_consumed_position():
+    # 5 tokens: rows cover [start, 4); start 4 = num_tokens - 1 is an empty record, 5 no record at all
+    assert [check_start_len(v, num_tokens=5) for v in (0, 4, np.int64(3))] == [0, 4, 3]
+    assert check_start_len(10**6) == 10**6  # no token count: only the lower bound

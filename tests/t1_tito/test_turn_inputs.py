@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from t1_tito import InvalidTurnError, StreamMisalignmentError, Turn, stitch
+from t1_tito import InvalidTurnError, RoutingMismatchError, StreamMisalignmentError, Turn, stitch
 
 META = {"task_id": "t", "family": "f", "trial_id": "trial-1", "reward": 1.0}
 
@@ -79,9 +79,35 @@ def test_logprob_zero_is_a_certain_token_and_accepted():
 def test_negative_start_len_is_refused_without_arithmetic_nonsense():
     """Issue: start_len -1 gave "...=2+1-1--1 = 3"."""
     t = make([1, 2], [3], [-1.0], routing=np.zeros((3, 1, 2), dtype=np.int32), start=-1)
-    with pytest.raises(InvalidTurnError, match="routed_experts_start_len = -1 is negative") as info:
+    with pytest.raises(RoutingMismatchError, match="routed_experts_start_len = -1 is negative") as info:
         t.validate()
     assert "--1" not in str(info.value)
     unrouted = make([1, 2], [3], [-1.0], start=-1)
-    with pytest.raises(InvalidTurnError, match="negative"):
+    with pytest.raises(RoutingMismatchError, match="negative"):
         unrouted.validate()
+
+
+BAD_START_LENS = [-1, 1.5, "2", True, None, np.float64(2.0)]
+
+
+def _refusal(call) -> tuple[type[BaseException], str]:
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the type is what is compared below
+        call()
+    return info.type, str(info.value)
+
+
+@pytest.mark.parametrize("bad", BAD_START_LENS, ids=repr)
+def test_a_bad_start_len_is_the_same_error_in_t1_r3_and_t1_tito(bad):
+    """One rule, `t1_r3.check_start_len` (a float was a TypeError in t1_tito, a ValueError in t1_r3)."""
+    from t1_r3 import check_routing
+
+    record = np.zeros((2, 1, 2), dtype=np.int32)  # 3 tokens -> rows for positions [0, 2)
+    turn = make([1, 2], [3], [-1.0], routing=record, start=bad)
+    r3_type, r3_msg = _refusal(lambda: check_routing(record, num_tokens=3, start_len=bad, where="turn 0"))
+    validate_type, validate_msg = _refusal(lambda: turn.validate("turn 0"))
+    stitch_type, stitch_msg = _refusal(lambda: stitch([turn], **META))
+    assert r3_type is validate_type is stitch_type is RoutingMismatchError
+    assert issubclass(RoutingMismatchError, ValueError)
+    # the same words, naming the field and the turn
+    assert r3_msg == validate_msg == stitch_msg
+    assert r3_msg.startswith("turn 0: routed_experts_start_len ")

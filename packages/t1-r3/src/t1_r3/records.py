@@ -23,6 +23,7 @@ __all__ = [
     "RoutingMismatchError",
     "bytes_per_token",
     "check_routing",
+    "check_start_len",
     "compact_routing",
     "decode_routed_experts",
     "encode_routed_experts",
@@ -249,6 +250,44 @@ def encode_routed_experts(routing: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(routing, dtype=_WIRE_DTYPE).tobytes()).decode("ascii")
 
 
+def check_start_len(start_len: object, *, num_tokens: int | None = None, where: str = "") -> int:
+    """The one rule for a record's start length (SGLang ``routed_experts_start_len``, T1 §4.2).
+
+    The first position the rows cover: an integer (not a bool) in ``[0, num_tokens - 1]``, 0 meaning the
+    whole sequence; ``num_tokens - 1`` is the last position a forward consumed, so no row can start later.
+    `check_routing` applies it to every record, and `t1_tito` to every turn (even one without a record).
+
+    Args:
+        start_len: the value to check.
+        num_tokens: tokens of the sequence (prompt plus output of a turn); None checks only the lower bound.
+        where: prefix of the error message naming the record or turn (``"turn 3"``); empty = none.
+
+    Returns:
+        ``start_len`` as an int.
+
+    Raises:
+        RoutingMismatchError: (a `ValueError`) not an integer, negative, or beyond ``num_tokens - 1``; the
+            message names ``routed_experts_start_len``, ``where`` and the bound.
+    """
+    prefix = f"{where}: " if where else ""
+    if not isinstance(start_len, numbers.Integral) or isinstance(start_len, bool):
+        raise RoutingMismatchError(
+            f"{prefix}routed_experts_start_len must be an integer, got {type(start_len).__name__} "
+            f"{start_len!r}"
+        )
+    if start_len < 0:
+        raise RoutingMismatchError(
+            f"{prefix}routed_experts_start_len = {start_len} is negative; it is the first position the rows "
+            "cover (0 = the whole sequence)"
+        )
+    if num_tokens is not None and start_len > num_tokens - 1:
+        raise RoutingMismatchError(
+            f"{prefix}routed_experts_start_len = {start_len} is beyond the last routed position of "
+            f"{num_tokens} tokens (at most num_tokens - 1 = {num_tokens - 1})"
+        )
+    return int(start_len)
+
+
 def check_routing(
     routing: np.ndarray,
     *,
@@ -286,28 +325,17 @@ def check_routing(
         where: prefix of every error message naming the record (``"turn 3"``); empty = none.
 
     Raises:
-        ValueError: ``num_tokens``, ``num_layers``, ``top_k`` or ``num_experts`` below 1, or a ``start_len``
-            that is not an integer (bad arguments, not a bad record), naming the argument.
-        RoutingMismatchError: ``start_len`` outside ``[0, num_tokens - 1]`` (no row could start there), or
-            the first check above that failed, with the numbers.
+        ValueError: ``num_tokens``, ``num_layers``, ``top_k`` or ``num_experts`` below 1 (bad arguments, not a
+            bad record), naming the argument.
+        RoutingMismatchError: ``start_len`` refused by `check_start_len`, or the first check above that
+            failed, with the numbers.
     """
     prefix = f"{where}: " if where else ""
     _positive_int("num_tokens", num_tokens)
     for name, value in (("num_layers", num_layers), ("top_k", top_k), ("num_experts", num_experts)):
         if value is not None:
             _positive_int(name, value)
-    if not isinstance(start_len, numbers.Integral) or isinstance(start_len, bool):
-        raise ValueError(f"{prefix}start_len must be an integer, got {start_len!r}")
-    if start_len < 0:
-        raise RoutingMismatchError(
-            f"{prefix}start_len = {start_len} is negative; it is the first position the rows cover (0 = the "
-            "whole sequence)"
-        )
-    if start_len > num_tokens - 1:
-        raise RoutingMismatchError(
-            f"{prefix}start_len = {start_len} is beyond the last routed position of {num_tokens} tokens "
-            f"(at most num_tokens - 1 = {num_tokens - 1})"
-        )
+    start_len = check_start_len(start_len, num_tokens=num_tokens, where=where)
     routing = np.asarray(routing)
     if (
         routing.ndim != 3

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from t1_r3 import RoutingMismatchError, check_routing
+from t1_r3 import RoutingMismatchError, check_routing, check_start_len
 
 __all__ = [
     "MAX_TOKEN_ID",
@@ -39,8 +39,8 @@ class StreamMisalignmentError(ValueError):
 class InvalidTurnError(ValueError):
     """A turn's values are out of range.
 
-    A negative or too-large token id, a log-prob that is positive or not finite, a negative
-    ``routed_experts_start_len``.
+    A negative or too-large token id, a log-prob that is positive or not finite. A bad
+    ``routed_experts_start_len`` is a `t1_r3.RoutingMismatchError` (`t1_r3.check_start_len`).
     """
 
 
@@ -81,12 +81,12 @@ class Turn:
 
         Raises:
             TypeError: ids that are not a sequence of integers (or a 1-D integer array), log-probs that are
-                not numbers, routing that is not a numpy array, a start_len that is not an integer.
-            InvalidTurnError: a token id < 0 or > ``MAX_TOKEN_ID``; a log-prob > 0 or not finite; a
-                negative ``routed_experts_start_len``.
+                not numbers, routing that is not a numpy array.
+            InvalidTurnError: a token id < 0 or > ``MAX_TOKEN_ID``; a log-prob > 0 or not finite.
             StreamMisalignmentError: log-prob count differs from output count, or empty prompt.
-            RoutingMismatchError: routing not ``[rows, L, k]`` integer with the rows SGLang semantics give
-                (`t1_r3.check_routing`).
+            RoutingMismatchError: a ``routed_experts_start_len`` that is not an integer >= 0
+                (`t1_r3.check_start_len`, the same rule and error as `t1_r3.check_routing`'s), or routing
+                not ``[rows, L, k]`` integer with the rows SGLang semantics give (`t1_r3.check_routing`).
         """
         n_prompt = _check_ids(self.prompt_ids, f"{where}: prompt_ids")
         n_output = _check_ids(self.output_ids, f"{where}: output_ids")
@@ -95,14 +95,7 @@ class Turn:
         logprobs = check_logprobs(self.output_logprobs, f"{where}: output_logprobs")
         if logprobs.size != n_output:
             raise StreamMisalignmentError(f"{where}: {n_output} output ids but {logprobs.size} log-probs")
-        start = self.routed_experts_start_len
-        if not isinstance(start, numbers.Integral) or isinstance(start, bool):
-            raise TypeError(f"{where}: routed_experts_start_len must be an int, got {type(start).__name__}")
-        if start < 0:
-            raise InvalidTurnError(
-                f"{where}: routed_experts_start_len = {start} is negative; it is the first position the "
-                "routing rows cover (0 = the whole sequence)"
-            )
+        start = check_start_len(self.routed_experts_start_len, where=where)
         if self.routed_experts is None:
             return
         r = self.routed_experts

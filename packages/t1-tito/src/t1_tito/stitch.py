@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from t1_r3 import RoutingMismatchError, check_routing
+from t1_r3 import RoutingMismatchError, check_routing, check_start_len
 from t1_tito.audit import DriftAudit, audit_drift
 from t1_tito.boundary import (
     BoundaryCase,
@@ -23,7 +23,6 @@ from t1_tito.boundary import (
 from t1_tito.sample import (
     MAX_TOKEN_ID,
     ROUTING_DTYPES,
-    InvalidTurnError,
     Sample,
     StreamMisalignmentError,
     Turn,
@@ -211,14 +210,7 @@ def _turn_arrays(turn: Turn, where: str, *, check_output: bool) -> tuple[np.ndar
         raise StreamMisalignmentError(
             f"{where}: {output.shape[0]} output ids but {logprobs.shape[0]} log-probs"
         )
-    start = turn.routed_experts_start_len
-    if not isinstance(start, numbers.Integral) or isinstance(start, bool):
-        raise TypeError(f"{where}: routed_experts_start_len must be an int, got {type(start).__name__}")
-    if start < 0:
-        raise InvalidTurnError(
-            f"{where}: routed_experts_start_len = {start} is negative; it is the first position the "
-            "routing rows cover (0 = the whole sequence)"
-        )
+    start = check_start_len(turn.routed_experts_start_len, where=where)
     r = turn.routed_experts
     if r is not None:
         if not isinstance(r, np.ndarray):
@@ -295,11 +287,11 @@ def stitch(
     Raises:
         ValueError: unknown ``repair``, a missing bound or tokenizer for it, or a non-finite ``reward``.
         TypeError: ids, log-probs or routing of the wrong type.
-        InvalidTurnError: an id or log-prob out of range, a negative start_len.
+        InvalidTurnError: an id or log-prob out of range.
         StreamMisalignmentError: a turn's output and log-prob counts differ, an empty prompt, or a built
             sample breaks the invariant.
-        RoutingMismatchError: a turn's routing rows do not match its tokens, or turns' rows do not tile a
-            chunk (gap, overlap, missing record, different [L, k]).
+        RoutingMismatchError: a bad start_len (`t1_r3.check_start_len`), a turn's routing rows do not match
+            its tokens, or turns' rows do not tile a chunk (gap, overlap, missing record, different [L, k]).
     """
     level, max_s, max_u = _repair_level(repair, normalize_max_s, normalize_max_u, tokenizer)
     if not math.isfinite(reward):
