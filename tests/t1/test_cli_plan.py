@@ -326,6 +326,7 @@ def test_calibrate_fits_backend_coefficients_from_the_memory_benchmark(tmp_path)
     assert res.exit_code == 0, res.output
     assert "activation bytes per value" in res.output and "held out (tiny@2048)" in res.output
     stored = json.loads(out.read_text())
-    assert stored["backend"] == "torch" and set(stored["activation_bytes_per_value"]) == set(kinds)
+    coefficients = set(stored["activation_bytes_per_value"])
+    assert stored["backend"] == "torch" and coefficients == {*kinds, "attention_scores"}
     assert "--holdout tiny@2048" in stored["provenance"]["command"]
     assert run("calibrate", str(bench), "--recipe", tiny, "--holdout", "huge@1").exit_code == 2

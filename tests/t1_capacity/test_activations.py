@@ -12,6 +12,7 @@ from t1_capacity import ACTOR, CRITIC, footprint, load
 from t1_capacity.activations import (
     COEFFICIENTS_DIR,
     KINDS,
+    MEASURED_KINDS,
     ActivationModel,
     BackendCoefficients,
     stored,
@@ -23,7 +24,8 @@ from t1_capacity.calibrate_backend import (
     kind_counts,
     read_bench,
 )
-from t1_capacity.footprint import PAPER_CONSTANTS, backend_constants
+from t1_capacity.footprint import PAPER_CONSTANTS
+from t1_capacity.layouts import backend_constants
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import ModelShape
 
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "recipes" / "tiny-cpu.yaml"
 TRUE = {
     "attention": 5.0,
+    "attention_scores": 0.75,
     "gdn": 9.0,
     "moe": 4.5,
     "shared_expert": 4.0,
@@ -81,7 +84,13 @@ def test_eq21_is_unchanged_without_an_activation_model() -> None:
     assert f.gib("edge_activations") == 0.0
     assert f.term("recurrent_activations").bytes == PAPER_CONSTANTS.alpha * 4096 * 36  # 36 of 48 layers GDN
     mega = backend_constants(
-        "megatron", "bfloat16", alpha=1.0, b0_gib=1.0, calibrated_activations=True, calibrated_b0=True
+        "megatron",
+        "bfloat16",
+        device="cuda",
+        alpha=1.0,
+        b0_gib=1.0,
+        calibrated_activations=True,
+        calibrated_b0=True,
     )
     assert mega.activations is None
 
@@ -97,8 +106,13 @@ def test_the_activation_model_prices_each_kind() -> None:
     assert f.term("recurrent_activations").bytes == pytest.approx(
         1000 * n["gdn"] * (TRUE["gdn"] * w["gdn"] + every)
     )
-    attn = 1000 * n["attention"] * (TRUE["attention"] * w["attention"] + every)
+    scores = TRUE["attention_scores"] * model.num_attention_heads * 1000  # per token, grows with T
+    attn = 1000 * n["attention"] * (TRUE["attention"] * w["attention"] + scores + every)
     assert f.term("attention_activations").bytes == pytest.approx(attn)
+    long = footprint(model, replace(plan, token_wall=2000), c, CRITIC).term("attention_activations").bytes
+    assert long == pytest.approx(
+        2000 * n["attention"] * (TRUE["attention"] * w["attention"] + 2 * scores + every)
+    )
     assert f.term("edge_activations").bytes == pytest.approx(1000 * (TRUE["embedding"] + TRUE["head"]) * 64)
 
 
@@ -109,7 +123,10 @@ def _bench_line(tmp_path: Path, noise: float = 0.0) -> Path:
         model = load(TINY, overrides).model
         w, n = widths(model), kind_counts(model)
         for wall in (1024, 2048):
-            by_kind = {k: TRUE[k] * n[k] * wall * w[k] * (1 + noise) for k in KINDS}
+            by_kind = {k: TRUE[k] * n[k] * wall * w[k] * (1 + noise) for k in MEASURED_KINDS}
+            by_kind["attention"] += (
+                TRUE["attention_scores"] * n["attention"] * wall * wall * w["attention_scores"]
+            )
             net = {"weights": 1e8, "grads": 1e8, "optimizer": 2e8, "logits": 7e8, "activations": 0.0}
             rows.append(
                 {
@@ -182,15 +199,28 @@ def test_a_recipe_with_its_own_alpha_keeps_eq21_activations() -> None:
     mine = load(TINY, ["plan.b0_gib=0.5"]).constants
     assert mine.activations is not None and mine.b0_gib == 0.5
     bf16 = backend_constants(
-        "torch", "bfloat16", alpha=1.0, b0_gib=1.0, calibrated_activations=True, calibrated_b0=True
+        "torch",
+        "bfloat16",
+        device="cpu",
+        alpha=1.0,
+        b0_gib=1.0,
+        calibrated_activations=True,
+        calibrated_b0=True,
     )
     fp32 = backend_constants(
-        "torch", "float32", alpha=1.0, b0_gib=1.0, calibrated_activations=True, calibrated_b0=True
+        "torch",
+        "float32",
+        device="cpu",
+        alpha=1.0,
+        b0_gib=1.0,
+        calibrated_activations=True,
+        calibrated_b0=True,
     )
     assert bf16.activations.as_dict()["gdn"] == pytest.approx(fp32.activations.as_dict()["gdn"] / 2)
 
 
-def test_a_cuda_trainer_is_not_priced_with_the_cpu_calibration() -> None:
-    """The stored coefficients and b0 are the CPU's (RSS, CPU kernels); on CUDA alpha and b0 stay."""
+def test_a_cuda_trainer_is_priced_with_the_cuda_calibration_not_the_cpus() -> None:
+    """The CPU's coefficients and b0 (RSS, CPU kernels) stay on the CPU; CUDA has its own (the H200 fit)."""
     c = load(TINY, ["trainer.device=cuda"]).constants
-    assert c.activations is None and c.b0_gib == 3.0 and c.weight_bytes == 4.0
+    assert c.activations == stored("torch", "cuda").activations != stored("torch", "cpu").activations
+    assert c.b0_gib == stored("torch", "cuda").b0_gib and c.weight_bytes == 4.0

@@ -9,14 +9,8 @@ import pytest
 
 from t1_capacity import ACTOR, CRITIC, footprint, load
 from t1_capacity.check import check_plan
-from t1_capacity.footprint import (
-    PAPER_CONSTANTS,
-    TORCH_LOGIT_CHUNK,
-    CapacityConstants,
-    backend_constants,
-    logit_buffer_bytes,
-    stages,
-)
+from t1_capacity.footprint import PAPER_CONSTANTS, CapacityConstants, logit_buffer_bytes, stages
+from t1_capacity.layouts import TORCH_LOGIT_CHUNK, backend_constants
 from t1_capacity.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,23 +21,34 @@ V = 248_320
 
 
 def test_torch_layout_is_the_weight_dtype_and_one_logit_chunk() -> None:
-    c = backend_constants("torch", "float32", alpha=1.0, b0_gib=0.5)
+    c = backend_constants("torch", "float32", device="cpu", alpha=1.0, b0_gib=0.5)
     assert (c.weight_bytes, c.grad_bytes, c.optimizer_bytes) == (4.0, 4.0, 8.0)  # AdamW m, v; no master
     assert (c.logit_bytes, c.logit_rows) == (12.0, 256)  # the chunk + two fp32 copies
     assert (c.alpha, c.b0_gib) == (1.0, 0.5)
-    b = backend_constants("torch", "bfloat16", alpha=1.0, b0_gib=0.5)
+    b = backend_constants("torch", "bfloat16", device="cuda", alpha=1.0, b0_gib=0.5)
     assert (b.weight_bytes, b.grad_bytes, b.optimizer_bytes, b.logit_bytes) == (2.0, 2.0, 4.0, 10.0)
 
 
 def test_megatron_layout_is_eq21_of_the_paper_stack() -> None:
-    c = backend_constants("megatron", "bfloat16", alpha=PAPER_CONSTANTS.alpha, b0_gib=PAPER_CONSTANTS.b0_gib)
+    a, b0 = PAPER_CONSTANTS.alpha, PAPER_CONSTANTS.b0_gib
+    c = backend_constants("megatron", "bfloat16", device="cuda:0", alpha=a, b0_gib=b0)
     assert c == PAPER_CONSTANTS and c.logit_rows is None
 
 
-@pytest.mark.parametrize(("backend", "dtype", "word"), [("jax", "float32", "jax"), ("torch", "int8", "int8")])
-def test_unknown_backend_or_dtype_is_named(backend: str, dtype: str, word: str) -> None:
+def test_megatron_on_the_cpu_is_torch_adamw_in_the_weight_dtype_and_one_logit_chunk() -> None:
+    """The CPU path of the megatron backend steps torch's AdamW (no grad buffers, no main copy)."""
+    c = backend_constants("megatron", "bfloat16", device="cpu", alpha=1.0, b0_gib=0.5)
+    assert (c.weight_bytes, c.grad_bytes, c.optimizer_bytes) == (2.0, 2.0, 4.0)
+    assert (c.logit_bytes, c.logit_rows) == (10.0, TORCH_LOGIT_CHUNK)
+
+
+@pytest.mark.parametrize(
+    ("backend", "dtype", "device", "word"),
+    [("jax", "float32", "cpu", "jax"), ("torch", "int8", "cpu", "int8"), ("torch", "float32", "tpu", "tpu")],
+)
+def test_unknown_backend_dtype_or_device_is_named(backend: str, dtype: str, device: str, word: str) -> None:
     with pytest.raises(ValueError, match=word):
-        backend_constants(backend, dtype, alpha=1.0, b0_gib=1.0)
+        backend_constants(backend, dtype, device=device, alpha=1.0, b0_gib=1.0)
 
 
 def test_the_chunk_matches_the_torch_trainers() -> None:

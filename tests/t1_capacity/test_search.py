@@ -195,7 +195,8 @@ def tiny_coresident_gib(b0_gib: float | None = None) -> float:
     rows at 12 B per logit (not the wall's 4096 rows). Activations and b0: the torch backend's stored
     calibration (bytes per value of each layer kind times the values per token: attention h + 3*4*16 +
     2*2*16 = 320, Gated DeltaNet h + 2*2*16 + 2*4*16 + 4*64 = 512, MoE h + 8 + 2 (h + 3*32) = 392, shared
-    expert h + 3*32 + 1 = 161, norms/residuals, embedding and head h each), b0 the stored one or ``b0_gib``
+    expert h + 3*32 + 1 = 161, norms/residuals, embedding and head h each; the attention scores n_h = 4 values
+    per token per token of the wall), b0 the stored one or ``b0_gib``
     (``plan.b0_gib`` set). Co-resident: actor + critic with the allocator residue counted once.
     """
     c = json.loads((COEFFICIENTS / "torch-cpu.json").read_text())
@@ -203,7 +204,9 @@ def tiny_coresident_gib(b0_gib: float | None = None) -> float:
     h, v, t, b0 = 64, 248_320, 4096, (c["b0_gib"] if b0_gib is None else b0_gib) * 2**30
     every = k["moe"] * 392 + k["shared_expert"] * 161 + k["layer"] * h
     per_token = (
-        3 * (k["gdn"] * 512 + every) + (k["attention"] * 320 + every) + (k["embedding"] + k["head"]) * h
+        3 * (k["gdn"] * 512 + every)
+        + (k["attention"] * 320 + k["attention_scores"] * 4 * t + every)
+        + (k["embedding"] + k["head"]) * h
     )
     experts = 3 * h * 32 * 8 * 4
     per_layer = 3 * h * 32 + (h * 8 + h + 2 * h)  # shared expert; router, shared gate, two norms

@@ -176,9 +176,9 @@ def test_memory_table_reads_each_phase_from_its_marks(tiny_model_spec) -> None:
 
 def test_the_checks_torch_layout_is_the_capacity_models() -> None:
     check = _load_check()
-    from t1_capacity.footprint import backend_constants
+    from t1_capacity.layouts import backend_constants
 
-    c = backend_constants("torch", "float32", alpha=0.0, b0_gib=0.0)
+    c = backend_constants("torch", "float32", device="cuda", alpha=0.0, b0_gib=0.0)
     assert check.TORCH_FP32_BYTES == {k: getattr(c, k) for k in check.TORCH_FP32_BYTES}
 
 

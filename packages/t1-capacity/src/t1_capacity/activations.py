@@ -6,6 +6,8 @@ FFN width) moves the figure, so for such a backend the activation peak is a sum 
 
     per token, per layer      c_kind * width_kind(model)      kind = attention | gdn (on their layers),
                                                               moe | shared_expert | layer (on every layer)
+    per token, per attention layer, per token of the sequence
+                              c_attention_scores * heads      an unfused attention's [heads, T, T] scores
     per token, once           c_embedding * h (first stage), c_head * h (last stage)
 
 where ``width_kind`` is the count of values per token the kind's forward produces and autograd keeps
@@ -24,8 +26,18 @@ from pathlib import Path
 
 from t1_capacity.shapes import ModelShape
 
-KINDS = ("attention", "gdn", "moe", "shared_expert", "layer", "embedding", "head")
+KINDS = ("attention", "attention_scores", "gdn", "moe", "shared_expert", "layer", "embedding", "head")
 """Layer kinds with an activation coefficient each, in storage order."""
+
+MEASURED_KINDS = ("attention", "gdn", "moe", "shared_expert", "layer", "embedding", "head")
+"""Kinds a benchmark measures apart (by module): the attention layer's bytes are one measurement that its two
+coefficients, ``attention`` (per token) and ``attention_scores`` (per token squared), share."""
+
+COEFFICIENTS_OF = {k: (k,) for k in MEASURED_KINDS} | {"attention": ("attention", "attention_scores")}
+"""The coefficients each measured kind is fitted to."""
+
+QUADRATIC_KINDS = ("attention_scores",)
+"""Kinds whose bytes per token grow with the sequence's length (one score per query and key)."""
 
 LAYER_KINDS = ("attention", "gdn")
 """Mixer kinds: one per layer, by ``ModelShape.layer_types``."""
@@ -47,7 +59,9 @@ def widths(model: ModelShape) -> dict[str, float]:
     gdn: input h, query and key (2 nk dk), value and output gate (2 nv dv), one chunk row per value head
     (nv * `GDN_CHUNK`). moe: input h, router logits E, and per selected expert its input and the gate, up
     and activation of its FFN (top_k (h + 3 I)); 0 for a dense model. shared_expert: h + 3 I_s + 1 (its
-    sigmoid gate); 0 without one. layer, embedding, head: h.
+    sigmoid gate); 0 without one. layer, embedding, head: h. attention_scores: the attention heads nh,
+    values per token *per token of the sequence* (an unfused attention, megatron-core's local
+    ``DotProductAttention``, keeps its ``[nh, T, T]`` scores and softmax; a flash attention keeps none).
     """
     h = model.hidden_size
     moe = 0.0
@@ -62,6 +76,7 @@ def widths(model: ModelShape) -> dict[str, float]:
             + 3 * model.num_attention_heads * model.head_dim
             + 2 * model.num_key_value_heads * model.head_dim
         ),
+        "attention_scores": float(model.num_attention_heads),
         "gdn": float(
             h
             + 2 * model.linear_num_key_heads * model.linear_key_head_dim
@@ -124,14 +139,18 @@ class ActivationModel:
         """Every coefficient times ``factor`` (a dtype of another width)."""
         return ActivationModel(tuple((k, v * factor) for k, v in self.coefficients))
 
-    def layer_bytes_per_token(self, model: ModelShape, mixer: str) -> float:
-        """Bytes per token of one decoder layer whose mixer is ``mixer`` (``attention`` or ``gdn``)."""
+    def layer_bytes_per_token(self, model: ModelShape, mixer: str, tokens: int) -> float:
+        """Bytes per token of one decoder layer whose mixer is ``mixer`` (``attention`` or ``gdn``).
+
+        ``tokens`` is the sequence's length: the attention scores per token grow with it.
+        """
         if mixer not in LAYER_KINDS:
             raise ValueError(f"mixer must be one of {LAYER_KINDS}, got {mixer!r}")
         if not isinstance(model, ModelShape):
             raise TypeError(f"an activation model per layer kind prices a ModelShape, got {model!r}")
         c, w = self.as_dict(), widths(model)
-        return c[mixer] * w[mixer] + sum(c[k] * w[k] for k in EVERY_LAYER_KINDS)
+        scores = c["attention_scores"] * w["attention_scores"] * tokens if mixer == "attention" else 0.0
+        return c[mixer] * w[mixer] + scores + sum(c[k] * w[k] for k in EVERY_LAYER_KINDS)
 
     def edge_bytes_per_token(self, model: ModelShape, first: bool, last: bool) -> float:
         """Bytes per token of the embedding (on the first stage) and the head and loss (on the last)."""

@@ -1,12 +1,17 @@
 """Fit a backend's activation coefficients and b0 from measured runs (``t1 plan calibrate`` on JSON lines).
 
-The measurements are the JSON line of ``tools/bench/bench_memory.py`` (``{"bench": "memory", "rows":
-[...]}``): per case the model overrides, the token wall, and per network the measured weights, gradients,
-optimizer state, logits and the activation bytes by layer kind, plus the process's peak RSS. Each kind's
-coefficient (bytes per value, `t1_capacity.activations`) is the least-squares slope through the origin of the
-measured bytes against ``count * wall * width`` over every case and network; b0 is the mean of the peak RSS
-less the co-resident actor + critic footprint without b0 (never below 0). Fitting and evaluating on the same
-cases is in-sample: ``holdout`` leaves cases out of the fit to report them as a test.
+The measurements are the JSON line of ``tools/bench/bench_memory.py`` (``{"bench": "memory", "backend",
+"dtype", "device", "rows": [...]}``): per case the model overrides, the token wall, and per network the
+measured weights, gradients, optimizer state, logits and the activation bytes by layer kind, plus the
+process's peak RSS. Each measured kind's coefficients (bytes per value, `t1_capacity.activations`; the
+attention layer's bytes share two, per token and per token squared) are the non-negative least-squares fit
+through the origin of the measured bytes against ``count * wall * width`` (``* wall`` again for the scores)
+over every case and network; b0 is the mean of the peak RSS less the co-resident actor + critic footprint
+without b0 (never below 0). The byte layout priced is the line's backend, dtype and device
+(`t1_capacity.layouts.backend_constants`).
+
+Fitting and evaluating on the same cases is in-sample: ``holdout`` leaves cases out of the fit to report them
+as a test.
 """
 
 from __future__ import annotations
@@ -14,13 +19,22 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, replace
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from t1_capacity.activations import KINDS, ActivationModel, BackendCoefficients, widths
+from t1_capacity.activations import (
+    COEFFICIENTS_OF,
+    KINDS,
+    QUADRATIC_KINDS,
+    ActivationModel,
+    BackendCoefficients,
+    widths,
+)
 from t1_capacity.footprint import ACTOR, CRITIC, GIB, CapacityConstants, footprint
-from t1_capacity.recipe import load
+from t1_capacity.layouts import backend_constants
 from t1_capacity.shapes import FULL_ATTENTION, ModelShape
+from t1_spec import load_recipe
 
 TERMS = ("weights", "grads", "optimizer", "activations", "logits")
 """Measured terms per network, bytes."""
@@ -39,6 +53,9 @@ class Case:
         wall: tokens of the sample.
         measured: ``{network: {term: bytes}}`` and ``{network: {"by_kind": {kind: bytes}}}``.
         rss_peak: the process's peak resident set, bytes.
+        backend: the trainer backend measured (``torch``, ``megatron``).
+        dtype: its weight dtype.
+        device: ``cpu`` or ``cuda``.
     """
 
     label: str
@@ -47,6 +64,9 @@ class Case:
     wall: int
     measured: dict[str, dict[str, Any]]
     rss_peak: float
+    backend: str = "torch"
+    dtype: str = "float32"
+    device: str = "cpu"
 
 
 def read_bench(path: str | Path, recipe: str | Path) -> list[Case]:
@@ -70,6 +90,8 @@ def read_bench(path: str | Path, recipe: str | Path) -> list[Case]:
             raise ValueError(f"{path}:{number}: not a JSON line ({exc.msg})") from exc
         if not isinstance(data, dict) or data.get("bench") != "memory":
             continue
+        layout = (str(data.get("backend", "torch")), str(data.get("dtype", "float32")))
+        device = str(data.get("device", "cpu"))  # lines before the megatron benchmark: torch on the CPU
         for i, row in enumerate(data.get("rows", []), start=1):
             try:
                 overrides = tuple(row["overrides"])  # the shape; the wall is the plan's, set below
@@ -84,17 +106,37 @@ def read_bench(path: str | Path, recipe: str | Path) -> list[Case]:
                     Case(
                         f"{row['shape']}@{row['wall']}",
                         overrides,
-                        load(recipe, list(overrides)).model,
+                        ModelShape.from_spec(load_recipe(recipe, list(overrides)).model),
                         int(row["wall"]),
                         measured,
                         float(row["rss_peak"]),
+                        *layout,
+                        device,
                     )
                 )
             except (KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: row {i}: missing or bad field {exc}") from exc
     if not cases:
         raise ValueError(f'{path}: no benchmark rows (a JSON line with "bench": "memory")')
+    layouts = sorted({(c.backend, c.dtype, c.device) for c in cases})
+    if len(layouts) > 1:
+        raise ValueError(f"{path}: rows of several backends / dtypes / devices {layouts}; fit one at a time")
     return cases
+
+
+def case_constants(
+    case: Case, alpha: float = 0.0, b0_gib: float = 0.0, stored: bool = False
+) -> CapacityConstants:
+    """The byte layout of the case's backend, dtype and device; with ``stored``, its stored calibration."""
+    return backend_constants(
+        case.backend,
+        case.dtype,
+        device=case.device,
+        alpha=alpha,
+        b0_gib=b0_gib,
+        calibrated_activations=stored,
+        calibrated_b0=stored,
+    )
 
 
 def bench_meta(path: str | Path) -> dict[str, str]:
@@ -114,6 +156,7 @@ def kind_counts(model: ModelShape) -> dict[str, int]:
     layers = model.num_layers
     return {
         "attention": n_attn,
+        "attention_scores": n_attn,
         "gdn": layers - n_attn,
         "moe": layers,
         "shared_expert": layers,
@@ -123,25 +166,80 @@ def kind_counts(model: ModelShape) -> dict[str, int]:
     }
 
 
-def fit_activations(cases: list[Case]) -> ActivationModel:
-    """Per kind, the least-squares bytes per value through the origin over every case and network.
+def feature(case: Case, kind: str) -> float:
+    """Values the coefficient ``kind`` multiplies in the case: ``count * wall * width``.
 
-    A kind that no case exercises (all features 0) gets 0.
+    A quadratic kind (`QUADRATIC_KINDS`) is multiplied by the wall once more.
+    """
+    x = kind_counts(case.model)[kind] * case.wall * widths(case.model)[kind]
+    return x * case.wall if kind in QUADRATIC_KINDS else x
+
+
+def _nnls(xs: list[list[float]], ys: list[float]) -> list[float]:
+    """Non-negative least squares through the origin for a few columns: the best of every column subset."""
+    k = len(xs[0])
+    best: tuple[float, list[float]] = (sum(y * y for y in ys), [0.0] * k)
+    for size in range(1, k + 1):
+        for cols in combinations(range(k), size):
+            coef = _lstsq([[row[c] for c in cols] for row in xs], ys)
+            if coef is None or min(coef) < 0:
+                continue
+            full = [0.0] * k
+            for c, v in zip(cols, coef, strict=True):
+                full[c] = v
+            sse = sum(
+                (y - sum(a * b for a, b in zip(row, full, strict=True))) ** 2
+                for row, y in zip(xs, ys, strict=True)
+            )
+            if sse < best[0]:
+                best = (sse, full)
+    return best[1]
+
+
+def _lstsq(xs: list[list[float]], ys: list[float]) -> list[float] | None:
+    """Least squares through the origin by the normal equations (Gauss-Jordan); None when singular."""
+    k = len(xs[0])
+    a = [
+        [sum(r[i] * r[j] for r in xs) for j in range(k)]
+        + [sum(r[i] * y for r, y in zip(xs, ys, strict=True))]
+        for i in range(k)
+    ]
+    for i in range(k):
+        pivot = max(range(i, k), key=lambda r: abs(a[r][i]))
+        if a[pivot][i] == 0:
+            return None
+        a[i], a[pivot] = a[pivot], a[i]
+        for r in range(k):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [x - f * y for x, y in zip(a[r], a[i], strict=True)]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
+def fit_activations(cases: list[Case]) -> ActivationModel:
+    """Per measured kind, the non-negative least-squares bytes per value of its coefficients, through 0.
+
+    The coefficients of a measured kind are `t1_capacity.activations.COEFFICIENTS_OF`; every case and network
+    is one equation.
+
+    A coefficient that no case exercises (its feature 0 everywhere) gets 0.
 
     Raises:
         ValueError: no cases.
     """
     if not cases:
         raise ValueError("need at least one measured case to fit the activation coefficients")
-    out = {}
-    for kind in KINDS:
-        sxx = sxy = 0.0
+    out = dict.fromkeys(KINDS, 0.0)
+    for kind, coefs in COEFFICIENTS_OF.items():
+        used = [k for k in coefs if any(feature(c, k) > 0 for c in cases)]
+        if not used:
+            continue
+        xs, ys = [], []
         for case in cases:
-            x = kind_counts(case.model)[kind] * case.wall * widths(case.model)[kind]
             for net in NETWORKS:
-                sxx += x * x
-                sxy += x * float(case.measured[net]["by_kind"][kind])
-        out[kind] = max(0.0, sxy / sxx) if sxx > 0 else 0.0
+                xs.append([feature(case, k) for k in used])
+                ys.append(float(case.measured[net]["by_kind"][kind]))
+        out.update(zip(used, _nnls(xs, ys), strict=True))
     return ActivationModel.from_dict(out)
 
 
@@ -229,7 +327,8 @@ def calibrate_from_bench(
 
     Args:
         path: the benchmark's JSON line(s).
-        recipe: the recipe the cases' overrides apply to (its ``trainer.backend`` and ``model.dtype``).
+        recipe: the recipe the cases' model overrides apply to; the backend, dtype and device are the
+            measurements' (their JSON line's).
         holdout: case labels (``shape@wall``) left out of the fit and reported as a test.
         command: the command line, recorded in the provenance.
         machine: the machine, recorded in the provenance.
@@ -243,8 +342,6 @@ def calibrate_from_bench(
     """
     import datetime
 
-    from t1_spec import load_recipe
-
     cases = read_bench(path, recipe)
     labels = [c.label for c in cases]
     unknown = [h for h in holdout if h not in labels]
@@ -254,15 +351,14 @@ def calibrate_from_bench(
     test = [c for c in cases if c.label in holdout]
     if not train:
         raise ValueError("--holdout leaves no case to fit")
-    spec = load_recipe(recipe)
-    base = load(recipe).constants
+    base = case_constants(cases[0])
     model = fit_activations(train)
     c = replace(base, activations=model)
     b0 = fit_b0(train, c)
     c = replace(c, b0_gib=b0)
     fitted = BackendCoefficients(
-        backend=spec.trainer.backend,
-        dtype=spec.model.dtype,
+        backend=cases[0].backend,
+        dtype=cases[0].dtype,
         activations=model,
         b0_gib=b0,
         provenance=(

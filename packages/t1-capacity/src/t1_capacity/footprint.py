@@ -24,7 +24,7 @@ import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from t1_capacity.activations import ActivationModel, stored
+from t1_capacity.activations import ActivationModel
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import FULL_ATTENTION, ModelShape
 
@@ -82,8 +82,8 @@ class CapacityConstants:
             ``reference/capacity.md`` §10; Megatron's estimator counts the 4 B only.
         vocab_pad_multiple: the vocabulary is padded to a multiple of this times tp (Megatron default 128).
         logit_rows: token positions whose logits are alive at once. None (Eq. 21, the paper's Megatron
-            stack): every token of the wall; an integer: a chunked LM head (`backend_constants`), at most this
-            many rows, never more than the wall.
+            stack): every token of the wall; an integer: a chunked LM head (`t1_capacity.layouts`), at most
+            this many rows, never more than the wall.
         activations: None (Eq. 21): activations are ``alpha`` per token per layer; an `ActivationModel`: per
             layer kind with a backend's measured coefficients (`t1_capacity.activations`), alpha unused.
 
@@ -134,64 +134,6 @@ def _finite_real(value: object) -> bool:
 
 
 PAPER_CONSTANTS = CapacityConstants()
-
-TORCH_LOGIT_CHUNK = 256
-"""Loss positions per LM-head chunk of the torch backend (``t1_trainer.logprobs.LOGIT_CHUNK``)."""
-
-DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
-
-
-def backend_constants(
-    backend: str,
-    dtype: str,
-    *,
-    alpha: float,
-    b0_gib: float,
-    calibrated_activations: bool = False,
-    calibrated_b0: bool = False,
-) -> CapacityConstants:
-    """The byte layout of the trainer backend that trains in ``dtype``, with the recipe's alpha and b0.
-
-    ``megatron``: Eq. 21 as the paper's Megatron stack prices it (`PAPER_CONSTANTS`' bytes: bf16 weights,
-    fp32 main gradients, fp32 master + Adam m, v, 6 B per logit over the whole wall; T1 §7.1).
-    ``torch`` (`t1_trainer.torch_backend`): weights, gradients and AdamW's two moments in the weight dtype,
-    no master copy (``w, w, 2w`` bytes per parameter); log-probs through a chunked LM head of at most
-    `TORCH_LOGIT_CHUNK` loss positions whose backward recomputes the chunk, so only one chunk's logits live:
-    the chunk in the weight dtype plus two fp32 ``[rows, V]`` tensors (the temperature-scaled logits and
-    their log-softmax, or softmax in the backward), ``w + 8`` bytes per logit.
-
-    Args:
-        backend: ``trainer.backend``: ``"torch"`` or ``"megatron"``.
-        dtype: ``model.dtype``: ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-        alpha: activation bytes per token per layer (``plan.alpha``).
-        b0_gib: allocator residue, GiB (``plan.b0_gib``).
-        calibrated_activations: price activations with the coefficients measured for the backend
-            (``coefficients/torch-cpu.json``, scaled by the dtype's width against the measured one) instead
-            of alpha; where none are stored, alpha is used. Megatron keeps Eq. 21.
-        calibrated_b0: likewise b0: the stored one instead of ``b0_gib``.
-
-    Raises:
-        ValueError: an unknown backend or dtype, naming it; a stored coefficients file that does not parse.
-    """
-    if backend == "megatron":
-        return CapacityConstants(alpha=alpha, b0_gib=b0_gib)
-    if backend != "torch":
-        raise ValueError(f"trainer.backend {backend!r}: the capacity model knows 'torch' and 'megatron'")
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"model.dtype {dtype!r}: the capacity model knows {', '.join(DTYPE_BYTES)}")
-    w = DTYPE_BYTES[dtype]
-    got = stored(backend) if calibrated_activations or calibrated_b0 else None
-    scale = w / DTYPE_BYTES.get(got.dtype, w) if got else 1.0
-    return CapacityConstants(
-        alpha=alpha,
-        b0_gib=got.b0_gib if got and calibrated_b0 else b0_gib,
-        activations=got.activations.scaled(scale) if got and calibrated_activations else None,
-        weight_bytes=w,
-        grad_bytes=w,
-        optimizer_bytes=2 * w,
-        logit_bytes=w + 8.0,
-        logit_rows=TORCH_LOGIT_CHUNK,
-    )
 
 
 @dataclass(frozen=True)
@@ -345,14 +287,14 @@ def recurrent_activation_bytes(
     1/8 at cp 2, 4, 8). With ``c.activations`` set, alpha is replaced by the per-kind bytes per token of a
     Gated DeltaNet layer (`ActivationModel.layer_bytes_per_token`; ``model`` is then required).
     """
-    return _per_token(c, model, "gdn") * plan.token_wall * stage.n_recurrent / plan.cp
+    return _per_token(c, model, "gdn", plan.token_wall) * plan.token_wall * stage.n_recurrent / plan.cp
 
 
-def _per_token(c: CapacityConstants, model: ModelShape | None, mixer: str) -> float:
-    """Bytes per token of one layer with ``mixer``: alpha, or the activation model's (needs ``model``)."""
+def _per_token(c: CapacityConstants, model: ModelShape | None, mixer: str, tokens: int) -> float:
+    """Bytes per token of one layer with ``mixer`` on ``tokens``: alpha, or the activation model's."""
     if c.activations is None:
         return c.alpha
-    return c.activations.layer_bytes_per_token(model, mixer)  # type: ignore[arg-type]
+    return c.activations.layer_bytes_per_token(model, mixer, tokens)  # type: ignore[arg-type]
 
 
 def edge_activation_bytes(model: ModelShape, plan: Plan, stage: Stage, c: CapacityConstants) -> float:
@@ -365,7 +307,7 @@ def edge_activation_bytes(model: ModelShape, plan: Plan, stage: Stage, c: Capaci
 def attention_activation_bytes(model: ModelShape, plan: Plan, stage: Stage, c: CapacityConstants) -> float:
     """Activation peak of the stage's full-attention layers: alpha T L_attn / (cp min(tp, g)) (Eq. 21)."""
     div = plan.cp * attention_tp_divisor(plan.tp, model.num_key_value_heads)
-    return _per_token(c, model, "attention") * plan.token_wall * stage.n_attention / div
+    return _per_token(c, model, "attention", plan.token_wall) * plan.token_wall * stage.n_attention / div
 
 
 def logit_buffer_bytes(

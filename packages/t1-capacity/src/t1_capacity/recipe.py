@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import t1_spec
-from t1_capacity.footprint import CapacityConstants, backend_constants
+from t1_capacity.footprint import CapacityConstants
+from t1_capacity.layouts import backend_constants
 from t1_capacity.plan import Plan
 from t1_capacity.shapes import ModelShape
 from t1_spec import GRPOAdvantageSpec, Recipe, SGLangEngineSpec
@@ -21,7 +22,7 @@ class CapacityInputs:
         model: the model shape.
         plan: the training plan (token wall, budget, offload included).
         constants: alpha and b0 from the recipe, the byte layout of its trainer backend and dtype
-            (`t1_capacity.footprint.backend_constants`).
+            (`t1_capacity.layouts.backend_constants`).
         devices: G, all devices of the run.
         replica_devices: devices per inference replica (``engine.tp`` when the recipe has one, else 1); the
             inference partition grows in these steps.
@@ -41,11 +42,11 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
 
     Reads ``recipe.model`` (``ModelShape.from_spec``); ``recipe.plan`` (``devices, inference_devices, tp, pp,
     cp, dp, ep, etp, token_wall, memory_budget_gib, offload, alpha, b0_gib``); ``recipe.ppo.batch_size`` and
-    ``recipe.ppo.samples_per_task``; alpha and b0 each at the spec's default with ``trainer.device: cpu``: the
-    backend's stored CPU calibration of it where there is one (`backend_constants`; a value set in the recipe
-    wins; on CUDA, not calibrated yet, alpha and b0 apply); ``recipe.ppo.advantage`` (GRPO trains no critic,
-    so none is checked); and the inference replica size, ``engine.tp`` for an SGLang engine and 1 for the
-    embedded one.
+    ``recipe.ppo.samples_per_task``; alpha and b0 each at the spec's default: the backend's stored calibration
+    for the trainer's machine kind (``coefficients/<backend>-<cpu|cuda>.json``) where there is one
+    (`backend_constants`; a value set in the recipe wins; megatron on CUDA keeps Eq. 21's alpha and b0);
+    ``recipe.ppo.advantage`` (GRPO trains no critic, so none is checked); and the inference replica size,
+    ``engine.tp`` for an SGLang engine and 1 for the embedded one.
 
     Args:
         recipe: the validated recipe.
@@ -71,14 +72,14 @@ def from_recipe(recipe: Recipe, source: str = "<recipe>") -> CapacityInputs:
         critic=not isinstance(ppo.advantage, GRPOAdvantageSpec),
     )
     defaults = PlanSpec.model_fields
-    on_cpu = recipe.trainer.device == "cpu"  # the stored calibration is the CPU's (RSS, CPU kernels)
     constants = backend_constants(
         recipe.trainer.backend,
         recipe.model.dtype,
+        device=recipe.trainer.device,
         alpha=float(p.alpha),
         b0_gib=float(p.b0_gib),
-        calibrated_activations=on_cpu and p.alpha == defaults["alpha"].default,
-        calibrated_b0=on_cpu and p.b0_gib == defaults["b0_gib"].default,
+        calibrated_activations=p.alpha == defaults["alpha"].default,
+        calibrated_b0=p.b0_gib == defaults["b0_gib"].default,
     )
     replica = recipe.engine.tp if isinstance(recipe.engine, SGLangEngineSpec) else 1
     return CapacityInputs(ModelShape.from_spec(recipe.model), plan, constants, p.devices, replica, source)

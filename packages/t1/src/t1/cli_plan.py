@@ -27,7 +27,7 @@ from t1_capacity import (
 )
 from t1_capacity.report import format_check, format_search, format_split
 from t1_capacity.split import balance_point, generation_work_from_rate
-from t1_spec import RecipeError
+from t1_spec import RecipeError, load_recipe
 
 app = typer.Typer(
     rich_markup_mode=None,  # help text is plain: a [word] is printed, not read as Rich markup
@@ -182,8 +182,10 @@ def calibrate(
 ) -> None:
     """Least-squares fit of alpha and b0 (Eq. 21) from measured peaks; prints residuals and the override.
 
-    A .jsonl file is the output of tools/bench/bench_memory.py: the recipe backend's activation coefficients
-    per layer kind and b0 are fitted, the tables printed, and with --out the coefficients JSON written.
+    A .jsonl file is the output of tools/bench/bench_memory.py: the measured backend's activation
+    coefficients per layer kind and b0 are fitted, the tables printed, and with --out the coefficients JSON
+    written. A .jsonl of tools/device/check.py (a GPU run) fits one scale on the recipe backend's CPU
+    coefficients and b0 from its lines of that backend.
     Exit 2, with nothing else printed, for a bad recipe, CSV (naming file, line, row and column) or `--out`.
     """
     with reported(debug, invalid=INVALID):
@@ -192,13 +194,20 @@ def calibrate(
             import platform
 
             from t1_capacity.calibrate_backend import calibrate_from_bench
+            from t1_capacity.calibrate_device import calibrate_from_device, is_device_check
 
             if out is not None:
                 check_output_file(out, "--out", "coefficients.json")
             machine = f"{platform.node()} {platform.machine()} {os.cpu_count()} cpus"
             flags = [f"--holdout {h}" for h in holdout or []] + ([f"--out {out}"] if out else [])
             command = " ".join([f"t1 plan calibrate {measurements} --recipe {recipe}", *flags])
-            fitted, text = calibrate_from_bench(measurements, recipe, holdout or [], command, machine)
+            if is_device_check(measurements):
+                if holdout:
+                    raise ValueError("--holdout: the device check's lines are fitted in-sample (one scale)")
+                backend = load_recipe(recipe, list(overrides or [])).trainer.backend
+                fitted, text = calibrate_from_device(measurements, recipe, backend, command, machine)
+            else:
+                fitted, text = calibrate_from_bench(measurements, recipe, holdout or [], command, machine)
             typer.echo(text)
             if out is not None:
                 out.write_text(fitted.to_json())
