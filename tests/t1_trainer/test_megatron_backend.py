@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from t1_spec import ModelSpec, PPOSpec, load_recipe
+from t1_spec import ModelSpec, PPOSpec, TISSpec, load_recipe
 from t1_trainer.megatron.backend import MISSING_LINE, MegatronBackend
 from t1_trainer.step import ppo_step
 
@@ -177,3 +177,23 @@ def test_step_on_gpu_with_the_distributed_optimizer(spec, sampler, batch):
     m = ppo_step(be, batch, FAST)
     assert m["samples_aborted_routing"] == 0
     assert m["actor/logprob_gap_replay"] < 1e-2
+
+
+def test_the_importance_correction_runs_in_the_megatron_backend_too(spec, sampler, batch):
+    # the shared update loop applies it; the preflight no longer refuses it for this backend
+    hp = FAST.model_copy(update={"off_policy": TISSpec(cap=1.05)})
+    r = _recipe()
+    r = r.model_copy(update={"model": _full_attention(r.model), "ppo": hp})
+    assert MegatronBackend.preflight(r) == []
+    # rollout log-probs 0.1 nats below the trainer's own: every loss token's ratio is e^0.1 = 1.105 > 1.05
+    shifted = [
+        dataclasses.replace(
+            s, rollout_logprobs=np.where(s.loss_mask == 1, s.rollout_logprobs - 0.1, 0.0).astype(np.float32)
+        )
+        for s in batch
+    ]
+    plan = load_recipe(TINY_RECIPE).plan
+    be = MegatronBackend(model_spec=spec, ppo_spec=hp, plan=plan, seed=0, actor=sampler)
+    m = ppo_step(be, shifted, hp)
+    assert m["actor/off_policy_truncated_fraction"] == 1.0
+    assert m["actor/off_policy_weight_mean"] == pytest.approx(1.05)

@@ -53,11 +53,6 @@ def unbuilt_ppo(ppo: PPOSpec, backend: str = "torch") -> list[str]:
                 f"ppo.{name} {value}: the {backend} trainer builds no {loss} loss; T1 runs with it at 0 "
                 "(set it to 0)"
             )
-    if backend == "megatron" and ppo.off_policy.kind != "none":
-        problems.append(
-            f"ppo.off_policy.kind {ppo.off_policy.kind}: the megatron trainer does not build the "
-            "importance correction (the torch trainer does); set kind: none"
-        )
     if ppo.micro_batch_size != 1:
         problems.append(
             f"ppo.micro_batch_size {ppo.micro_batch_size}: the {backend} trainer feeds one variable-length "
