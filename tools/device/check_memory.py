@@ -19,7 +19,7 @@ TORCH_FP32_BYTES = {
     "logit_bytes": 12.0,
     "logit_rows": 256,
 }
-"""Bytes of the torch backend in float32 (`t1_capacity.footprint.backend_constants("torch", "float32")`):
+"""Bytes of the torch backend in float32 (`t1_capacity.layouts.backend_constants("torch", "float32", ...)`):
 fp32 weights, fp32 grads, AdamW m and v (no master copy) per parameter; one LM-head chunk of at most 256
 rows, 12 B per logit (the chunk and two fp32 copies)."""
 
