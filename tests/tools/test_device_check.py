@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -469,3 +471,16 @@ def test_megatron_rows_put_the_main_copy_with_the_gradients(tiny_model_spec) -> 
     assert actor["optimizer"]["predicted_gib"] == pytest.approx(4 * params_bytes / GIB)  # (4 + 4) B
     with pytest.raises(ValueError, match="float16"):
         check.megatron_bytes("float16")
+
+
+def test_a_run_past_its_time_limit_exits_124_within_the_limit_and_says_so() -> None:
+    """check.sh bounds the run (T1_DEVICE_CHECK_TIMEOUT_S): past it the check is ended, 124, one line why."""
+    env = {**os.environ, "T1_DEVICE_CHECK_TIMEOUT_S": "2"}
+    start = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+    )
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 124, proc.stderr[-2000:]
+    assert proc.stdout == "" and "no result within 2 s (T1_DEVICE_CHECK_TIMEOUT_S)" in proc.stderr
+    assert elapsed < 2 + 15 + 10  # the limit, the kill-after grace, and uv's start
