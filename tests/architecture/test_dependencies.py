@@ -179,31 +179,8 @@ def test_import_pulls_no_torch(module):
 
 TOOLS = REPO_ROOT / "tools"
 
-_RUN = "packages/t1/src/t1/run/"
-_MEGATRON = "packages/t1-trainer/src/t1_trainer/megatron/backend.py"
-_TRAINER = "packages/t1-trainer/src/t1_trainer/"
-_TORCH = _TRAINER + "torch_backend.py"
-ALLOWED_PRIVATE_IMPORTS = {
-    # (importing file, "module:name"), each being removed by the change that owns its file
-    (_RUN + "ray/actors.py", "t1.run.loop:_plain"),  # being removed (run driver)
-    (_RUN + "ray/checkpoint.py", "t1.run.run_dir:_finite"),  # being removed (run driver)
-    (_RUN + "ray/checkpoint.py", "t1.run.run_dir:_jsonable"),  # being removed (run driver)
-    (_RUN + "ray/loop.py", "t1.run.loop:_reopen"),  # being removed (run driver)
-    (_RUN + "ray/loop.py", "t1.run.build:_validated_rows"),  # being removed (run driver)
-    (_MEGATRON, "t1_trainer.torch_backend:_actor_summary"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_adamw"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_as_routing"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_from_rollout"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_ids"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_mask"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_MetricAcc"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_step"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_unbuilt_ppo"),  # being removed (one PPO update)
-    (_MEGATRON, "t1_trainer.torch_backend:_vocab_limit"),  # being removed (one PPO update)
-    (_TRAINER + "sft.py", "t1_trainer.weights:_umask"),  # being removed (one PPO update)
-    (_TORCH, "t1_trainer.actor_metrics:_actor_summary"),  # being removed (one PPO update)
-    (_TORCH, "t1_trainer.actor_metrics:_MetricAcc"),  # being removed (one PPO update)
-}
+# (importing file, "module:name"), each being removed by the change that owns its file
+ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 """Private imports that exist today and are being removed; a fixed one must leave this set (a test checks)."""
 
 

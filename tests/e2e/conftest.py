@@ -24,12 +24,16 @@ def _alive(pids) -> list[int]:
 
 
 def assert_no_ray_left(run) -> None:
-    """Every actor and cluster process of a finished or failed `RayRun` is gone, and Ray is shut down."""
+    """Every actor and cluster process of a finished or failed Ray run is gone, and Ray is shut down.
+
+    ``run`` is the `t1.run.driver.Run`; its runtime (`t1.run.ray.runtime.RayRuntime`) keeps the pids.
+    """
     from t1.run.ray.placement import session_processes
 
-    assert run.actor_pids and run.cluster is not None and run.cluster.pids
-    assert _alive(run.actor_pids) == []
-    assert _alive(run.cluster.pids) == []
+    ray_runtime = run.runtime
+    assert ray_runtime.actor_pids and ray_runtime.cluster is not None and ray_runtime.cluster.pids
+    assert _alive(ray_runtime.actor_pids) == []
+    assert _alive(ray_runtime.cluster.pids) == []
     assert session_processes() == ()
     import ray
 
@@ -45,14 +49,15 @@ def run_tiny_ray(tmp_path: Path, overrides: list[str], recipe_path: Path = TINY_
     """Run ``recipe_path`` (default ``recipes/tiny-ray.yaml``) here; skip with the reason if Ray cannot start.
 
     Returns:
-        ``(run, summary)``: the `RayRun` and its `RunSummary`.
+        ``(run, summary)``: the `t1.run.driver.Run` (on the Ray runtime) and its `RunSummary`.
     """
     pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
-    from t1.run.ray.loop import RayRun
+    from t1.run.driver import Run
     from t1_spec import load_recipe
 
     recipe = load_recipe(recipe_path, [*overrides, f"logging.run_root={tmp_path}"])
-    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
+    assert recipe.runtime.kind == "ray", recipe_path
+    run = Run(recipe, recipe.model_dump(mode="json", by_alias=True))
     try:
         summary = run.run()
     except RuntimeError as exc:

@@ -60,7 +60,7 @@ def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_no
     assert summary.steps == 3
     # the engine's decode thread is stopped before run() returns: left decoding the cancelled tail into
     # interpreter shutdown, it aborts the process ("terminate called without an active exception")
-    assert not training.parts.engine._loop._thread.is_alive()
+    assert not training.runtime.parts.engine._loop._thread.is_alive()
     run = summary.run_dir
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     ppo = [r for r in rows if r["phase"] == "ppo"]

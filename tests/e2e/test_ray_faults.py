@@ -33,21 +33,26 @@ FAULTS = [
 def _faulty_run(tmp_path: Path, monkeypatch, tiny_ray, faults: list[tuple[str, int]]):
     """Run tiny-ray, sending ``faults[i]`` = (role, signal) to the participant of the i-th trial sent."""
     pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
-    from t1.run.ray.loop import RayRun
+    from t1.run.ray.rollout import RayTrials
 
-    original = RayRun._trial_or_loss
+    original = RayTrials.wait_trial
     injected: list[tuple[str, int, int]] = []
 
-    async def trial_or_loss(self, future, record, k, h):
+    pids: dict[tuple[str, int], int] = {}
+
+    async def wait_trial(self, future, record, k, h):
+        if not pids:  # asked once, before any fault: every participant answers then
+            for role, actors in (("engine", self.replicas), ("sandbox", self.hosts)):
+                for i, actor in enumerate(actors):
+                    pids[role, i] = (await actor.stats.remote())["pid"]
         if len(injected) < len(faults):
             role, sig = faults[len(injected)]
             index = k if role == "engine" else h
-            pid = self.actor_pids[index if role == "engine" else len(self.replicas) + index]
-            os.kill(pid, sig)
+            os.kill(pids[role, index], sig)
             injected.append((role, index, sig))
         return await original(self, future, record, k, h)
 
-    monkeypatch.setattr(RayRun, "_trial_or_loss", trial_or_loss)
+    monkeypatch.setattr(RayTrials, "wait_trial", wait_trial)
     run, summary = tiny_ray(tmp_path, FAULTS)
     return run, summary, injected
 

@@ -32,8 +32,8 @@ def _task_ids(folder) -> Counter:
 def test_async_run_resumed_after_two_steps_trains_the_saved_batch_at_staleness_one(
     tmp_path, monkeypatch, tiny_ray, no_ray_left, rows_of
 ):
+    from t1.run.driver import Run
     from t1.run.pools import load_pools
-    from t1.run.ray.loop import RayRun
     from t1_tasks import StepTasks
     from t1_tito import Sample
 
@@ -53,16 +53,17 @@ def test_async_run_resumed_after_two_steps_trains_the_saved_batch_at_staleness_o
     first = json.loads((run_dir / "checkpoints" / "step-0001" / "state" / "state.json").read_text())
     assert (first["weight_version"], first["rollout_buffer"]["steps"]) == (1, [1])  # within the plan, too
 
-    resumed: list[RayRun] = []
-    real_run = RayRun.run
-    monkeypatch.setattr(RayRun, "run", lambda self: (resumed.append(self), real_run(self))[1])
+    resumed: list[Run] = []
+    real_run = Run.run
+    monkeypatch.setattr(Run, "run", lambda self: (resumed.append(self), real_run(self))[1])
     # a free field may change: one checkpoint after the resumed steps (each one is 553 MB on tiny-ray)
     result = CliRunner().invoke(
         app, ["train", "--resume", str(run_dir), "ppo.steps=4", "trainer.checkpoint_every=2"]
     )
     assert result.exit_code == 0, result.output
     assert f"resumed from {ckpt} after PPO step 2" in " ".join(result.output.split())
-    (again,) = resumed  # the Ray loop, picked from the run directory's recipe.yaml
+    (again,) = resumed  # the Ray runtime, picked from the run directory's recipe.yaml
+    assert again.runtime.kind == "ray"
     no_ray_left(again)
 
     rows = rows_of(run_dir)

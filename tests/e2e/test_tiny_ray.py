@@ -58,15 +58,15 @@ def test_sync_mode_on_ray_trains_at_staleness_zero(tmp_path, tiny_ray, no_ray_le
 
 
 def test_a_failed_run_leaves_no_ray_process(tmp_path, monkeypatch, no_ray_left):
-    from t1.run.ray.loop import RayRun
+    from t1.run.driver import Run
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("injected failure once every actor is up")
 
-    monkeypatch.setattr(RayRun, "_run_steps", broken)
+    monkeypatch.setattr(Run, "_run_steps", broken)
     pytest.importorskip("ray", reason="the ray package (t1[ray] extra) is not installed")
     recipe = load_recipe(TINY_RAY, ["ppo.steps=1", f"logging.run_root={tmp_path}"])
-    run = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True))
+    run = Run(recipe, recipe.model_dump(mode="json", by_alias=True))
     from t1.run.ray.placement import session_processes
 
     with pytest.raises(RuntimeError) as raised:

@@ -6,7 +6,7 @@ settings. ``MODE``:
 - ``hold``: start three sandboxes (one holding 50,000 files, so that its reclaim takes a while), each with a
   running exec and a shell with a background job, print ``ready <status file>`` and wait; stopped as
   ``t1 train`` is (``t1.run.signals``: Ctrl-C, SIGTERM and SIGHUP), it writes a ``status.json`` the way
-  ``t1.run.loop.Run`` does and exits 130; ``ready`` is followed by the pid of its sandbox watchdog;
+  ``t1.run.driver.Run`` does and exits 130; ``ready`` is followed by the pid of its sandbox watchdog;
 - ``once``: start one sandbox, run ``echo ok`` in it, close it, exit 0 (a new run after a ``kill -9``).
 """
 

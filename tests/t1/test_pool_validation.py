@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from t1.run.build import _validated_rows
+from t1.run.build import validated_rows
 from t1.run.pools import load_validation, pool_problems
 from t1_spec import load_recipe
 from t1_tasks import load_pool
@@ -32,7 +32,7 @@ def test_a_record_of_the_pool_gives_every_task_its_observed_count(tmp_path):
     ids = [t.id for t in pool][:2]
     path = write_record(_record("builtin:mini", ids, total=7), tmp_path / "v.json")
     recipe = load_recipe(TINY, overrides=[f"pool.validation={path}"])
-    rows = _validated_rows(recipe, pool, pool, recipe.pool)
+    rows = validated_rows(recipe, pool, pool, recipe.pool)
     assert set(rows) == set(ids)  # tasks the record does not hold have no row (static count then)
     assert {r.observed_assertions for r in rows.values()} == {7}
     assert pool_problems(recipe) == []
@@ -59,4 +59,4 @@ def test_an_unreadable_record_is_refused_naming_the_field(tmp_path):
 def test_without_a_record_no_task_has_a_row():
     recipe = load_recipe(TINY)
     pool = load_pool("builtin:mini")
-    assert _validated_rows(recipe, pool, pool, recipe.pool) == {}
+    assert validated_rows(recipe, pool, pool, recipe.pool) == {}

@@ -213,26 +213,26 @@ def test_train_prints_the_notes_validate_prints_even_when_it_refuses(tmp_path):
 
 
 def test_a_value_error_once_the_run_has_started_is_a_failed_run_not_invalid_input(monkeypatch, tmp_path):
-    from t1.run import loop
+    from t1.run import driver
 
     def fail(self):
         raise ValueError("a sample's streams disagree")
 
-    monkeypatch.setattr(loop.Run, "run", fail)
+    monkeypatch.setattr(driver.Run, "run", fail)
     result = CliRunner().invoke(app, ["train", str(TINY), f"logging.run_root={tmp_path}"])
     assert result.exit_code == 1 and "a sample's streams disagree" in result.output
 
 
-def test_continuation_is_runnable_on_the_embedded_loop_and_off_by_default():
+def test_continuation_is_runnable_on_both_runtimes_and_off_by_default():
     assert load_recipe(TINY).rollout.continuation.enabled is False  # as in the paper (T1 §7.4)
-    verdict = preflight(load_recipe(TINY, ["rollout.continuation.enabled=true"]))
-    assert verdict.ok, verdict.problems
+    for recipe in (TINY, REPO / "recipes" / "tiny-ray.yaml"):
+        verdict = preflight(load_recipe(recipe, ["rollout.continuation.enabled=true"]))
+        assert verdict.ok, verdict.problems
 
 
 @pytest.mark.parametrize(
     ("recipe", "overrides", "says"),
     [
-        ("tiny-ray.yaml", [], "partial-rollout continuation is not built on the Ray loop"),
         (
             "tiny-cpu.yaml",
             ["ppo.samples_per_task=2", "rollout.launched=10", "rollout.admitted=8"],
@@ -240,7 +240,7 @@ def test_continuation_is_runnable_on_the_embedded_loop_and_off_by_default():
         ),
         ("tiny-cpu.yaml", ["trainer.checkpoint_every=1"], "checkpoints with partial-rollout continuation"),
     ],
-    ids=["ray", "groups", "checkpoints"],
+    ids=["groups", "checkpoints"],
 )
 def test_what_continuation_is_not_built_with_is_refused_by_name(recipe, overrides, says):
     # refused on every machine, so by the spec: --spec-only refuses it as validate and train do
@@ -259,10 +259,9 @@ def test_what_continuation_is_not_built_with_is_refused_by_name(recipe, override
     [
         ("tiny-grpo.yaml", ["rollout.launched=5"], "rollout.launched"),
         ("tiny-cpu.yaml", ["pool.category_mix={a: 1.0}"], "pool.category_mix"),
-        ("tiny-ray.yaml", ["rollout.continuation.enabled=true"], "rollout.continuation.enabled"),
         ("tiny-cpu.yaml", ["tito.normalize_max_s=16", "tito.normalize_max_u=96"], "tito.normalize_max_u"),
     ],
-    ids=["launched-splits-a-group", "category-mix", "continuation-on-ray", "tito-bounds-swapped"],
+    ids=["launched-splits-a-group", "category-mix", "tito-bounds-swapped"],
 )
 def test_refusals_that_do_not_depend_on_the_machine_are_the_specs(recipe, overrides, field, tmp_path):
     """What no machine runs is refused by ``--spec-only`` as by validate and train, naming the field."""

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import torch
 
-from t1.run.ray.checkpoint import BUFFER_KIND, InFlight, resume_from
 from t1.run.resume import (
     ResumeError,
     load_engines,
@@ -25,6 +24,7 @@ from t1.run.resume import (
     save_trainer_state,
     supersede_after,
 )
+from t1.run.steps import BUFFER_KIND, InFlight, buffered_batch
 from t1_spec import load_recipe
 from t1_tasks import StepTasks, load_pool
 from t1_tito import Sample
@@ -112,7 +112,7 @@ def test_the_buffered_batch_comes_back_as_it_was():
         assert a.trial_id == b.trial_id and a.policy_version == b.policy_version and a.reward == b.reward
         assert a.rollout_logprobs.tobytes() == b.rollout_logprobs.tobytes()
         assert np.array_equal(a.routing, b.routing) and a.routing.dtype == b.routing.dtype
-    with pytest.raises(ResumeError, match="buf.jsonl: not a Ray run's rollout buffer"):
+    with pytest.raises(ResumeError, match="buf.jsonl: not a run's rollout buffer"):
         InFlight.from_records([{"kind": "other"}], "buf.jsonl")
     with pytest.raises(ResumeError, match="buf.jsonl: record 3"):
         InFlight.from_records([records[0], records[1], {**records[2], "reward_index": 3}], "buf.jsonl")
@@ -212,7 +212,7 @@ def test_the_driver_refuses_a_trainer_file_it_cannot_see(tmp_path):
 def test_a_buffered_batch_of_another_step_is_refused_before_anything_loads(tmp_path):
     _, ckpt, _, _ = _two_process_checkpoint(tmp_path, _in_flight(index=5))
     with pytest.raises(ResumeError, match="holds the batch of step 5.*resumes at step 2"):
-        resume_from(ckpt, run_dir=ckpt.parent.parent, trainer=None, replicas=[], stream=None, deadline_s=1)
+        buffered_batch(load_state(ckpt), ckpt)
 
 
 class _Receiver:

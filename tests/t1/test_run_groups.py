@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from t1.run import preflight
-from t1.run.loop import planned_steps, warmup_steps
+from t1.run.steps import planned_steps, warmup_steps
 from t1_spec import RecipeError, load_recipe
 from t1_tasks import StepTasks, load_pool
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from t1.run import StopToken
-from t1.run.loop import planned_steps, warmup_steps
+from t1.run.steps import planned_steps, warmup_steps
 from t1_spec import load_recipe
 
 TINY = Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml"

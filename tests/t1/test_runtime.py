@@ -22,10 +22,10 @@ def test_default_runtime_keeps_every_recipe_embedded_and_sync():
     assert RuntimeSpec().kind == "embedded" and RuntimeSpec().mode == "sync"
 
 
-def test_registry_names_both_loops():
+def test_registry_names_both_runtimes():
     assert RUNTIMES.kinds() == ("embedded", "ray")
-    assert RUNTIMES.load("embedded").__name__ == "EmbeddedRuntime"
-    assert RUNTIMES.load("ray").__name__ == "RayRun"
+    assert RUNTIMES.load("embedded").__name__ == "InProcessRuntime"
+    assert RUNTIMES.load("ray").__name__ == "RayRuntime"
 
 
 def test_embedded_refuses_async_with_the_reason():
@@ -45,10 +45,6 @@ def test_tiny_ray_passes_the_preflight():
     ("override", "field"),
     [
         ("runtime.ray.trainer_workers=2", "runtime.ray.trainer_workers 2"),
-        (
-            "evaluation.enabled=true evaluation.suites=[builtin:mini] evaluation.context_tokens=4096",
-            "evaluation.enabled",
-        ),
         ("engine.device=cuda", "engine.device 'cuda'"),
     ],
 )
@@ -85,10 +81,16 @@ def test_an_empty_ray_address_is_invalid_input_not_a_join():
 
 
 def test_ray_with_sglang_is_refused_by_name():
-    from t1.run.ray.loop import RayRun
+    from t1.run.ray.runtime import RayRuntime
 
     recipe = load_recipe(REPO / "recipes" / "t1-122b.yaml", ["runtime.kind=ray"])
-    assert any(line.startswith("engine.kind 'sglang'") for line in RayRun.preflight(recipe))
+    assert any(line.startswith("engine.kind 'sglang'") for line in RayRuntime.preflight(recipe))
+
+
+def test_ray_runs_evaluation_during_training():
+    evaluating = "evaluation.enabled=true evaluation.suites=[builtin:mini] evaluation.context_tokens=4096"
+    lines = runtime_problems(load_recipe(TINY_RAY, evaluating.split()))
+    assert not any(line.startswith("evaluation") for line in lines), lines
 
 
 def test_placement_has_one_cpu_bundle_per_actor_on_a_cpu_box():

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from t1.run.ray.loop import RayRun
+from t1.run.runtimes import runtime_problems
 from t1.run.staleness import (
     advance,
     batch_staleness,
@@ -37,7 +37,7 @@ class Batch:
 
 
 def replay(k: int, steps: int, start: int = 0) -> list[tuple[int, int, int, int]]:
-    """The Ray loop's order of rollout and training (`RayRun._run_steps`), with a version counter.
+    """The driver's order of rollout and training (`t1.run.driver.Run._run_steps`), with a version counter.
 
     Returns per step: (step, batch index, trained staleness tag, trainer version - drawing version).
     """
@@ -91,17 +91,15 @@ def test_lookahead_is_zero_in_sync_mode():
 
 
 def test_histogram_has_every_staleness_up_to_the_bound():
-    recipe = load_recipe(STALE2)
     samples = [SimpleNamespace(policy_version=v) for v in (3, 3, 4)]
-    assert staleness_histogram(recipe, samples, 5) == {
+    assert staleness_histogram(lookahead(load_recipe(STALE2)), samples, 5) == {
         "rollout/staleness_0": 0,
         "rollout/staleness_1": 1,
         "rollout/staleness_2": 2,
     }
     # a sample the trainer would refuse still shows, under its own key
-    assert staleness_histogram(recipe, [SimpleNamespace(policy_version=0)], 5)["rollout/staleness_5"] == 1
-    sync = load_recipe(TINY_RAY, ["runtime.mode=sync"])
-    assert staleness_histogram(sync, samples[:1], 3) == {"rollout/staleness_0": 1}
+    assert staleness_histogram(2, [SimpleNamespace(policy_version=0)], 5)["rollout/staleness_5"] == 1
+    assert staleness_histogram(0, samples[:1], 3) == {"rollout/staleness_0": 1}
 
 
 def test_max_staleness_is_at_least_one():
@@ -110,12 +108,12 @@ def test_max_staleness_is_at_least_one():
         load_recipe(TINY_RAY, ["runtime.max_staleness=0"])
 
 
-def test_the_ray_preflight_refuses_what_is_not_built():
+def test_the_runtime_preflight_refuses_what_is_not_built():
     assert staleness_problems(load_recipe(STALE2)) == []
-    assert RayRun.preflight(load_recipe(STALE2)) == []
+    assert runtime_problems(load_recipe(STALE2)) == []
     (line,) = staleness_problems(load_recipe(STALE2, ["runtime.mode=sync"]))
     assert line.startswith("runtime.max_staleness 2: only runtime.mode async")
     (line,) = staleness_problems(load_recipe(STALE2, ["trainer.checkpoint_every=1"]))
     assert "trainer.checkpoint_every 1" in line and "not built" in line
-    assert line in RayRun.preflight(load_recipe(STALE2, ["trainer.checkpoint_every=1"]))
+    assert line in runtime_problems(load_recipe(STALE2, ["trainer.checkpoint_every=1"]))
     assert staleness_problems(load_recipe(TINY_RAY, ["trainer.checkpoint_every=1"])) == []

@@ -85,7 +85,7 @@ def test_lazy_exports_resolve_to_the_defining_modules():
     import t1.run
     import t1_policy
     import t1_trainer
-    from t1.run.loop import Run
+    from t1.run.driver import Run
     from t1_policy.critic import Critic
     from t1_policy.model import build_model
     from t1_trainer.step import ppo_step

@@ -177,13 +177,6 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "set it to 8 or 10",
     ),
     (
-        "rollout.continuation_not_on_ray",
-        "tiny",
-        ("rollout.continuation.enabled=true", "runtime.kind=ray", "trainer.checkpoint_every=0"),
-        "rollout.continuation.enabled",
-        "not built on the Ray loop",
-    ),
-    (
         "rollout.continuation_not_with_groups",
         "tiny",
         (

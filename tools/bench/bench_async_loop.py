@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from t1.run.ray.loop import RayRun
+from t1.run.driver import Run
 from t1_spec import load_recipe
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "tiny-ray.yaml"
@@ -40,7 +40,7 @@ def run_mode(mode: str, steps: int, overrides: list[str]) -> dict[str, float]:
             RECIPE, [f"runtime.mode={mode}", f"ppo.steps={steps}", f"logging.run_root={root}", *overrides]
         )
         t0 = time.monotonic()
-        summary = RayRun(recipe, recipe.model_dump(mode="json", by_alias=True)).run()
+        summary = Run(recipe, recipe.model_dump(mode="json", by_alias=True)).run()
         total = time.monotonic() - t0
         rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
     walls = [r["wall_s"] for r in rows if r.get("phase") == "ppo"]

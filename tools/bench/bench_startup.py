@@ -44,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "t1 train "
-"""The console line that `t1.run.loop.Run` prints right before the first step's trials are launched."""
+"""The console line that `t1.run.driver.Run` prints right before the first step's trials are launched."""
 
 FLOORS = {
     "python": "pass",

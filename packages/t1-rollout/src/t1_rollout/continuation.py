@@ -17,7 +17,7 @@ a batch is full (`t1_rollout.scheduler.collect_batch` with a `Continuation`):
 
 The parked trials (coroutine suspended, sandbox, shell and episode alive) and the carried finished records
 are held by the `Continuation` across the step's training and weight publication; this needs the one event
-loop that runs every step of the run (`t1.run.loop`). The next batch continues them first: they take the
+loop that runs every step of the run (`t1.run.driver`). The next batch continues them first: they take the
 first launch slots (and a concurrency slot each, but no sandbox creation), so ``launched - len(carried)``
 fresh tasks are drawn, none of them a task a carried trial holds. A continued trial's earlier turns keep
 their ids, log-probs, routing rows and weight version; its new turns carry the version the engine serves

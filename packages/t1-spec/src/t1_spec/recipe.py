@@ -292,24 +292,15 @@ def _engine_violations(r: Recipe) -> list[Violation]:
 def continuation_violations(r: Recipe) -> list[Violation]:
     """What partial-rollout continuation (``rollout.continuation``, T1 §10) is not built with, on any machine.
 
-    Built: the embedded loop, one trial per task. Not built: the Ray loop (its trials run on remote sandbox
-    hosts that would have to hold parked trials across the publication barrier), groups
-    (``ppo.samples_per_task > 1``: a group would straddle two steps, its members drawn under different
-    versions and normalised under one GRPO baseline), and checkpoints (``trainer.checkpoint_every > 0``: a
-    checkpoint does not save parked trials, so a resumed run would lose them silently).
+    Built on both runtimes (in process, and on Ray, where the sandbox hosts hold the parked trials across
+    the publication barrier), one trial per task. Not built: groups (``ppo.samples_per_task > 1``: a group
+    would straddle two steps, its members drawn under different versions and normalised under one GRPO
+    baseline), and checkpoints (``trainer.checkpoint_every > 0``: a checkpoint does not save parked trials,
+    so a resumed run would lose them silently).
     """
     if not r.rollout.continuation.enabled:
         return []
     field, v = "rollout.continuation.enabled", []
-    if r.runtime.kind == "ray":
-        v.append(
-            Violation(
-                "rollout.continuation_not_on_ray",
-                field,
-                "partial-rollout continuation is not built on the Ray loop (runtime.kind: ray); set it to "
-                "false, or runtime.kind to embedded",
-            )
-        )
     g = r.ppo.samples_per_task
     if g > 1:
         v.append(

@@ -214,12 +214,6 @@ RULES: tuple[Rule, ...] = (
         "the scheduler launches whole groups of G trials per task",
     ),
     Rule(
-        "rollout.continuation_not_on_ray",
-        "rollout.continuation.enabled",
-        "continuation off with `runtime.kind: ray`",
-        "not built: parked trials would have to outlive the publication barrier on remote hosts (T1 §10)",
-    ),
-    Rule(
         "rollout.continuation_not_with_groups",
         "rollout.continuation.enabled",
         "continuation off with `ppo.samples_per_task > 1`",

@@ -22,8 +22,8 @@ class RaySpec(Spec):
 
     Built: liveness probes of the engine replicas and sandbox hosts (the ``liveness`` section; a lost one is
     dropped and the run goes on with the rest) and checkpoints with ``t1 train --resume``. Not built:
-    replacing a lost actor, probing the trainer worker (its loss fails the run), partial-rollout
-    continuation, data-parallel trainer workers and NCCL weight publication.
+    replacing a lost actor, probing the trainer worker (its loss fails the run), data-parallel trainer
+    workers and NCCL weight publication.
     """
 
     address: str | None = Field(default=None, min_length=1)
@@ -54,8 +54,9 @@ class RuntimeSpec(Spec):
     """Which loop runs the recipe, and whether rollout overlaps training (T1 §7, Appendix 12)."""
 
     kind: Literal["embedded", "ray"] = "embedded"
-    """``embedded``: one process, no Ray (`t1.run.loop.Run`); ``ray``: Ray actors for engine replicas, the
-    trainer worker and sandbox hosts (`t1.run.ray.loop.RayRun`, needs the ``t1[ray]`` extra)."""
+    """``embedded``: one process, no Ray (`t1.run.inprocess`); ``ray``: Ray actors for engine replicas, the
+    trainer worker and sandbox hosts (`t1.run.ray.runtime`, needs the ``t1[ray]`` extra); one step driver
+    (`t1.run.driver`) runs the steps on either."""
 
     mode: Literal["sync", "async"] = "sync"
     """``sync``: rollout, then training, then publication (staleness 0); ``async``: the one-step

@@ -50,8 +50,7 @@ def register(app: typer.Typer) -> None:
             # SIGTERM and SIGHUP stop the run as Ctrl-C does (trials cancelled, sandboxes reclaimed, the run
             # directory marked "interrupted"), from the first moment: the handlers go in before any import.
             with stop_signals() as token, reported(debug, invalid=(RecipeError,)):
-                from t1.run import PreflightError, RunFailed
-                from t1.run.runtimes import RUNTIMES
+                from t1.run import PreflightError, Run, RunFailed
                 from t1_spec import load_recipe
 
                 checkpoint = None
@@ -71,9 +70,7 @@ def register(app: typer.Typer) -> None:
                     spec = load_recipe(recipe, overrides or [])
                     resolved = spec.model_dump(mode="json", by_alias=True)
                 try:
-                    run = RUNTIMES.load(spec.runtime.kind).from_spec(
-                        spec, resolved, stop=token, resume_from=checkpoint
-                    )
+                    run = Run(spec, resolved, stop=token, resume_from=checkpoint)
                 except PreflightError as exc:
                     # a valid recipe this machine cannot run (a path it lacks included): exit 1, as validate
                     message = f"[bold red]error:[/] {escape(str(exc))}"

@@ -15,11 +15,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from t1.run.pools import load_pools, load_validation
 from t1_spec import PoolSpec, Recipe
 from t1_tasks import Pool
+
+if TYPE_CHECKING:  # the parts' protocols and types; importing them at run time would load torch
+    import torch
+
+    from t1_rollout.engine import SamplingParams
+    from t1_rollout.engine.base import Engine
+    from t1_rollout.harness import HarnessConfig
+    from t1_rollout.scheduler import SchedulerConfig
+    from t1_rollout.trial import TrialLimits
+    from t1_sandbox.base import Sandbox
+    from t1_tito import TitoSession
+    from t1_trainer.base import TrainerBackend
 
 
 @dataclass
@@ -42,18 +54,18 @@ class Components:
     pool: Pool
     warmup_pool: Pool
     warmup_pool_spec: PoolSpec
-    tito: Any
-    engine: Any
-    backend: Any
-    sandbox_factory: Callable[[], Any]
-    sampling: Any
-    harness: Any
-    limits: Any
-    scheduler: Any
+    tito: TitoSession
+    engine: Engine
+    backend: TrainerBackend
+    sandbox_factory: Callable[[], Sandbox]
+    sampling: SamplingParams
+    harness: HarnessConfig
+    limits: TrialLimits
+    scheduler: SchedulerConfig
     validated: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tuple[Any, Any]:
+def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tuple[torch.nn.Module, Engine]:
     """The policy model of ``model`` (seeded, or the saved actor weights) and the engine serving it.
 
     Args:
@@ -88,7 +100,7 @@ def default_run_id(recipe: Recipe) -> str:
     return os.environ.get("T1_RUN_ID") or f"{recipe.name}-{here}"
 
 
-def sandbox_factory(recipe: Recipe, run_id: str | None = None) -> Callable[[], Any]:
+def sandbox_factory(recipe: Recipe, run_id: str | None = None) -> Callable[[], Sandbox]:
     """Makes one fresh, unstarted sandbox of ``sandbox.kind`` per call.
 
     Each gets the section and what its backend takes from the run (``Sandbox.run_options``: the run id,
@@ -101,7 +113,7 @@ def sandbox_factory(recipe: Recipe, run_id: str | None = None) -> Callable[[], A
     return lambda: sandbox_cls.from_spec(recipe.sandbox, **options)
 
 
-def build_tito(recipe: Recipe) -> Any:
+def build_tito(recipe: Recipe) -> TitoSession:
     """The TITO session of the recipe: its tokenizer (``model.tokenizer``), the chat template, ``tito``."""
     from t1_tito import ChatTemplate, TitoSession, load_tokenizer
 
@@ -150,11 +162,11 @@ def build(recipe: Recipe) -> Components:
         harness=HarnessConfig.from_spec(r.rollout),
         limits=TrialLimits.from_spec(r.rollout),
         scheduler=SchedulerConfig.from_spec(r.rollout, samples_per_task=r.ppo.samples_per_task),
-        validated=_validated_rows(r, pool, warmup_pool, warm),
+        validated=validated_rows(r, pool, warmup_pool, warm),
     )
 
 
-def _validated_rows(recipe: Recipe, pool: Pool, warmup_pool: Pool, warm: PoolSpec) -> dict[str, Any]:
+def validated_rows(recipe: Recipe, pool: Pool, warmup_pool: Pool, warm: PoolSpec) -> dict[str, Any]:
     """Task id -> validation row, from ``pool.validation`` and the warm-up pool's (`load_validation`)."""
     rows: dict[str, Any] = {}
     pairs = [("pool", recipe.pool, pool)]

@@ -33,12 +33,11 @@ In the Ray loop the driver and the engine replicas draw from no global generator
 with a generator seeded by the recipe seed, its step and its slot), so the trainer's states are the ones
 saved.
 
-The embedded loop keeps no rollout buffer between steps (every step's batch is trained on in that step), so
-its ``rollout_buffer.jsonl`` is empty (``"records": 0``, ``"steps": []``). A loop that carries trials across
-a step boundary passes them to `save_state` as ``rollout_buffer`` (JSON-ready records) with the steps they
-belong to, and reads them back from `RunState.rollout_buffer`; turning them back into a batch is that
-loop's part: the Ray loop's one-step asynchronous pipeline saves the batch rolled out for the next step
-(`t1.run.ray.checkpoint`).
+A synchronous run keeps no rollout buffer between steps (every step's batch is trained on in that step), so
+its ``rollout_buffer.jsonl`` is empty (``"records": 0``, ``"steps": []``). The asynchronous pipeline of the
+step driver (`t1.run.driver`) has the next step's batch rolled out at a barrier: it passes it to
+`save_state` as ``rollout_buffer`` (JSON-ready records, `t1.run.steps.InFlight.to_records`) with the step
+it belongs to, and reads it back from `RunState.rollout_buffer` (`t1.run.steps.buffered_batch`).
 
 Resuming (`open_run`, then `load_state` and `restore`) rebuilds the run from its ``recipe.yaml``, loads the
 latest whole checkpoint into the trainer, the engine and the task stream, sets the RNG states last, and

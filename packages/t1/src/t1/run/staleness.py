@@ -88,14 +88,15 @@ def advance(queue: deque[Any], rolled: Any | None) -> Any | None:
     return queue.popleft() if queue else None
 
 
-def staleness_histogram(recipe: Recipe, samples: Iterable[Any], trainer_version: int) -> dict[str, int]:
-    """Samples of one batch per staleness: ``rollout/staleness_<j>`` for j = 0 .. `lookahead` (counts).
+def staleness_histogram(bound: int, samples: Iterable[Any], trainer_version: int) -> dict[str, int]:
+    """Samples of one batch per staleness: ``rollout/staleness_<j>`` for j = 0 .. ``bound`` (counts).
 
-    A sample's staleness is ``trainer_version - sample.policy_version`` (a TITO chunk carries its oldest
-    turn's version). Every j up to the bound is present, zero included, so the columns stay the same over a
-    run; a sample outside 0 .. bound (which the trainer refuses) counts under its own key.
+    ``bound`` is the oldest a sample may be: `lookahead` plus, with partial-rollout continuation, its
+    allowance (``rollout.continuation.max_resumes``). A sample's staleness is ``trainer_version -
+    sample.policy_version`` (a TITO chunk carries its oldest turn's version). Every j up to the bound is
+    present, zero included, so the columns stay the same over a run; a sample outside 0 .. bound (which the
+    trainer refuses) counts under its own key.
     """
-    bound = lookahead(recipe)
     counts = {f"rollout/staleness_{j}": 0 for j in range(bound + 1)}
     for s in samples:
         key = f"rollout/staleness_{int(trainer_version) - int(s.policy_version)}"
@@ -104,9 +105,9 @@ def staleness_histogram(recipe: Recipe, samples: Iterable[Any], trainer_version:
 
 
 def staleness_problems(recipe: Recipe) -> list[str]:
-    """What the Ray loop cannot run of ``runtime.max_staleness``, one line each (empty: runnable).
+    """What no runtime runs of ``runtime.max_staleness``, one line each (empty: runnable).
 
-    A checkpoint keeps one rollout batch (`t1.run.ray.checkpoint`), so checkpoints with k > 1 are not built;
+    A checkpoint keeps one rollout batch (`t1.run.driver`), so checkpoints with k > 1 are not built;
     ``max_staleness`` above 1 in sync mode would be a setting that does nothing, so it is refused too.
     """
     runtime, problems = recipe.runtime, []

@@ -1,6 +1,6 @@
 """The actors of a Ray run: engine replicas, the trainer worker and sandbox hosts (T1 §7, Appendix 12).
 
-Each class here is plain Python; `t1.run.ray.loop` turns it into a Ray actor with ``ray.remote`` and places
+Each class here is plain Python; `t1.run.ray.runtime` turns it into a Ray actor with ``ray.remote`` and places
 it in its bundle, so this module imports Ray only inside the calls that need it.
 
 - `EngineReplica` holds one embedded engine built from the recipe exactly as the embedded run builds it
@@ -14,7 +14,9 @@ it in its bundle, so this module imports Ray only inside the calls that need it.
   run directory the driver names.
 - `SandboxHost` runs whole trials (`t1_rollout.trial.run_trial`) on its node, at most
   ``rollout.per_node_cap`` at once, each generating on the replica the driver assigned to it
-  (`ReplicaEngine`); a cancelled trial's sandbox is reclaimed on the host and its record returned.
+  (`ReplicaEngine`); a cancelled trial's sandbox is reclaimed on the host and its record returned. With
+  partial-rollout continuation it parks a trial on request and keeps its coroutine alive across steps
+  (`SandboxHost.park`, ``wait_parked``, ``resume``; the driver's side is `t1.run.ray.rollout`).
 
 Every actor answers ``stats`` (the liveness probe of `t1.run.ray.liveness`). Not built: NCCL publication.
 """
@@ -230,30 +232,37 @@ class TrainerWorker:
             recipe, actor=copy.deepcopy(model)
         )
 
-    def ppo_step(self, samples: list[Any], staleness: int) -> tuple[dict[str, Any], float]:
-        """`t1_trainer.step.ppo_step` at ``staleness``; returns its metrics (plain) and its wall time (s).
+    def ppo_step(
+        self, samples: list[Any], staleness: int, continuation_lag: int, max_staleness: int
+    ) -> tuple[dict[str, Any], float]:
+        """`t1_trainer.step.ppo_step` with these checks; returns its metrics (plain) and its wall time (s).
 
         Raises:
-            t1_trainer.errors.StalenessError: a sample is not exactly ``staleness`` versions behind, or is
-                older than ``runtime.max_staleness`` (0 in sync mode).
+            t1_trainer.errors.StalenessError: a sample is not ``staleness`` versions behind (up to
+                ``continuation_lag`` more for a continued trial), or is older than ``max_staleness``.
         """
-        from t1.run.loop import _plain
+        from t1.run.steps import plain_metrics
         from t1_trainer.step import ppo_step
 
         t0 = time.monotonic()
-        runtime = self.recipe.runtime
-        bound = runtime.max_staleness if runtime.mode == "async" else 0
-        metrics = ppo_step(self.backend, samples, self.recipe.ppo, staleness=staleness, max_staleness=bound)
-        return _plain(metrics), time.monotonic() - t0
+        metrics = ppo_step(
+            self.backend,
+            samples,
+            self.recipe.ppo,
+            staleness=staleness,
+            continuation_lag=continuation_lag,
+            max_staleness=max_staleness,
+        )
+        return plain_metrics(metrics), time.monotonic() - t0
 
     def critic_warmup_step(self, samples: list[Any]) -> tuple[dict[str, Any], float]:
         """`t1_trainer.step.critic_warmup_step`; returns its metrics (plain) and its wall time (s)."""
-        from t1.run.loop import _plain
+        from t1.run.steps import plain_metrics
         from t1_trainer.step import critic_warmup_step
 
         t0 = time.monotonic()
         metrics = critic_warmup_step(self.backend, samples, self.recipe.ppo)
-        return _plain(metrics), time.monotonic() - t0
+        return plain_metrics(metrics), time.monotonic() - t0
 
     def publish(self, replicas: list[Any]) -> dict[str, float]:
         """Publish the actor's weights to every replica at the barrier (T1 Appendix 12).
@@ -350,6 +359,7 @@ class TrialOrder:
         out_dir: where the verifier's files go (the run directory's verifier folder; a shared path on a
             multi-node cluster).
         validated: the task's row of the pool's validation record, or None.
+        parks: whether the trial honours parking requests (partial-rollout continuation, `SandboxHost.park`).
     """
 
     task: Any
@@ -358,6 +368,7 @@ class TrialOrder:
     replica: int
     out_dir: str
     validated: Any = None
+    parks: bool = False
 
 
 class SandboxHost:
@@ -383,20 +394,29 @@ class SandboxHost:
         self.cap = recipe.rollout.per_node_cap
         self._gate: asyncio.Semaphore | None = None
         self._running: dict[str, asyncio.Task] = {}
+        self._parking: dict[str, Any] = {}  # trial id -> its Parking (continuation on)
+        self._records: dict[str, Any] = {}  # trial id -> its record, for a parked trial's snapshot
         self.peak = 0
 
     async def run_trial(self, order: TrialOrder) -> Any:
         """Run one trial to its end, or to its cancellation by `cancel`; returns its `TrialRecord`.
 
         A trial cancelled while it waits for a slot never creates a sandbox; one cancelled while it runs
-        has its sandbox reclaimed by ``run_trial`` first. Either way the record comes back ``cancelled``.
+        (parked included) has its sandbox reclaimed by ``run_trial`` first. Either way the record comes back
+        ``cancelled``. With ``order.parks`` the trial honours `park` at its turn boundaries; a parked trial's
+        call stays pending, its coroutine alive, until `resume` or `cancel`.
         """
+        from t1_rollout.parking import Parking
         from t1_rollout.trial import run_trial
 
         if self._gate is None:
             self._gate = asyncio.Semaphore(self.cap)
         record = order.record
         engine = ReplicaEngine(self.replicas[order.replica])
+        if order.parks:
+            record.parking = Parking()
+            self._parking[record.trial_id] = record.parking
+        self._records[record.trial_id] = record
 
         async def one() -> Any:
             async with self._gate:
@@ -418,14 +438,16 @@ class SandboxHost:
         task = asyncio.ensure_future(one())
         self._running[record.trial_id] = task
         try:
-            return await task
+            await task
         except asyncio.CancelledError:
             record.status = "cancelled"
             record.cause = record.cause or "scheduler: cancelled before it started"
-            return record
         finally:
             if self._running.get(record.trial_id) is task:  # a re-queued attempt may reuse the id
                 del self._running[record.trial_id]
+                self._parking.pop(record.trial_id, None)
+                self._records.pop(record.trial_id, None)
+        return dataclasses.replace(record, parking=None)  # the handle stays here
 
     def cancel(self, trial_id: str) -> bool:
         """Cancel one running trial (the oversampling tail, T1 §7.4); False when it is not running here."""
@@ -433,6 +455,36 @@ class SandboxHost:
         if task is None:
             return False
         task.cancel()
+        return True
+
+    def park(self, trial_id: str) -> bool:
+        """Ask a running trial to park at its next turn boundary (T1 §10); False when it cannot here."""
+        parking = self._parking.get(trial_id)
+        if parking is None or trial_id not in self._running:
+            return False
+        parking.ask()
+        return True
+
+    async def wait_parked(self, trial_id: str) -> Any:
+        """Wait until the trial waits at a turn boundary; its record as it stands, or None once it ended."""
+        parking, task = self._parking.get(trial_id), self._running.get(trial_id)
+        if parking is None or task is None:
+            return None
+        parked = asyncio.ensure_future(parking.wait_parked())
+        try:
+            await asyncio.wait({parked, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            parked.cancel()
+        if not parking.parked or task.done():
+            return None
+        return dataclasses.replace(self._records[trial_id], parking=None)
+
+    def resume(self, trial_id: str) -> bool:
+        """Let a parked trial go on, under the weights the replicas serve now; False when not held here."""
+        parking = self._parking.get(trial_id)
+        if parking is None:
+            return False
+        parking.resume()
         return True
 
     def stats(self) -> dict[str, int]:

@@ -7,7 +7,7 @@ one probe every ``liveness.probe_period_s`` (30 s), each of which must be answer
 process hangs or is stopped) marks the participant lost, with that cause. The driver also marks a
 participant lost at once when a call to it fails because its actor died, without waiting for a probe.
 
-The driver routes no new trial to a lost participant, re-queues the trials it held (`t1.run.ray.loop`), and
+The driver routes no new trial to a lost participant, re-queues the trials it held (`t1.run.ray.rollout`), and
 kills it (`LivenessMonitor.to_reclaim`) when it acts on the loss, at the latest at the next barrier; the
 run goes on with the rest. A transient outage (``ActorUnavailableError``) counts as a loss too: its trials
 are re-queued, never scored. The trainer worker is not probed here: it is a single worker whose loss fails
@@ -218,7 +218,7 @@ class LivenessMonitor:
             self._thread.join(timeout_s)
 
 
-# ---- the driver's side of a trial (`t1.run.ray.loop.RayRun`)
+# ---- the driver's side of a trial (`t1.run.ray.rollout.RayTrials`)
 
 
 async def trial_or_loss(

@@ -133,11 +133,6 @@ def ray_problems(recipe: Recipe) -> list[str]:
             f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
             "Ray loop (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
         )
-    if recipe.evaluation.enabled:
-        problems.append(
-            "evaluation.enabled: evaluation during a runtime.kind 'ray' run is not built; run `t1 eval` "
-            "on the saved weights, or use runtime.kind 'embedded'"
-        )
     # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
     needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts
     if rt.ray.address is None and rt.ray.num_cpus is not None and rt.ray.num_cpus < needed:
