@@ -422,11 +422,6 @@ async def test_no_entry_of_the_verifiers_path_or_module_path_is_writable_by_it(m
 AGENT_ENV = 'export PYTEST_ADDOPTS="-p t1evil"\nexport PYTHONPATH="$PYTHONPATH:/home/agent/lib"\n'
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: test.sh sources a file under the verifier's HOME, the agent's /home/agent "
-    "(docs/threat-model.md, the grader's imports)",
-)
 async def test_a_test_sh_that_sources_the_agents_home_env_is_not_steered(
     make_sandbox, environment_dir, tmp_path, backend_kind
 ):

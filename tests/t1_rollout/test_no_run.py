@@ -55,6 +55,16 @@ EMPTY_CTRF = json.dumps(
 )
 
 
+@pytest.fixture(autouse=True)
+def no_wheelhouse(monkeypatch, tmp_path):
+    """The wheelhouse is not fetched here (no package index in a unit test): an empty one."""
+    from t1_rollout import verifier_toolchain
+
+    empty = tmp_path / "wheelhouse"
+    empty.mkdir()
+    monkeypatch.setattr(verifier_toolchain, "fill_wheelhouse", lambda requirements, python: (empty, []))
+
+
 def collection_error(guard: str | None, module: str) -> str:
     """pytest's output for a collection error on ``module``, after the guard's line (None: no guard line)."""
     head = f"{GUARD_MARK} {guard}\n" if guard is not None else ""

@@ -37,6 +37,9 @@ __all__ = ["GUARD_MARK", "guard_missing", "no_run_cause"]
 
 #: The guard's line (``sitecustomize.MARK``; the guard is standard-library code that imports nothing of T1).
 GUARD_MARK = "[t1-verifier-guard] test imports found nowhere:"
+#: The line T1's verifier launch prints before ``test.sh`` when the Python it asks for is missing
+#: (``t1_rollout.verifier_toolchain.MARK``): quoted in the cause, never a ground for it.
+TOOLCHAIN_MARK = "[t1-verifier-toolchain]"
 _SESSION = "test session starts"
 
 
@@ -98,9 +101,11 @@ def no_run_cause(
     text = stdout or ""
     summary, unfinished = parse_pytest_summary(text)
     if not _session_started(text) and summary is None:
+        said = next((line.strip() for line in text.splitlines() if line.startswith(TOOLCHAIN_MARK)), None)
+        said = f" ({said[len(TOOLCHAIN_MARK) :].strip()}: T1 downloads no Python)" if said else ""
         return (
             "the verifier did not run: no pytest session in what test.sh printed although it asks pytest "
-            f"for a per-assertion report (its bootstrap or toolchain failed){ignored}"
+            f"for a per-assertion report (its bootstrap or toolchain failed){said}{ignored}"
         )
     if summary is None or unfinished or summary.tests_low > 0:
         return None  # tests ran, or the session did not close: the other rules decide

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from t1_reward import TamperEvidence
+from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
+from t1_rollout.verifier_toolchain import provision
 from t1_sandbox.base import ExecResult, Sandbox, SandboxError
 from t1_sandbox.local.toolchain import VERIFIER_UV_DIR
-from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 
 __all__ = [
     "VerifierRun",
@@ -110,6 +111,8 @@ class VerifierRun:
             ``False``: it has none), read from the sandbox's ``network`` attribute; None when the backend
             does not say. A fact the agent cannot change, used to attribute a verifier that reached no host
             (``t1_rollout.attribution``).
+        toolchain: what T1 provided to the verifier (``t1_rollout.verifier_toolchain.Provision.describe``:
+            its home with uv, the wheelhouse, offline or not), or None when the run did not get that far.
     """
 
     out_dir: Path
@@ -123,6 +126,7 @@ class VerifierRun:
     evidence: tuple[TamperEvidence, ...] = ()
     sabotage: str | None = None
     network: bool | None = None
+    toolchain: str | None = None
 
     @property
     def crashed(self) -> bool:
@@ -214,6 +218,7 @@ async def run_verifier(
     timed_out = False
     signal: int | None = None
     tail = ""
+    toolchain: str | None = None
     error: str | None = None
     log_bytes = 0
     first: dict[str, str] | None = None
@@ -228,6 +233,8 @@ async def run_verifier(
         expected = await asyncio.to_thread(tree_digest, Path(task.tests_dir))
         await sandbox.stop_agent()
         await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=control_s, read_only=True)
+        given = await provision(sandbox, Path(task.tests_dir), network=sandbox_network(sandbox))
+        toolchain = given.describe()
         # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
         # So is uv's state of the verifier's launch (UV_ISOLATION): the agent may have planted it in /tmp.
         fresh = f"{VERIFIER_LOG_DIR} {DONE_DIR} {VERIFIER_UV_DIR}"
@@ -237,7 +244,7 @@ async def run_verifier(
         )
         result = await sandbox.exec_verifier(
             f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
-            f"&& {run_tests}",
+            f"&& {{ {given.prelude} {run_tests}; }}",
             timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
         )
         exit_code, timed_out = result.exit_code, result.timed_out
@@ -291,6 +298,7 @@ async def run_verifier(
         evidence=tuple(evidence),
         sabotage=sabotage,
         network=sandbox_network(sandbox),
+        toolchain=toolchain,
     )
 
 
