@@ -53,6 +53,7 @@ HOST_CACHE = Path(os.environ.get("T1_WHEELHOUSE_CACHE", "/var/tmp/t1-wheelhouse"
 MARK = "[t1-verifier-toolchain]"
 _FILL_TIMEOUT_S = 300.0
 _LOCK = threading.Lock()
+_MISSED: dict[Path, list[str]] = {}  # this process's fills that lacked something: not retried here
 _PLATFORMS = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
@@ -112,7 +113,9 @@ def fill_wheelhouse(requirements: list[str], python: str) -> tuple[Path, list[st
 
     Downloads binary wheels only (``--only-binary=:all:``, Linux on this host's architecture, or pure
     Python), dependencies included, from the package index pip is configured for. Each requirement is
-    fetched on its own, so one the index cannot give does not keep the others out.
+    fetched on its own, so one the index cannot give does not keep the others out. A complete fill is kept
+    on disk for every later process; one that lacked something is served as it is and tried again by the
+    next process only (the index may come back).
 
     Args:
         requirements: ``name`` or ``name==version`` strings.
@@ -129,7 +132,9 @@ def fill_wheelhouse(requirements: list[str], python: str) -> tuple[Path, list[st
     done = folder / ".complete"
     with _LOCK:
         if done.is_file():
-            return folder, done.read_text().splitlines()
+            return folder, []
+        if folder in _MISSED:
+            return folder.with_suffix(".partial"), _MISSED[folder]
         arch = _PLATFORMS.get(platform.machine(), platform.machine())
         tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=_cache_dir()))
         problems = []
@@ -149,12 +154,18 @@ def fill_wheelhouse(requirements: list[str], python: str) -> tuple[Path, list[st
                 last = (done_run.stderr.strip().splitlines() or ["no output"])[-1]
                 why = f"the package index gave no wheel for CPython {python} ({last})"
                 problems.append(f"{requirement}: {why}")
-        (tmp / ".complete").write_text("\n".join(problems))
+        if problems:  # what came is served; the next process tries again (the index may be back)
+            partial = folder.with_suffix(".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            os.replace(tmp, partial)
+            _MISSED[folder] = problems
+            return partial, problems
+        (tmp / ".complete").write_text("")
         try:
             os.replace(tmp, folder)
         except OSError:  # another process filled it first
             shutil.rmtree(tmp, ignore_errors=True)
-        return folder, (folder / ".complete").read_text().splitlines()
+        return folder, []
 
 
 def _cache_dir() -> Path:
