@@ -137,17 +137,17 @@ def mini_swe_agent() -> Path:
 def _mini_command(mini: Path) -> tuple[str, ...]:
     return (
         str(mini), "--yolo", "--exit-immediately",
-        "--model", "openai/${T1_MODEL}",
-        "--task", "${T1_INSTRUCTION}",
+        "--model", "openai/$T1_MODEL",
+        "--task", "$T1_INSTRUCTION",
         "--environment-class", "docker",
-        "--output", "${T1_TRIAL_DIR}/trajectory.json",
+        "--output", "$T1_TRIAL_DIR/trajectory.json",
         "-c", "mini.yaml",
         "-c", "environment.image=t1-sandbox",
-        "-c", "environment.executable=${T1_SANDBOX_EXEC}",
+        "-c", "environment.executable=$T1_SANDBOX_EXEC",
         "-c", "environment.cwd=/app",
         "-c", "environment.timeout=60",
-        "-c", "model.model_kwargs.api_base=${OPENAI_BASE_URL}",
-        "-c", "model.model_kwargs.api_key=${OPENAI_API_KEY}",
+        "-c", "model.model_kwargs.api_base=$OPENAI_BASE_URL",
+        "-c", "model.model_kwargs.api_key=$OPENAI_API_KEY",
         "-c", "model.cost_tracking=ignore_errors",
         "-c", "agent.step_limit=8",
     )  # fmt: skip

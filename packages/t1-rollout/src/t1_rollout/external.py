@@ -66,7 +66,7 @@ class ExternalHarness:
     """The ``external`` entry of `t1_rollout.harness.HARNESSES`: runs one trial's episode through a command.
 
     Attributes:
-        command: the argv (``${NAME}`` substituted from the trial's variables and ``env``).
+        command: the argv (``$NAME`` or ``${NAME}`` substituted from the trial's variables and ``env``).
         env: extra environment variables of the command.
         model: the model name the endpoint answers with.
         kill_grace_s: seconds between SIGTERM and SIGKILL when the command is stopped.

@@ -34,9 +34,10 @@ class ExternalHarnessSpec(Spec):
     """Discriminator: an external harness through T1's endpoint (`t1_rollout.external`)."""
 
     command: list[str] = Field(min_length=1)
-    """The harness's argv (no shell). ``${NAME}`` is replaced by the trial's variables (``T1_INSTRUCTION``,
+    """The harness's argv (no shell). ``$NAME`` is replaced by the trial's variables (``T1_INSTRUCTION``,
     ``T1_INSTRUCTION_FILE``, ``T1_SANDBOX_EXEC``, ``T1_TRIAL_DIR``, ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
-    ``T1_MODEL``) and by those of ``env``; an unknown name is left as written."""
+    ``T1_MODEL``) and by those of ``env``; an unknown name is left as written. Write ``$NAME``, not
+    ``${NAME}``: the recipe loader reads ``${...}`` as its own interpolation (escape it as ``\\${NAME}``)."""
 
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables of the command (after T1's own, which they cannot replace). The
