@@ -196,6 +196,8 @@ async def test_mini_swe_agent_solves_a_mini_task_through_the_endpoint(mini_swe_a
         full = [*prev.prompt_ids.tolist(), *prev.output_ids.tolist()]
         assert nxt.prompt_ids[: len(full)].tolist() == full
     assert [t.policy_version for t in turns] == [11] * len(turns)
+    calls = report["endpoint_calls"]
+    assert [c["prompt"] for c in calls] == ["rendered"] + ["tito"] * (len(turns) - 1)
 
     # the stitched sample: one chunk, four aligned streams, drift 0 in the loss region, R3 rows in place
     audit = rec.stitch.audit

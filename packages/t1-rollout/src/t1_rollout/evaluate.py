@@ -31,7 +31,7 @@ from t1_rollout.attribution import network_cause, task_facts
 from t1_rollout.compaction import CompactionAttempt, CompactionConfig, compaction_metrics
 from t1_rollout.engine.base import Engine, SamplingParams
 from t1_rollout.eval_metrics import EvalTrial, summarize
-from t1_rollout.harness import HarnessConfig
+from t1_rollout.harness import HARNESSES, HarnessConfig
 from t1_rollout.trial import TrialLimits, TrialRecord, run_trial
 from t1_rollout.validate import SandboxLedger, run_check
 from t1_sandbox.base import Sandbox
@@ -134,6 +134,7 @@ class EvalSettings:
                 context_tokens=context,
                 observation_max_bytes=ro.observation_max_bytes,
                 compaction=compaction,
+                agent=HARNESSES.load(ro.harness.kind).from_spec(ro.harness),  # the training harness
             ),
             limits=TrialLimits(
                 remote_deadline_s=min(e.total_timeout_s, build + e.agent_wall_s + e.verifier_wall_s),

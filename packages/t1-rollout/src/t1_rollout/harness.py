@@ -189,6 +189,9 @@ class Episode:
         summary_turns: indices in ``turns`` of the summary turns (sampled summaries, failed ones included).
         resampled_turns: generations aborted because the trial parked (partial-rollout continuation); their
             partial turns were discarded and sampled again after the resume, so they are in no ``turns``.
+        endpoint_calls: with an external harness, how each call's prompt was built, one dict per turn
+            (`t1_rollout.endpoint.CallRecord.to_json`: ``tito`` or ``rendered``, the first edited message);
+            empty for the built-in harness.
     """
 
     turns: list[Turn] = field(default_factory=list)
@@ -200,6 +203,7 @@ class Episode:
     compactions: list[CompactionAttempt] = field(default_factory=list)
     summary_turns: list[int] = field(default_factory=list)
     resampled_turns: int = 0
+    endpoint_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def agent_turns(self) -> int:

@@ -132,7 +132,8 @@ class TrialRecord:
         in the samples trained on). ``assertions_passed`` and ``assertions_total`` are None, not 0, when
         no per-assertion report was used (a fallback): the counts are unknown. ``steps`` lists the steps the
         trial ran in and ``turn_policy_versions`` the weight version of every turn, in order (a continued
-        trial has turns of more than one); ``resampled_turns`` counts the partial turns discarded at a park.
+        trial has turns of more than one); ``resampled_turns`` counts the partial turns discarded at a park;
+        ``endpoint_calls`` says how an external harness's calls were built (`t1_rollout.endpoint.CallRecord`).
 
         Returns:
             A dict of str, int, float, bool, None, lists and dicts only (``json.dumps`` takes it as is).
@@ -160,6 +161,7 @@ class TrialRecord:
             "steps": list(self.steps),
             "resumes": self.resumes,
             "resampled_turns": episode.resampled_turns if episode else 0,
+            "endpoint_calls": list(episode.endpoint_calls) if episode else [],
             "messages": episode.messages if episode else [],
             "reward": None if reward is None else reward.value,
             "assertions_passed": reward.passed if counted else None,

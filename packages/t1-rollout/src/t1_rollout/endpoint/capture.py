@@ -277,9 +277,9 @@ class TrialCapture:
         message = reply.message()
         self.episode.messages = [*messages, message]
         self._history = normalize_messages(self.episode.messages)
-        self.calls.append(
-            CallRecord(index, source, edited, len(prompt), len(gen.output_ids), gen.weight_version)
-        )
+        record = CallRecord(index, source, edited, len(prompt), len(gen.output_ids), gen.weight_version)
+        self.calls.append(record)
+        self.episode.endpoint_calls.append(record.to_json())
         return completion(
             call_id=f"chatcmpl-{index}",
             model=self.model,

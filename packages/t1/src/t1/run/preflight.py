@@ -73,6 +73,7 @@ class PreflightInputError(PreflightError, ValueError):
 def registries() -> tuple[tuple[str, Registry], ...]:
     """``(recipe field, registry)`` for every backend seam, in the order the run builds them."""
     from t1_rollout.engine import ENGINES
+    from t1_rollout.harness import HARNESSES
     from t1_sandbox import SANDBOXES
     from t1_trainer.base import TRAINER_BACKENDS
 
@@ -80,6 +81,7 @@ def registries() -> tuple[tuple[str, Registry], ...]:
         ("engine.kind", ENGINES),
         ("sandbox.kind", SANDBOXES),
         ("trainer.backend", TRAINER_BACKENDS),
+        ("rollout.harness.kind", HARNESSES),
     )
 
 
@@ -89,6 +91,7 @@ def backend_kinds(recipe: Recipe) -> dict[str, str]:
         "engine.kind": recipe.engine.kind,
         "sandbox.kind": recipe.sandbox.kind,
         "trainer.backend": recipe.trainer.backend,
+        "rollout.harness.kind": recipe.rollout.harness.kind,
     }
 
 
