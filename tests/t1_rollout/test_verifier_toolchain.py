@@ -157,10 +157,10 @@ def _docker_ready() -> bool:
     return True
 
 
-def _tb2_task(root: Path, base: str) -> Path:
+def _tb2_task(root: Path, base: str, python: str = "3.13") -> Path:
     (root / "environment").mkdir(parents=True)
     (root / "solution").mkdir()
-    _tests(root)
+    _tests(root, TB2_TEST_SH.replace("-p 3.13", f"-p {python}"))
     (root / "environment" / "Dockerfile").write_text(f"FROM {base}\nWORKDIR /app\n")
     (root / "solution" / "solve.sh").write_text("#!/bin/bash\necho ok > /app/out.txt\n")
     (root / "instruction.md").write_text("Write ok to /app/out.txt.\n")
@@ -176,6 +176,7 @@ def _tb2_task(root: Path, base: str) -> Path:
 def test_an_unmodified_tb2_test_sh_verifies_offline_in_docker(tmp_path):
     from t1.run.build import sandbox_factory
     from t1_rollout.validate import validate_task
+    from t1_sandbox.docker.toolchain import extra_pythons
     from t1_spec import load_recipe
     from t1_tasks import load_task
 
@@ -193,16 +194,24 @@ def test_an_unmodified_tb2_test_sh_verifies_offline_in_docker(tmp_path):
     assert good.ok, good.problems
     assert (good.oracle.passed, good.oracle.total, good.oracle.report_source) == (2, 2, "ctrf")
     assert (good.nop.passed, good.nop.error) == (0, None)
-    # Debian bookworm has CPython 3.11 and the toolchain is this host's: no 3.13 offline, said precisely
+    # Debian bookworm has CPython 3.11: the toolchain's 3.13 (this host's, when it has one) serves -p 3.13
+    if any(version == "3.13" for version, _ in extra_pythons()):
+        bookworm = asyncio.run(
+            validate_task(
+                load_task(_tb2_task(tmp_path / "bookworm", "debian:bookworm-slim")),
+                sandbox_factory=factory,
+                work_dir=tmp_path / "out",
+            )
+        )
+        assert bookworm.ok, bookworm.problems
+    # a Python neither the image nor the toolchain has: the verifier does not run, and the cause says why
     bad = asyncio.run(
         validate_task(
-            load_task(_tb2_task(tmp_path / "bookworm", "debian:bookworm-slim")),
+            load_task(_tb2_task(tmp_path / "py310", "debian:bookworm-slim", python="3.10")),
             sandbox_factory=factory,
             work_dir=tmp_path / "out",
         )
     )
     assert not bad.ok
-    assert (
-        "the verifier did not run" in bad.problems[0]
-        and "no python3.13 on the verifier's PATH" in (bad.problems[0])
-    )
+    assert "the verifier did not run" in bad.problems[0], bad.problems
+    assert "no python3.10 on the verifier's PATH" in bad.problems[0], bad.problems

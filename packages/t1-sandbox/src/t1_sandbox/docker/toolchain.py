@@ -12,6 +12,10 @@ mounted in every container, but only the verifier's launch runs with group `VERI
 cannot enter the directory, and nothing in the container can write the volume. The tree is built on the host
 once (cached under ``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
 
+Other CPythons of this host, for the ``uvx -p X.Y`` of Terminal-Bench 2 scripts (`EXTRA_PYTHONS`), are
+added the same way under ``pythons/X.Y`` with a ``pythonX.Y`` link in ``bin``, when this host has them
+(``uv python find``): a verifier that asks for one then finds it offline whatever the image holds.
+
 Limit: the interpreter is the host's build, so the task image's C library must be at least as new as the
 host's (glibc 2.36 on Debian bookworm: bookworm, trixie and Ubuntu 24.04 images qualify; bullseye does not).
 """
@@ -25,6 +29,7 @@ import importlib.util
 import io
 import os
 import py_compile
+import subprocess
 import sys
 import tarfile
 import threading
@@ -63,6 +68,9 @@ VERIFIER_GID = 1999
 DISTRIBUTIONS = ("pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging", "pygments")
 _SKIP_STDLIB = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3")
 _CACHE = Path("/var/tmp/t1-docker-toolchain")
+#: CPython versions added beside this host's own when this host has them: the one Terminal-Bench 2's
+#: ``uvx -p 3.13`` asks for.
+EXTRA_PYTHONS = ("3.13",)
 _LOCK = threading.Lock()
 
 
@@ -85,12 +93,85 @@ def _relative_runpath(binary: bytes, prefix: str) -> bytes:
     return binary.replace(old, new.ljust(len(old), b"\0"))
 
 
+def _python_candidates(version: str) -> list[Path]:
+    """Where this host may have CPython ``version``: uv's answer, ``PATH``, uv's and pyenv's folders."""
+    found: list[Path] = []
+    try:
+        from uv import find_uv_bin
+
+        done = subprocess.run(
+            [find_uv_bin(), "python", "find", "--system", "--no-project", version],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        )
+        if done.returncode == 0 and done.stdout.strip():
+            found.append(Path(done.stdout.strip()))
+    except (ImportError, OSError, subprocess.TimeoutExpired):
+        pass
+    found += [Path(d) / f"python{version}" for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    homes = [
+        Path.home() / ".local/share/uv/python",
+        Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")),
+    ]
+    for home in homes:
+        found += sorted(home.glob(f"cpython-{version}.*/bin/python{version}"))
+        found += sorted((home / "versions").glob(f"{version}.*/bin/python{version}"))
+    return found
+
+
+_ASK_PREFIX = "import sys; print(sys.base_prefix); print(sys.implementation.name)"
+
+
+@functools.cache
+def extra_pythons() -> tuple[tuple[str, Path], ...]:
+    """``(X.Y, prefix)`` of each `EXTRA_PYTHONS` version this host has as a CPython with a ``lib/pythonX.Y``.
+
+    Each candidate (`_python_candidates`) is asked for its own ``sys.base_prefix`` (a shim that cannot run
+    is skipped); nothing is downloaded, and this host's own version is not repeated.
+    """
+    own = f"{sys.version_info.major}.{sys.version_info.minor}"
+    found = []
+    for version in EXTRA_PYTHONS:
+        if version == own:
+            continue
+        for exe in _python_candidates(version):
+            if not exe.is_file():
+                continue
+            try:
+                done = subprocess.run(
+                    [
+                        str(exe),
+                        "-I",
+                        "-c",
+                        "import sys; print(sys.base_prefix); print(sys.implementation.name)",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            lines = done.stdout.split()
+            if done.returncode != 0 or lines[-1:] != ["cpython"]:
+                continue
+            prefix = Path(lines[0])
+            if (prefix / "lib" / f"python{version}" / "os.py").is_file() and (
+                prefix / "bin" / f"python{version}"
+            ).is_file():
+                found.append((version, prefix))
+                break
+    return tuple(found)
+
+
 def _key() -> str:
     parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
+    parts += [f"{version}={prefix}" for version, prefix in extra_pythons()]
     parts.append(_GUARD_SOURCE.read_text())
     for name in DISTRIBUTIONS:
         parts.append(f"{name}=={importlib.metadata.version(name)}")
-    parts.append("layout-1")
+    parts.append("layout-2")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -127,6 +208,23 @@ def _dir(tar: tarfile.TarFile, arc: str, mode: int = 0o755) -> None:
     info = tarfile.TarInfo(arc)
     info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, mode, 0, VERIFIER_GID
     tar.addfile(info)
+
+
+def _add_python(tar: tarfile.TarFile, version: str, prefix: Path) -> None:
+    """One more CPython under ``verifier/pythons/<version>``, linked as ``verifier/bin/python<version>``."""
+    root = f"verifier/pythons/{version}"
+    _dir(tar, root)
+    _dir(tar, f"{root}/bin")
+    exe = prefix / "bin" / f"python{version}"
+    _add_bytes(tar, _relative_runpath(exe.read_bytes(), str(prefix)), f"{root}/bin/python{version}", 0o755)
+    _dir(tar, f"{root}/lib")
+    for lib in sorted((prefix / "lib").glob("libpython*.so*")):
+        _add(tar, lib, f"{root}/lib/{lib.name}")
+    _add_tree(tar, prefix / "lib" / f"python{version}", f"{root}/lib/python{version}", skip=_SKIP_STDLIB)
+    link = tarfile.TarInfo(f"verifier/bin/python{version}")
+    link.type, link.mode, link.gid = tarfile.SYMTYPE, 0o777, VERIFIER_GID
+    link.linkname = f"../pythons/{version}/bin/python{version}"
+    tar.addfile(link)
 
 
 def _write_tar(path: Path) -> None:
@@ -184,6 +282,9 @@ def _write_tar(path: Path) -> None:
                         made.add(arc)
                         _dir(tar, arc)
                 _add(tar, src, f"verifier/site-packages/{file.as_posix()}")
+        _dir(tar, "verifier/pythons")
+        for version, prefix in extra_pythons():
+            _add_python(tar, version, prefix)
         _add(tar, Path(__file__).with_name("t1run.py"), "verifier/t1run.py", mode=0o644)
         _add_bytes(tar, b"", ".complete", 0o644)  # last: its presence means the whole tree was copied
 
