@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from t1_trainer.publish import WeightReceiver, publish_weights
     from t1_trainer.step import StepMetrics, check_staleness, critic_warmup, critic_warmup_step, ppo_step
     from t1_trainer.torch_backend import Critic, TorchBackend
+    from t1_trainer.update import UpdateBackend, update_actor, update_critic
     from t1_trainer.weights import save_weights
 
 _LAZY = {
@@ -53,6 +54,7 @@ _LAZY = {
         "t1_trainer.step",
     ),
     **dict.fromkeys(("Critic", "TorchBackend"), "t1_trainer.torch_backend"),
+    **dict.fromkeys(("UpdateBackend", "update_actor", "update_critic"), "t1_trainer.update"),
     "save_weights": "t1_trainer.weights",
 }
 """Public name -> the module that defines it, imported on first access: those modules import torch, so the
@@ -79,6 +81,7 @@ __all__ = [
     "TrainerBackend",
     "TrainerBackendClass",
     "TrainerConfigError",
+    "UpdateBackend",
     "WeightReceiver",
     "check_staleness",
     "compute_advantages",
@@ -92,5 +95,7 @@ __all__ = [
     "ppo_step",
     "publish_weights",
     "save_weights",
+    "update_actor",
+    "update_critic",
     "value_loss",
 ]
