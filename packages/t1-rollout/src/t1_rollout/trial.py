@@ -181,6 +181,7 @@ class TrialRecord:
                 "error": self.verifier.error,
                 "signal": self.verifier.signal,
                 "dir": str(self.verifier.out_dir),
+                "toolchain": self.verifier.toolchain,
             },
             "samples": [
                 {
