@@ -48,7 +48,7 @@ from t1_rollout.compaction import (
 from t1_rollout.engine.base import Engine, Generation, SamplingParams
 from t1_rollout.parking import Parking, ParkRequested
 from t1_sandbox.base import ShellDied
-from t1_spec import Registry, RolloutSpec
+from t1_spec import BuiltinHarnessSpec, Recipe, Registry, RolloutSpec
 from t1_tito import PromptBuffer, TitoSession, Turn
 
 HARNESSES = Registry(
@@ -137,12 +137,12 @@ class BuiltinHarness:
     """The ``builtin`` entry of `HARNESSES`: T1's own loop, `run_episode`, in the trial's persistent shell."""
 
     @classmethod
-    def from_spec(cls, spec: Any) -> BuiltinHarness:
+    def from_spec(cls, spec: BuiltinHarnessSpec) -> BuiltinHarness:
         """The built-in harness (its section has no setting but ``kind``)."""
         return cls()
 
     @classmethod
-    def preflight(cls, recipe: Any) -> list[str]:
+    def preflight(cls, recipe: Recipe) -> list[str]:
         """Nothing to check: the built-in harness runs wherever the trial's shell does."""
         return []
 
