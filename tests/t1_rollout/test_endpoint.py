@@ -266,3 +266,26 @@ async def test_an_engine_failure_is_kept_for_the_trial(tokenizer):
                 await _drive(client, 1)
     assert isinstance(capture.error, EngineError) and capture.ended.is_set()
     assert capture.episode.turns == []
+
+
+async def test_text_parts_and_the_developer_role_render_as_plain_messages(tokenizer):
+    capture, engine = _capture(tokenizer, ["hello", "again"])
+    parts = [
+        {
+            "role": "developer",
+            "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+    ]
+    plain = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    image = {"type": "image_url", "image_url": {"url": "data:,"}}
+    async with EndpointServer() as server:
+        key = server.open_trial(capture)
+        async with openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0) as client:
+            await client.chat.completions.create(model="t1", messages=parts)
+            with pytest.raises(openai.BadRequestError, match="only text parts"):
+                await client.chat.completions.create(
+                    model="t1", messages=[{"role": "user", "content": [image]}]
+                )
+    assert engine.calls[0][0] == capture.tito.start(plain)  # the same ids as the plain messages
+    assert len(engine.calls) == 1

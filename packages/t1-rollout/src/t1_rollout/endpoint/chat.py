@@ -30,22 +30,54 @@ TOOLS_FOOTER = (
 _CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
-def with_tools(
-    messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
-) -> list[dict]:
-    """The messages with the tool signatures appended to the system message (one is added when absent).
+def plain_messages(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """The messages as the template takes them: content as one string, ``developer`` as ``system``.
+
+    OpenAI's content may be a list of parts; text parts (``{"type": "text", "text": ...}``) are joined in
+    order. OpenAI's newer ``developer`` role is its system role.
+
+    Raises:
+        TemplateError: a message that is not an object, or a content part that is not text (an image),
+            naming the message and the part.
+    """
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise TemplateError(f"messages[{i}]: must be an object, got {type(m).__name__}")
+        msg = dict(m)
+        if msg.get("role") == "developer":
+            msg["role"] = "system"
+        content = msg.get("content")
+        if isinstance(content, list):
+            texts = []
+            for j, part in enumerate(content):
+                if not (isinstance(part, Mapping) and part.get("type") in ("text", "input_text")):
+                    kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                    raise TemplateError(
+                        f"messages[{i}].content[{j}]: only text parts are served, got {kind!r}"
+                    )
+                texts.append(str(part.get("text", "")))
+            msg["content"] = "".join(texts)
+        out.append(msg)
+    return out
+
+
+def with_tools(messages: Sequence[Any], tools: Sequence[Mapping[str, Any]] | None) -> list[dict]:
+    """The messages (`plain_messages`) with the tool signatures appended to the system message.
 
     Args:
         messages: The request's ``messages``.
-        tools: The request's ``tools`` (``[{"type": "function", "function": {...}}]``) or None.
+        tools: The request's ``tools`` (``[{"type": "function", "function": {...}}]``) or None; a system
+            message is added first when there is none.
 
     Returns:
-        New message dicts; the same messages when there are no tools.
+        New message dicts.
 
     Raises:
-        TemplateError: a tool that is not a mapping, or a system message whose content is not a string.
+        TemplateError: what `plain_messages` raises, a tool that is not a mapping, or a system message whose
+            content is not a string.
     """
-    out = [dict(m) for m in messages]
+    out = plain_messages(messages)
     if not tools:
         return out
     lines = []
