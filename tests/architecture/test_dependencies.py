@@ -179,10 +179,6 @@ def test_import_pulls_no_torch(module):
 
 TOOLS = REPO_ROOT / "tools"
 
-# (importing file, "module:name"), each being removed by the change that owns its file
-ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
-"""Private imports that exist today and are being removed; a fixed one must leave this set (a test checks)."""
-
 
 def is_private(name: str) -> bool:
     """``_name`` is private; ``__dunder__`` names are not."""
@@ -256,20 +252,11 @@ def found_private_imports() -> dict[tuple[str, str], list[int]]:
 
 def test_no_module_imports_another_modules_private_names():
     """A name shared between modules is public (no ``_``), in the module that owns it (DESIGN.md)."""
-    new = {k: v for k, v in found_private_imports().items() if k not in ALLOWED_PRIVATE_IMPORTS}
-    shown = [f"{file}:{lines[0]} imports {what}" for (file, what), lines in sorted(new.items())]
-    assert not new, (
+    found = found_private_imports()
+    shown = [f"{file}:{lines[0]} imports {what}" for (file, what), lines in sorted(found.items())]
+    assert not found, (
         "private names imported across modules; make the shared name public (a name without '_', "
         "documented, in the module it belongs to) and import that: " + "; ".join(shown)
-    )
-
-
-def test_the_private_import_allow_list_holds_only_imports_that_remain():
-    """An allow-listed private import that is gone leaves the list, so the list only shrinks."""
-    stale = sorted(ALLOWED_PRIVATE_IMPORTS - found_private_imports().keys())
-    assert not stale, (
-        "allow-listed private imports no longer in the code; delete their lines from ALLOWED_PRIVATE_IMPORTS "
-        f"in {Path(__file__).relative_to(REPO_ROOT)}: {stale}"
     )
 
 

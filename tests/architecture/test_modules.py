@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_MODULE_LINES = 600
 CLI_PACKAGE = "t1"
@@ -201,16 +199,6 @@ def run_sources() -> dict[str, str]:
     return {p.relative_to(RUN_PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in paths}
 
 
-REPLACED_LOOPS = ("loop.py", "ray/loop.py")
-"""The embedded and Ray step loops that ``driver.py`` replaces: the test below is expected to fail (and
-must) while either is there; delete this and the mark once they are gone."""
-
-
-@pytest.mark.xfail(
-    condition=any((RUN_PACKAGE / loop).exists() for loop in REPLACED_LOOPS),
-    reason="t1/run/loop.py and t1/run/ray/loop.py still run their own steps (being replaced by driver.py)",
-    strict=True,
-)
 def test_one_module_runs_the_training_steps():
     """One step loop over a Runtime seam: only ``t1/run/driver.py`` collects a step's batch and trains on it.
 
