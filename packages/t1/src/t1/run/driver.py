@@ -215,9 +215,10 @@ class Run:
                 max_staleness=ahead + self._lag(),
             )
             due = bool(every) and (step + 1) % every == 0
-            index = step + ahead
+            rolled, index = None, step + ahead
             if ahead and (index < steps or due):  # overlaps the training of this step
                 rolled = self._collect_next(stream, index, planned=index < steps, staleness=ahead)
+            if ahead:  # the next step's batch: the oldest queued one, or the one just rolled out
                 in_flight = advance(queued, rolled) if queued else rolled
             t_wait = time.monotonic()
             train_metrics, train_s = pending.result()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from t1.run.resume import RunState
     from t1_rollout.engine import SamplingParams
     from t1_rollout.trial import TrialRecord
+    from t1_tasks import StepTasks
     from t1_tito import Sample
 
 
@@ -154,7 +155,7 @@ class InProcessRuntime:
         p = self._parts()
         return {"backend": p.backend, "engine": p.engine}
 
-    def restore(self, state: RunState, stream: Any) -> None:
+    def restore(self, state: RunState, stream: StepTasks) -> None:
         """`t1.run.resume.restore`: trainer state, the engine's weights and version, the stream, RNG last."""
         from t1.run.resume import restore
 

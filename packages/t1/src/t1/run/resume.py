@@ -25,11 +25,11 @@ above.
 
 One layout, written from one or two processes. The trainer's part (``weights/``, ``state/optimizer.pt``,
 the counters and the RNG states) is written by `save_trainer_state` and loaded by `restore_trainer` in the
-process that holds the trainer backend: the embedded loop's one process, or the Ray loop's trainer worker
-(`t1.run.ray.actors.TrainerWorker`), writing to the run directory the driver names. The driver writes the
-rest with `save_state` and reads it with `load_state`; a file the trainer wrote that the driver cannot see
+process that holds the trainer backend: the in-process runtime's one process, or the Ray runtime's trainer
+worker (`t1.run.ray.actors.TrainerWorker`), writing to the run directory the driver names. The driver writes
+the rest with `save_state` and reads it with `load_state`; a file the trainer wrote that the driver cannot see
 at its size is refused at once (on a multi-node Ray cluster the run directory must be shared storage).
-In the Ray loop the driver and the engine replicas draw from no global generator (every trial samples
+In the Ray runtime the driver and the engine replicas draw from no global generator (every trial samples
 with a generator seeded by the recipe seed, its step and its slot), so the trainer's states are the ones
 saved.
 
@@ -119,8 +119,8 @@ class RunState:
         task_stream: the PPO task stream's position (`t1_tasks.StepTasks.position`).
         rng: the generators' states (``python``, ``numpy``, ``torch``, ``cuda``).
         metrics_rows: lines of ``metrics.jsonl`` up to the checkpoint.
-        rollout_buffer: the records the loop passed to `save_state` (empty for the embedded loop).
-        buffered_steps: the PPO steps whose batch ``rollout_buffer`` holds (empty for the embedded loop).
+        rollout_buffer: the records the loop passed to `save_state` (empty for the in-process runtime).
+        buffered_steps: the PPO steps whose batch ``rollout_buffer`` holds (empty for the in-process runtime).
     """
 
     checkpoint: Path
@@ -147,9 +147,9 @@ def recipe_identity(resolved: Mapping[str, Any]) -> str:
 def save_trainer_state(checkpoint: Path, backend: Any, *, optimizer: bool) -> dict[str, Any]:
     """Write the trainer's part of a checkpoint, in the process that holds the trainer backend.
 
-    The embedded loop calls it through `save_state`; the Ray loop calls it in its trainer worker (its own
-    process, `t1.run.ray.actors.TrainerWorker.save_checkpoint`) and hands the result to `save_state`, so
-    both loops write one layout.
+    The in-process runtime calls it through `save_state`; the Ray runtime calls it in its trainer worker (its
+    own process, `t1.run.ray.actors.TrainerWorker.save_checkpoint`) and hands the result to `save_state`,
+    so both runtimes write one layout.
 
     Args:
         checkpoint: the folder, ``<run>/checkpoints/step-NNNN`` (``weights/`` and ``state/`` are created).
@@ -416,7 +416,7 @@ def restore_trainer(state: RunState, backend: Any, *, rng: bool = True) -> None:
 
     The actor (`t1_trainer.checkpoint.load_actor`) and the critic weights, both optimizer states and the
     backend's counters; with ``rng``, then this process's generator states (the trainer's: `save_state`
-    takes them from the process that ran `save_trainer_state`). The Ray loop's trainer worker calls it
+    takes them from the process that ran `save_trainer_state`). The Ray runtime's trainer worker calls it
     with the state less its rollout buffer.
 
     Raises:

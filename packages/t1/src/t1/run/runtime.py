@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from t1_rollout.engine.base import Engine
     from t1_rollout.trial import TrialRecord
     from t1_sandbox.base import Sandbox
-    from t1_tito import ChatTemplate, Sample
+    from t1_tasks import StepTasks
+    from t1_tito import ChatTemplate, Sample, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class EvaluationParts:
 
     engine: Engine
     sandbox_factory: Callable[[], Sandbox]
-    tokenizer: Any
+    tokenizer: Tokenizer
     template: ChatTemplate
     version: int
 
@@ -199,7 +200,7 @@ class Runtime(Protocol):
         """
         ...
 
-    def restore(self, state: RunState, stream: Any) -> None:
+    def restore(self, state: RunState, stream: StepTasks) -> None:
         """Load a checkpoint's trainer part, give every engine its weights and version, set the stream."""
         ...
 

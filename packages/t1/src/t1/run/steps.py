@@ -160,14 +160,14 @@ class InFlight:
     """
 
     index: int
-    samples: list[Any]
+    samples: list[Sample]
     staleness: int
     epochs: list[int]
     rollout_metrics: dict[str, Any]
     admitted: int
     rollout_s: float
     requeued: int = 0
-    batch: Any = field(default=None, repr=False)
+    batch: BatchResult | None = field(default=None, repr=False)
 
     @classmethod
     def of(

@@ -30,9 +30,17 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from t1_spec import Recipe
+
+if TYPE_CHECKING:
+    from t1.run.resume import RunState
+    from t1_rollout.engine import SamplingParams
+    from t1_rollout.parking import Parking
+    from t1_rollout.trial import TrialRecord
+    from t1_tasks import Task
+    from t1_tito import Sample
 
 CONTROL_DEADLINE_S = 120.0
 """Deadline of one control-plane call to an actor (pause, resume, version, cancel; seconds): the paper's
@@ -233,7 +241,7 @@ class TrainerWorker:
         )
 
     def ppo_step(
-        self, samples: list[Any], staleness: int, continuation_lag: int, max_staleness: int
+        self, samples: list[Sample], staleness: int, continuation_lag: int, max_staleness: int
     ) -> tuple[dict[str, Any], float]:
         """`t1_trainer.step.ppo_step` with these checks; returns its metrics (plain) and its wall time (s).
 
@@ -255,7 +263,7 @@ class TrainerWorker:
         )
         return plain_metrics(metrics), time.monotonic() - t0
 
-    def critic_warmup_step(self, samples: list[Any]) -> tuple[dict[str, Any], float]:
+    def critic_warmup_step(self, samples: list[Sample]) -> tuple[dict[str, Any], float]:
         """`t1_trainer.step.critic_warmup_step`; returns its metrics (plain) and its wall time (s)."""
         from t1.run.steps import plain_metrics
         from t1_trainer.step import critic_warmup_step
@@ -304,7 +312,7 @@ class TrainerWorker:
 
         return save_trainer_state(Path(checkpoint), self.backend, optimizer=optimizer)
 
-    def restore_checkpoint(self, state: Any) -> int:
+    def restore_checkpoint(self, state: RunState) -> int:
         """Load the trainer's part of a checkpoint (`t1.run.resume.restore_trainer`, RNG states last).
 
         Args:
@@ -362,9 +370,9 @@ class TrialOrder:
         parks: whether the trial honours parking requests (partial-rollout continuation, `SandboxHost.park`).
     """
 
-    task: Any
-    record: Any
-    sampling: Any
+    task: Task
+    record: TrialRecord
+    sampling: SamplingParams
     replica: int
     out_dir: str
     validated: Any = None
@@ -394,11 +402,11 @@ class SandboxHost:
         self.cap = recipe.rollout.per_node_cap
         self._gate: asyncio.Semaphore | None = None
         self._running: dict[str, asyncio.Task] = {}
-        self._parking: dict[str, Any] = {}  # trial id -> its Parking (continuation on)
-        self._records: dict[str, Any] = {}  # trial id -> its record, for a parked trial's snapshot
+        self._parking: dict[str, Parking] = {}  # trial id -> its Parking (continuation on)
+        self._records: dict[str, TrialRecord] = {}  # trial id -> its record, for a parked trial's snapshot
         self.peak = 0
 
-    async def run_trial(self, order: TrialOrder) -> Any:
+    async def run_trial(self, order: TrialOrder) -> TrialRecord:
         """Run one trial to its end, or to its cancellation by `cancel`; returns its `TrialRecord`.
 
         A trial cancelled while it waits for a slot never creates a sandbox; one cancelled while it runs
@@ -465,7 +473,7 @@ class SandboxHost:
         parking.ask()
         return True
 
-    async def wait_parked(self, trial_id: str) -> Any:
+    async def wait_parked(self, trial_id: str) -> TrialRecord | None:
         """Wait until the trial waits at a turn boundary; its record as it stands, or None once it ended."""
         parking, task = self._parking.get(trial_id), self._running.get(trial_id)
         if parking is None or task is None:

@@ -1,4 +1,4 @@
-"""Liveness of the Ray loop's participants: two-stage probes and a record of who was lost (T1 §7.3).
+"""Liveness of the Ray runtime's participants: two-stage probes and a record of who was lost (T1 §7.3).
 
 Each engine replica and sandbox host is probed on its own schedule: nothing during the grace after placement
 (``liveness.probe_grace_s``, 600 s: first-step compilation and cold caches are slow by construction), then

@@ -6,7 +6,7 @@ The plan splits the G devices into n for inference and G - n for training (T1 §
 sandbox host (``runtime.ray.sandbox_hosts``). On a CPU box every bundle is one logical CPU; where the
 trainer runs on CUDA its bundle also holds the G - n training devices. The embedded engine is co-located
 by the spec (n = 0), so its replicas stay on CPU bundles; GPU engine replicas on the inference partition
-are the SGLang backend's, which the Ray loop does not host.
+are the SGLang backend's, which the Ray runtime does not host.
 
 `RayCluster.start` starts a local cluster with the dashboard off. On a loaded box the raylet waits a fixed
 time (about 18 s, not configurable in ray 2.60) for the dashboard agent to write its port files and aborts
@@ -125,13 +125,15 @@ def ray_problems(recipe: Recipe) -> list[str]:
         )
     if recipe.engine.kind != "embedded":
         problems.append(
-            f"engine.kind '{recipe.engine.kind}': the Ray loop hosts embedded engine replicas only "
-            "(runtime.ray.engine_replicas); SGLang replicas on Ray are not built"
+            f"engine.kind '{recipe.engine.kind}': the Ray runtime's engine replicas are actors that hold the "
+            "embedded engine (runtime.ray.engine_replicas); an SGLang replica on Ray (a server launched in "
+            "its bundle or joined by URL, published to through SGLang's weight update) is not built; run "
+            "SGLang with runtime.kind embedded, whose driver loop is the same"
         )
     elif recipe.engine.device != "cpu":
         problems.append(
             f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
-            "Ray loop (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
+            "Ray runtime (the embedded engine is co-located, plan.inference_devices 0); set it to cpu"
         )
     # one logical CPU per actor, whatever the engine (placement_for reads embedded engine fields only)
     needed = rt.ray.engine_replicas + rt.ray.trainer_workers + rt.ray.sandbox_hosts

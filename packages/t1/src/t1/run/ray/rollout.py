@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from t1.run import console as out
@@ -74,7 +75,7 @@ class RayTrials:
         hosts: list[Any],
         liveness: LivenessMonitor,
         validated: dict[str, Any],
-        reclaim: Any,
+        reclaim: Callable[..., None],
     ) -> None:
         self.recipe = recipe
         self.replicas = replicas

@@ -30,11 +30,11 @@ SGLang replicas (refused in `preflight`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from t1.run.ray.liveness import ask_live, wait_publication
+from t1.run.ray.liveness import LivenessMonitor, ask_live, wait_publication
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.ray.rollout import ParticipantsLost, RayTrials
 from t1.run.runtime import EvaluationParts, Publication, RunContext, RunInputs
@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from t1.run.resume import RunState
     from t1_rollout.engine import SamplingParams
     from t1_rollout.trial import TrialRecord
-    from t1_tito import Sample
+    from t1_sandbox.base import Sandbox
+    from t1_tasks import StepTasks
+    from t1_tito import Sample, TitoSession
 
 ACTOR_START_TIMEOUT_S = 900.0
 """Deadline for every actor to have built its part (model, tokenizer) after placement (seconds); on a
@@ -83,12 +85,13 @@ class RayRuntime:
         self.hosts: list[Any] = []
         self.trainer: Any = None
         self.actor_pids: list[int] = []
-        self.liveness: Any = None
+        self.liveness: LivenessMonitor | None = None
         self.trials: RayTrials | None = None
         self.context: RunContext | None = None
         self.start_wall_s: dict[str, float] = {}
         self._group: Any = None
         self._version = 0
+        self._evaluation: tuple[TitoSession, Callable[[], Sandbox]] | None = None
 
     @classmethod
     def from_spec(cls, recipe: Recipe) -> RayRuntime:
@@ -328,10 +331,12 @@ class RayRuntime:
         live = self.liveness.live("engine")
         if not live:
             self.reclaim_lost()  # raises ParticipantsLost, naming the causes
-        tito = build_tito(self.recipe)
+        if self._evaluation is None:  # the tokenizer and the factory, built at the first evaluation
+            self._evaluation = (build_tito(self.recipe), sandbox_factory(self.recipe, run_id=self.run_id))
+        tito, factory = self._evaluation
         return EvaluationParts(
             engine=ReplicaEngine(self.replicas[live[0]], weight_version=publication_version),
-            sandbox_factory=sandbox_factory(self.recipe, run_id=self.run_id),
+            sandbox_factory=factory,
             tokenizer=tito.tokenizer,
             template=tito.template,
             version=publication_version,
@@ -348,7 +353,7 @@ class RayRuntime:
         )
         return {"trainer": part, "weight_version": self._version}
 
-    def restore(self, state: RunState, stream: Any) -> None:
+    def restore(self, state: RunState, stream: StepTasks) -> None:
         """The trainer worker loads its part, every replica the restored weights under the saved version.
 
         Raises:

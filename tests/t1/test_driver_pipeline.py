@@ -1,0 +1,113 @@
+"""The step driver's own pipeline (`t1.run.driver.Run._run_steps`) over a fake runtime, without a model.
+
+Each PPO step must train the batch rolled out for it, at the staleness it was drawn for (trainer version
+minus the drawing version), with at most k batches rolled out ahead, in sync mode (k = 0) and in the
+asynchronous one (k = 1, 2, 3); a checkpoint due after the last step holds the next step's batch.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from t1.run.driver import Run
+from t1.run.run_dir import RunDir
+from t1.run.runtime import Publication, RunInputs, Trained
+from t1.run.steps import InFlight, RunSummary
+from t1_spec import load_recipe
+from t1_tasks import load_pool
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_RAY = REPO / "recipes" / "tiny-ray.yaml"
+
+
+class FakeRuntime:
+    """Trains at once, publishes by counting versions; records what each step trained."""
+
+    kind = "fake"
+    start_wall_s: dict[str, float] = {}
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.trained: list[tuple[int, int, int]] = []  # (batch index, tagged staleness, actual staleness)
+        self.saved: list[dict] = []
+
+    def describe(self) -> str:
+        return ""
+
+    def train_ppo(self, samples, *, staleness, continuation_lag, max_staleness):
+        ages = {self.version - s.policy_version for s in samples}
+        assert len(ages) == 1 and max(ages) <= max_staleness
+        self.trained.append((samples[0].index, staleness, ages.pop()))
+        return Trained({"trainer/policy_version": self.version, "staleness": staleness}, 0.0)
+
+    def publish(self) -> Publication:
+        self.version += 1
+        return Publication(version=self.version, wall_s={"publish": 0.0})
+
+    def row_extras(self, step, batch, publication):
+        return {}
+
+    def checkpoint_parts(self, checkpoint):
+        self.saved.append({"checkpoint": checkpoint.name, "version": self.version})
+        return {"trainer": None}
+
+
+def _run(tmp_path: Path, overrides: list[str], monkeypatch) -> tuple[FakeRuntime, list[tuple[int, int]]]:
+    recipe = load_recipe(TINY_RAY, [*overrides, f"logging.run_root={tmp_path}"])
+    run = Run.__new__(Run)  # the driver without its preflight and runtime start (no Ray, no model)
+    run.recipe, run.resume_from, run.resolved = recipe, None, {}
+    run.console = Console(file=io.StringIO())
+    run.stop = SimpleNamespace(check=lambda: None)
+    run.progress = SimpleNamespace(phase=lambda *a: None, step_done=lambda: None)
+    run.runtime = fake = FakeRuntime()
+    run.continuation = None
+    pool = load_pool("builtin:mini")
+    run.inputs = RunInputs(pool, pool, recipe.pool)
+    run.rundir = RunDir.create(tmp_path, recipe.name, {"name": recipe.name})
+    drawn: list[tuple[int, int]] = []  # (batch index, drawing version) in rollout order
+
+    def collect(stream, index, *, label=None, staleness=0, carry=True):
+        drawn.append((index, fake.version))
+        sample = SimpleNamespace(policy_version=fake.version, index=index, to_json=dict)
+        metrics = {"trials_launched": 3, "trials_finished": 2, "trials_failed": 0, "trials_cancelled": 1}
+        return InFlight(index, [sample], staleness, [0], metrics, admitted=2, rollout_s=0.0)
+
+    run._collect = collect
+    monkeypatch.setattr("t1.run.driver.Run._evaluate", lambda *a: None)
+    saved = {}
+
+    def save_state(checkpoint, **kwargs):
+        saved[checkpoint.name] = kwargs["buffered_steps"]
+
+    monkeypatch.setattr("t1.run.resume.save_state", save_state)
+    run._run_steps(RunSummary(run_dir=tmp_path))
+    fake.saved = saved
+    return fake, drawn
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_every_step_trains_its_own_batch_at_the_staleness_it_was_drawn_for(tmp_path, monkeypatch, k):
+    mode = ["runtime.mode=sync"] if k == 0 else ["runtime.mode=async", f"runtime.max_staleness={k}"]
+    fake, drawn = _run(tmp_path, [*mode, "ppo.steps=5"], monkeypatch)
+    assert [t[0] for t in fake.trained] == [0, 1, 2, 3, 4]  # each step its own batch, in order
+    assert all(tag == age for _, tag, age in fake.trained)
+    assert [t[1] for t in fake.trained] == [min(s, k) for s in range(5)]
+    assert [i for i, _ in drawn] == [0, 1, 2, 3, 4]  # nothing rolled out beyond the plan
+    rows = [json.loads(line) for line in (next(tmp_path.glob("tiny-ray-*")) / "metrics.jsonl").open()]
+    assert [r["weight_version_after"] for r in rows] == [1, 2, 3, 4, 5]
+    histogram = {key for r in rows for key in r if key.startswith("rollout/staleness_")}
+    assert histogram == {f"rollout/staleness_{j}" for j in range(k + 1)} if k else histogram == set()
+
+
+def test_a_checkpoint_after_the_last_step_holds_the_next_batch(tmp_path, monkeypatch):
+    fake, drawn = _run(
+        tmp_path, ["runtime.mode=async", "ppo.steps=2", "trainer.checkpoint_every=1"], monkeypatch
+    )
+    assert [i for i, _ in drawn] == [0, 1, 2]  # step 2's batch, rolled out while the last step trained
+    assert fake.saved == {"step-0001": [1], "step-0002": [2]}
