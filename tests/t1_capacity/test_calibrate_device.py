@@ -66,6 +66,9 @@ def test_the_stored_cuda_calibration_is_that_fit_with_provenance() -> None:
     prov = dict(cuda.provenance)
     assert {"command", "date", "machine", "data", "fit", "b0"} <= set(prov)
     assert "h200-2026-12-04.jsonl" in prov["command"] and "NVIDIA H200" in prov["data"]
+    assert (
+        prov["measured_device"] == "cuda:0 NVIDIA H200" and "torch 2.11.0+cu130" in prov["measured_versions"]
+    )
 
 
 def test_a_cuda_torch_recipe_is_priced_with_it_and_the_totals_stay_above_the_measured() -> None:

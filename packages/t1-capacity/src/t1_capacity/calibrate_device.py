@@ -50,6 +50,7 @@ class DevicePoint:
         measured: ``{network: activation peak, bytes}``.
         residue: the measured allocator residue, bytes (None where not measured).
         runs: how many identical lines of this size were read (repeats of one run).
+        versions: the line's ``versions`` (torch, transformers, CUDA), as ``name version`` pairs.
     """
 
     size: str
@@ -61,6 +62,7 @@ class DevicePoint:
     measured: dict[str, float]
     residue: float | None
     runs: int = 1
+    versions: str = ""
 
 
 def is_device_check(path: str | Path) -> bool:
@@ -110,8 +112,9 @@ def read_device_check(path: str | Path, recipe: str | Path, backend: str) -> lis
                 device=str(data["device"]),
                 measured={n: float(mem[n]["activations"]["measured_gib"]) * GIB for n in NETWORKS},
                 residue=_gib(mem.get("allocator_residue", {}).get("measured_gib")),
+                versions=", ".join(f"{k} {v}" for k, v in data.get("versions", {}).items()),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}:{number}: missing or bad field {exc}") from exc
         seen = points.get(point.size)
         if seen is None:
@@ -212,6 +215,8 @@ def calibrate_from_device(
             ),
             ("fit", f"one scale {scale:.4f} on {backend}-cpu.json's per-kind coefficients from {n} peaks"),
             ("b0", f"mean of {len(residues)} measured allocator residues"),
+            ("measured_device", devices[0]),
+            ("measured_versions", points[0].versions),
         ),
     )
     lines = [
