@@ -227,3 +227,43 @@ async def test_mini_swe_agent_solves_a_mini_task_through_the_endpoint(mini_swe_a
     logprobs = np.concatenate([t.output_logprobs for t in turns])
     # stored as float32 in the sample
     assert np.array_equal(sample.rollout_logprobs[sample.loss_mask.astype(bool)], logprobs.astype(np.float32))
+
+
+@pytest.mark.slow
+def test_t1_train_steps_with_mini_swe_agent_and_logs_to_wandb_offline(mini_swe_agent, tmp_path, monkeypatch):
+    """One PPO step of tiny-cpu whose trials mini-swe-agent drives (the random tiny model answers)."""
+    from typer.testing import CliRunner
+
+    from t1.cli import app
+
+    for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    command = json.dumps(list(_mini_command(mini_swe_agent)))
+    env = json.dumps(
+        {"HOME": str(tmp_path / "home"), "MSWEA_CONFIGURED": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    )
+    recipe = tmp_path / "tiny-mini.yaml"
+    recipe.write_text(
+        f"schema: t1/v1\nextends: {Path(__file__).resolve().parents[2] / 'recipes' / 'tiny-cpu.yaml'}\n"
+        "name: tiny-mini\n"
+        "ppo: {steps: 1, batch_size: 2}\n"
+        "rollout: {launched: 2, max_turns: 2, "
+        f"harness: {{kind: external, command: {command}, env: {env}}}}}\n"
+        f"logging: {{run_root: {tmp_path / 'runs'}, wandb: {{mode: offline, project: t1-e2e}}}}\n"
+    )
+    result = CliRunner().invoke(app, ["train", str(recipe)])
+    assert result.exit_code == 0, result.output
+    (run,) = (tmp_path / "runs").iterdir()
+    (row,) = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert row["trials_finished"] == 2 and row["tito_drift_loss_region"] == 0.0
+    assert row["actor/logprob_gap_replay"] < 1e-3  # R3 rows of the endpoint's calls replayed in training
+    records = [json.loads(p.read_text()) for p in sorted((run / "trajectories").rglob("*.json"))]
+    for trial in records:
+        assert trial["status"] == "finished", trial["cause"]
+        assert trial["finish"] in ("harness_exit", "max_turns")
+        assert len(trial["endpoint_calls"]) == trial["turns"] >= 1
+        assert sum(trial["tito"]["boundaries"].values()) == trial["turns"] - 1
+    (wandb_file,) = (run / "wandb").glob("offline-run-*/run-*.wandb")
+    assert wandb_file.stat().st_size > 0
+    assert any((wandb_file.parent / "files" / "media" / "images" / "plots").glob("reward*.png"))
