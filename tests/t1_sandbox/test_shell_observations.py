@@ -10,9 +10,7 @@ the only part read from the output.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -20,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from t1_sandbox.base import Sandbox
-from t1_spec import DaytonaSandboxSpec, load_recipe
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from shell_backends import environment, make_sandbox  # noqa: E402
 
 SEQ = "".join(f"{i}\n" for i in range(1, 3001))
 
@@ -44,46 +42,6 @@ SESSION = [
 ]
 
 
-def _environment(tmp_path: Path) -> Path:
-    env = tmp_path / "task" / "environment"
-    env.mkdir(parents=True)
-    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (tmp_path / "task" / "task.toml").write_text("")
-    return env
-
-
-def make_sandbox(kind: str, request: pytest.FixtureRequest) -> Sandbox:
-    """An unstarted sandbox of ``kind`` (skipped, said why, where this machine cannot run it)."""
-    if kind == "local":
-        if shutil.which("bwrap") is None or os.geteuid() != 0:
-            pytest.skip("the local sandbox needs bubblewrap and root")
-        from t1_sandbox.local import LocalSandbox
-
-        return LocalSandbox()
-    if kind == "docker":
-        from t1_sandbox.docker import DockerSandbox
-
-        recipe = load_recipe(REPO / "recipes" / "tiny-docker.yaml")
-        if problems := DockerSandbox.preflight(recipe):
-            pytest.skip("; ".join(problems))
-        return DockerSandbox.from_spec(recipe.sandbox)
-    if shutil.which("bwrap") is None:
-        pytest.skip("the fake Daytona API runs commands with bwrap")
-    sys.path.insert(0, str(Path(__file__).parent))
-    from daytona_fake import FakeDaytona
-
-    from t1_sandbox.daytona import DaytonaSandbox
-
-    tmp = request.getfixturevalue("tmp_path") / "daytona"
-    tmp.mkdir()
-    server = FakeDaytona(tmp).start()
-    request.addfinalizer(server.stop)
-    monkeypatch = request.getfixturevalue("monkeypatch")
-    monkeypatch.setenv("DAYTONA_API_KEY", "test-key")
-    monkeypatch.setenv("DAYTONA_API_URL", server.url)
-    return DaytonaSandbox.from_spec(DaytonaSandboxSpec(control_timeout_s=10))
-
-
 async def _session(sandbox: Sandbox, environment: Path) -> list[str]:
     async with sandbox:
         await sandbox.start(environment, timeout_s=60)
@@ -96,7 +54,7 @@ async def _session(sandbox: Sandbox, environment: Path) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["local", pytest.param("docker", marks=pytest.mark.docker), "daytona"])
 def test_a_session_reads_as_a_terminal_shows_it(kind, tmp_path, request):
-    seen = asyncio.run(_session(make_sandbox(kind, request), _environment(tmp_path)))
+    seen = asyncio.run(_session(make_sandbox(kind, request), environment(tmp_path)))
     seen = [re.sub(r"^\[1\] \d+$", "[1] PID", text, flags=re.MULTILINE) for text in seen]
     assert seen == [expected for _, _, expected in SESSION]
 
@@ -104,7 +62,7 @@ def test_a_session_reads_as_a_terminal_shows_it(kind, tmp_path, request):
 def test_a_command_cut_at_its_duration_returns_then_and_not_before(tmp_path, request):
     async def go(sandbox: Sandbox) -> float:
         async with sandbox:
-            await sandbox.start(_environment(tmp_path), timeout_s=60)
+            await sandbox.start(environment(tmp_path), timeout_s=60)
             shell = await sandbox.open_shell()
             begin = time.monotonic()
             await shell.send("sleep 30\n", duration_s=1.0, max_wait_s=10)

@@ -3,7 +3,8 @@
 The seam is ``base.py`` (``Sandbox``, ``Shell``, their errors); beside it live what any backend can reuse,
 the Dockerfile parser (``dockerfile.py``), the tar transfer (``transfer.py``), the one terminal every
 backend's persistent shell reads through (``terminal.py``: output bound and omitted-bytes line, prompt
-marker, keystroke pacing), the creation pacing (``token_bucket.py``), the watchdog that reclaims a
+marker, completion and keystroke pacing) with the kernel's view of a shell's bash that confirms a prompt
+(``bash_view.py``), the creation pacing (``token_bucket.py``), the watchdog that reclaims a
 process's local and Docker sandboxes after its ``kill -9`` (``watchdog.py``), and the registry ``SANDBOXES``
 (``registry.py``, ``sandbox.kind -> class``). Backends: ``LocalSandbox`` (bubblewrap, this
 machine, ``local/``), which builds only a Dockerfile subset (FROM debian:bookworm[-slim], WORKDIR, COPY, ENV,

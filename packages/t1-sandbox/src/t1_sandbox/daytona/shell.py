@@ -7,9 +7,10 @@ the agent gets the same plain bash as on the local and Docker backends whatever 
 and every process it starts carries the sandbox's exec tag (``stop_agent`` kills them by it). Output frames
 arrive through the SDK's callback; what the agent reads of them and when a command counts as done are
 `t1_sandbox.terminal`'s (the bound, the omitted line at the cut, the prompt marker of a per-shell nonce that
-``PS1`` and ``PS2`` carry, idle when a prompt arrived and nothing else for ``POLL_S``, twice). A program
-reading the terminal itself (a REPL, ``cat``) shows no prompt, so ``send`` then waits its full
-``duration_s``, as a tmux pane would.
+``PS1`` and ``PS2`` carry; with no view of bash's process, the polling rule: idle when a prompt arrived and
+nothing else for ``POLL_S``, twice, which a marker the agent prints itself passes). A program reading the
+terminal itself (a REPL, ``cat``) shows no prompt, so ``send`` then waits its full ``duration_s``, as a
+tmux pane would.
 
 The daemon closes the websocket with the shell's exit status when bash exits (its ``exitCode`` in the close
 frame, SDK 0.226 ``AsyncPtyHandle.exit_code``): that is the agent's doing (`ShellDied`). A connection that
@@ -32,7 +33,6 @@ from t1_sandbox.terminal import (
     POLL_S,
     TerminalOutput,
     prompt_env,
-    prompt_marker,
     settle,
     translate_keys,
 )
@@ -74,7 +74,7 @@ class DaytonaShell(Shell):
 
     def __init__(self, nonce: str, session_id: str, *, kill: Callable[[], Awaitable[None]]) -> None:
         self.session_id = session_id
-        self._out = TerminalOutput(prompt_marker(nonce))
+        self._out = TerminalOutput(nonce)
         self._kill_fn = kill
         self._handle: AsyncPtyHandle | None = None
         self._closed = False
@@ -159,7 +159,9 @@ class DaytonaShell(Shell):
                 if not self.alive:
                     raise self._dead() from exc
                 raise SandboxError(f"the shell's websocket to the Daytona toolbox broke: {exc}") from exc
-        await settle(self._out.idle, until=end, alive=lambda: self.alive, typed=bool(keystrokes))
+        await settle(
+            self._out, until=end, alive=lambda: self.alive, typed=bool(keystrokes), idle=self._out.idle
+        )
         await asyncio.sleep(0)
         return self._out.take()
 

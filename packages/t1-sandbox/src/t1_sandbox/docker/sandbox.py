@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Self
 
 from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
+from t1_sandbox.bash_view import BashView
 from t1_sandbox.docker import client as dc
 from t1_sandbox.docker.images import ImageChoice, build_image, resolve_image, task_environment
 from t1_sandbox.docker.launch import ROOT_ENV, Launches
@@ -523,6 +524,8 @@ class DockerSandbox(Launches, Sandbox):
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(api.exec_resize, exec_id, height=40, width=160)
             await shell.wait_first_prompt(timeout_s)
+            launcher = (await asyncio.to_thread(api.exec_inspect, exec_id)).get("Pid")
+            shell.view = BashView.below(launcher, tag=tag, depth=1)  # t1run -> bash, on this host only
         except BaseException:
             await asyncio.shield(shell.close())
             raise

@@ -2,10 +2,13 @@ r"""``DockerShell``: the trial's persistent interactive bash in a Docker sandbox
 
 bash runs under the launcher (``t1run.py``) in an exec with a terminal (160 x 40, as Terminus's pane); the
 exec's hijacked socket carries keystrokes in and the terminal's output out. What the agent reads and when a
-command counts as done are `t1_sandbox.terminal`'s: the shell is idle when its prompt (``PS1`` or ``PS2``,
-each carrying an invisible marker with a per-shell nonce) has arrived since the last keystrokes and nothing
-else for ``POLL_S``, twice. A program reading the terminal itself (a REPL, ``cat``) shows no prompt, so
-``send`` waits its full ``duration_s`` then, as a tmux pane would.
+command counts as done are `t1_sandbox.terminal`'s. When the daemon runs on this host, bash is a process
+here (`t1_sandbox.bash_view`) and a command is done the moment its prompt arrives and the kernel confirms
+it, as on the local shell. Otherwise T1 has no view of bash's process and the polling rule decides: the
+shell is idle when its prompt (``PS1`` or ``PS2``, each carrying an invisible marker with a per-shell nonce)
+has arrived since the last keystrokes and nothing else for ``POLL_S``, twice; a marker the agent's command
+prints itself passes for a prompt then. A program reading the terminal itself (a REPL, ``cat``) shows no
+prompt, so ``send`` waits its full ``duration_s`` then, as a tmux pane would.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
+from t1_sandbox.bash_view import BashView
 from t1_sandbox.terminal import (
     MAX_UNREAD,
     POLL_S,
     TerminalOutput,
-    prompt_marker,
     settle,
     translate_keys,
 )
@@ -50,11 +53,13 @@ class DockerShell(Shell):
         kill: Callable[[], Awaitable[None]],
     ) -> None:
         self._sock = sock
-        self._out = TerminalOutput(prompt_marker(nonce))
+        self._out = TerminalOutput(nonce)
         self._exit_code = exit_code
         self._kill_fn = kill
         self._eof = False
         self._closed = False
+        #: the kernel's view of bash when the daemon runs on this host (set by the sandbox), else None
+        self.view: BashView | None = None
         asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
 
     def _on_readable(self) -> None:
@@ -77,6 +82,10 @@ class DockerShell(Shell):
     def alive(self) -> bool:
         """Whether bash is still running (its exec's stream is open)."""
         return not self._closed and not self._eof
+
+    def _idle(self) -> bool:
+        """The polling rule's sign: a prompt and ``POLL_S`` of quiet, and bash at it where T1 sees bash."""
+        return self._out.idle() and (self.view is None or self.view.reads_terminal())
 
     def detach(self) -> None:
         """Stop reading and close the exec's socket (the container is being removed with bash in it)."""
@@ -120,7 +129,10 @@ class DockerShell(Shell):
         started = time.monotonic()
         end = started + max(0.0, min(duration_s, max_wait_s))
         if keystrokes:
+            self._on_readable()  # a prompt already here is read now, so that it is not taken for theirs
             self._out.typed()
+            if self.view is not None:
+                self.view.keys_sent()
             try:
                 await asyncio.wait_for(
                     loop.sock_sendall(self._sock, translate_keys(keystrokes).encode()), timeout=max_wait_s
@@ -129,7 +141,14 @@ class DockerShell(Shell):
                 raise SandboxTimeout("shell input not consumed within max_wait_s") from None
             except OSError as exc:
                 raise SandboxError(f"the shell's connection to the daemon broke: {exc}") from exc
-        await settle(self._out.idle, until=end, alive=lambda: self.alive, typed=bool(keystrokes))
+        await settle(
+            self._out,
+            until=end,
+            alive=lambda: self.alive,
+            typed=bool(keystrokes),
+            idle=self._idle,
+            confirm=self.view.waits_alone if self.view is not None else None,
+        )
         await asyncio.sleep(0)
         self._on_readable()
         return self._out.take()

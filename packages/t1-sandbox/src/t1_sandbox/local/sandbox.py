@@ -41,7 +41,7 @@ from t1_sandbox.local.seal import seal_tree
 from t1_sandbox.local.shell import LocalShell, open_pty
 from t1_sandbox.local.toolchain import bundle_masks, toolchain
 from t1_sandbox.local.uids import UidSlot, acquire_uid_slot, kill_uid
-from t1_sandbox.terminal import new_nonce, prompt_env, prompt_marker
+from t1_sandbox.terminal import new_nonce, prompt_env
 from t1_sandbox.transfer import download_command, unpack_download, upload_plan
 from t1_spec import LocalSandboxSpec, Recipe
 
@@ -531,9 +531,7 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
             for fd in (master, slave):
                 os.close(fd)
             raise
-        shell = LocalShell(
-            proc, master, slave, marker=prompt_marker(nonce), kill=lambda: kill_launch(proc, uid, tag)
-        )
+        shell = LocalShell(proc, master, slave, nonce=nonce, kill=lambda: kill_launch(proc, uid, tag))
         try:
             await shell.wait_first_prompt(timeout_s)
         except BaseException:  # cancelled or no prompt: the half-started shell must not outlive the call

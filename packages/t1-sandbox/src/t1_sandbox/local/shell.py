@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
+from t1_sandbox.bash_view import BashView
 from t1_sandbox.local.process import killpg
 from t1_sandbox.terminal import MAX_UNREAD, POLL_S, TerminalOutput, settle, translate_keys
 
@@ -33,15 +34,18 @@ def open_pty() -> tuple[int, int]:
 class LocalShell(Shell):
     r"""Interactive bash on a pseudo-terminal inside the sandbox (Terminus's tmux pane, without tmux).
 
-    bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). The
-    shell is idle when no keystroke waits to be read, bash is the terminal's foreground process group and
-    bash is blocked reading the terminal, twice in a row ``POLL_S`` apart. What the agent reads (the bound,
-    the omitted line, the prompt marker removed) is `t1_sandbox.terminal`'s.
+    bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). A
+    command is done the moment bash's prompt arrives with no job running and the kernel confirms that bash
+    has run since the keys and now waits in ``read(0)`` as the terminal's foreground with nothing unread
+    (`t1_sandbox.terminal.settle`; no timer on that path). Otherwise the polling rule holds: idle when no
+    keystroke waits to be read, bash is the terminal's foreground process group and bash is blocked
+    reading the terminal, twice in a row ``POLL_S`` apart. What the agent reads (the bound, the omitted
+    line, the prompt marker removed) is `t1_sandbox.terminal`'s.
 
     Args:
         proc: the launcher of bash (bwrap).
         master, slave: the terminal's two ends (`open_pty`).
-        marker: the prompt marker of bash's ``PS1`` / ``PS2`` (`t1_sandbox.terminal.prompt_marker`).
+        nonce: the prompt-marker nonce of bash's ``PS1`` / ``PS2`` (`t1_sandbox.terminal.prompt_env`).
         kill: kills what the launcher left (bwrap's pid 1) after the launcher's group.
     """
 
@@ -53,15 +57,15 @@ class LocalShell(Shell):
         master: int,
         slave: int,
         *,
-        marker: bytes | None = None,
+        nonce: str | None = None,
         kill: Callable[[], None] | None = None,
     ) -> None:
         self._proc = proc
         self._kill_fn = kill
         self._master = master
         self._slave = slave
-        self._out = TerminalOutput(marker)
-        self._bash_pid: int | None = None
+        self._out = TerminalOutput(nonce)
+        self._view = BashView(proc.pid, depth=2)
         self._closed = False
         asyncio.get_running_loop().add_reader(master, self._on_readable)
 
@@ -103,19 +107,7 @@ class LocalShell(Shell):
         return not self._closed and self._proc.returncode is None
 
     def _find_bash(self) -> int | None:
-        if self._bash_pid is None:
-            # bwrap (host) -> bwrap init (pid 1 inside) -> bash
-            level = [self._proc.pid]
-            for _ in range(2):
-                nxt = []
-                for pid in level:
-                    with contextlib.suppress(OSError):
-                        for tid in os.listdir(f"/proc/{pid}/task"):
-                            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                                nxt += [int(c) for c in fh.read().split()]
-                level = nxt
-            self._bash_pid = level[0] if level else None
-        return self._bash_pid
+        return self._view.bash()  # bwrap (host) -> bwrap init (pid 1 inside) -> bash
 
     def _idle_once(self) -> bool:
         bash = self._find_bash()
@@ -165,6 +157,10 @@ class LocalShell(Shell):
         started = time.monotonic()
         end = started + max(0.0, min(duration_s, max_wait_s))
         if keystrokes:
+            # a prompt bash printed before these keys is read now, so that it is not taken for theirs
+            self._on_readable()
+            self._out.typed()
+            self._view.keys_sent()
             data = translate_keys(keystrokes).encode()
             while data:
                 try:
@@ -174,8 +170,14 @@ class LocalShell(Shell):
                     if time.monotonic() - started > max_wait_s:
                         raise SandboxTimeout("shell input not consumed within max_wait_s") from None
                     await asyncio.sleep(POLL_S)
-            self._out.typed()
-        await settle(self._idle_once, until=end, alive=lambda: self.alive, typed=bool(keystrokes))
+        await settle(
+            self._out,
+            until=end,
+            alive=lambda: self.alive,
+            typed=bool(keystrokes),
+            idle=self._idle_once,
+            confirm=self._view.waits_alone,
+        )
         await asyncio.sleep(0)  # let the reader drain what is pending
         self._on_readable()
         return self._out.take()
