@@ -136,3 +136,22 @@ def test_wandb_is_off_by_default_and_opens_nothing(tmp_path):
 def test_an_unknown_mode_is_refused_by_the_spec():
     with pytest.raises(ValueError, match="mode"):
         WandbSpec.model_validate({"mode": "cloud"})
+
+
+def test_preflight_refuses_a_wandb_mode_without_the_wandb_package(monkeypatch):
+    import importlib.util
+
+    from t1.run import wandb_log
+    from t1.run.preflight import preflight
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(
+        Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml", ["logging.wandb.mode=offline"]
+    )
+    assert not any("logging.wandb" in p for p in preflight(recipe).problems)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        wandb_log.importlib.util, "find_spec", lambda name: None if name == "wandb" else real(name)
+    )
+    assert any("logging.wandb.mode" in p and "t1[wandb]" in p for p in preflight(recipe).problems)
+    assert wandb_log.wandb_problems(WandbSpec()) == []  # disabled needs nothing

@@ -258,6 +258,8 @@ def preflight(recipe: Recipe) -> Preflight:
         The `Preflight`: registries first (a missing backend, then what the chosen backends refuse), then
         the loop's unbuilt settings, then the capacity model's verdict.
     """
+    from t1.run.wandb_log import wandb_problems
+
     problems: list[str] = []
     kinds = backend_kinds(recipe)
     for field, registry in registries():
@@ -269,6 +271,7 @@ def preflight(recipe: Recipe) -> Preflight:
     problems += runtime_problems(recipe)
     problems += loop_problems(recipe)
     problems += eval_overlap_problems(recipe)
+    problems += wandb_problems(recipe.logging.wandb)
     refused = capacity_problem(recipe)
     if refused is not None:
         problems.append(refused)

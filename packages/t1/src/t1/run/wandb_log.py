@@ -18,11 +18,25 @@ drawn into ``<run dir>/plots/`` and logged as images under ``plots/<figure>``.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 from t1.run.tensorboard import row_prefix, scalars
 from t1_spec import WandbSpec
+
+
+def wandb_problems(spec: WandbSpec) -> list[str]:
+    """What keeps ``logging.wandb`` from running here, one line each (for the shared preflight; no import).
+
+    A mode other than ``disabled`` needs the ``wandb`` package (the ``t1[wandb]`` extra).
+    """
+    if spec.mode == "disabled" or importlib.util.find_spec("wandb") is not None:
+        return []
+    return [
+        f"logging.wandb.mode: {spec.mode!r} needs the wandb package, which is not installed: install the "
+        "extra (`uv pip install 't1[wandb]'`) or set logging.wandb.mode: disabled"
+    ]
 
 
 class WandbUnavailableError(RuntimeError):
