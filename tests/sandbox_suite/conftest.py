@@ -73,7 +73,7 @@ NOT_ON_THE_FAKE_TESTS = {
     "test_a_pth_in_the_agents_user_site_never_runs_as_root": _ROOT,
     "test_a_link_from_the_agents_logs_to_a_system_folder_is_not_followed_as_root": _ROOT,
     "test_filling_the_disk_after_pytest_scores_zero_not_dropped": _FAKE_PROVIDER + "no disk limit",
-    "test_a_bootstrap_that_cannot_reach_astral_sh_is_infrastructure_never_a_zero": _NET,
+    "test_a_bootstrap_that_cannot_reach_astral_sh_is_verified_offline_or_infrastructure_never_a_zero": _NET,
     "test_a_fake_dns_failure_does_not_turn_the_agents_zero_into_a_dropped_trial": _NET,
     "test_the_offline_verifier_scores_an_honest_run_by_its_assertions": _NET,
 }

@@ -407,18 +407,25 @@ async def _run_with(make_sandbox, environment_dir, tmp_path, test_sh: str, progr
     return run, report, verdict
 
 
-async def test_a_bootstrap_that_cannot_reach_astral_sh_is_infrastructure_never_a_zero(
+async def test_a_bootstrap_that_cannot_reach_astral_sh_is_verified_offline_or_infrastructure_never_a_zero(
     make_sandbox, environment_dir, tmp_path
 ):
-    # test.sh writes reward.txt = 0 after the bootstrap fails; T1 read it as the binary fallback and trained
-    # on the zero. Without network the verifier ran no test, whatever the agent did: dropped, with the cause.
+    # test.sh writes reward.txt = 0 after the bootstrap fails; T1 once read it as the binary fallback and
+    # trained on the zero. Now T1's home holds uv and uvx and its wheelhouse the pins: where a CPython 3.13
+    # is on the verifier's PATH (the Docker toolchain's, on a host that has one) the tests run offline and
+    # the wrong answer scores 0 by its assertions; where none is, the verifier ran no test: dropped.
     run, report, verdict = await _run_with(
         make_sandbox, environment_dir, tmp_path, TB2_TEST_SH, HONEST_BUT_WRONG
     )
     assert run.network is False and run.error is None
-    assert report.fallback is not None and report.binary == 0.0
-    assert verdict.status == "failed" and verdict.reward.value is None
-    assert "verifier could not reach astral.sh" in verdict.cause
+    assert run.toolchain is not None and "uv and uvx" in run.toolchain
+    if report.fallback is None:
+        assert (report.source, report.passed, report.total) == ("ctrf", 0, N_TESTS)
+        assert (verdict.status, verdict.reward.value) == ("finished", 0.0) and verdict.cause is None
+    else:
+        assert report.binary == 0.0
+        assert verdict.status == "failed" and verdict.reward.value is None
+        assert "verifier could not reach astral.sh" in verdict.cause or "did not run" in verdict.cause
 
 
 async def test_a_fake_dns_failure_does_not_turn_the_agents_zero_into_a_dropped_trial(
