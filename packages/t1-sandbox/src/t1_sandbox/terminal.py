@@ -231,7 +231,7 @@ async def settle(
     idle: Callable[[], bool],
     confirm: Callable[[], bool] | None = None,
 ) -> None:
-    """Wait until the command the keystrokes started is done, at most until ``until``; T1 §3 (one turn).
+    """Wait until the command the keystrokes started is done, at most until ``until`` (one agent turn).
 
     After keystrokes (``typed``) it returns the moment `TerminalOutput.at_prompt` holds and ``confirm()``
     (the backend's kernel-side check that bash waits at its prompt, alone: `t1_sandbox.bash_view`) agrees:
