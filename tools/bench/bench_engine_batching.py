@@ -8,21 +8,24 @@ Run (from the repository root):
 The model is the recipe's tiny Qwen3.5-MoE (seed 0, float32, one torch thread, CPU). ``--requests``
 concurrent requests, each a prompt of ``--prompt`` random ids and ``--new-tokens`` sampled tokens at
 temperature 1 with its own seed and no stop id, are served three ways side by side in the same run,
-alternating within each repeat:
+interleaved within each repetition:
 
 * "one at a time": `EmbeddedEngine` with ``max_batch_size=1`` (every request still submitted concurrently,
   served in arrival order: the engine before continuous batching);
 * "batched": the same engine with ``max_batch_size=requests`` (one forward over the active sequences per
   step, routing captured, per-sequence sampling and stops);
-* "minimal loop": a batched KV-cached loop written here: one prefill of ``[requests, prompt]``, then one
-  forward of ``[requests, 1]`` per step with the transformers cache, vectorised inverse-CDF sampling over
-  the batch, no routing capture, no stop check, no prefix cache, no asyncio.
+* "minimal loop": what a capable user writes without T1: one prefill of ``[requests, prompt]``, then one
+  forward of ``[requests, 1]`` per step with the transformers cache, and a per-row sampler (each row's
+  log-softmax over the real ids at temperature 1, a float64 inverse-CDF draw from its own seeded
+  generator, the drawn id's log-prob read back); no routing capture, no stop check, no prefix cache, no
+  asyncio.
 
-Tokens/s = completion tokens of all requests / wall time of the whole batch (prefill included). The ratios
-are batched / one at a time (goal >= 4) and batched / minimal loop (goal >= 0.8). Before any figure is
-printed, the batched answers are checked to carry the same ids and routed experts as the one-at-a-time
-answers, and their largest log-prob difference is printed. Prints min / median / max of the per-repeat
-figures, then one JSON line. Nothing asserts on time.
+Tokens/s = completion tokens of all requests / wall time of the whole batch (prefill included). The three
+arms run interleaved (`paired.interleave`: A B C, then C B A, ...) and each ratio is taken within one
+repetition: batched / one at a time (goal >= 4) and batched / minimal loop (goal >= 0.8). Before any
+figure is printed, the batched answers are checked to carry the same ids and routed experts as the
+one-at-a-time answers, and their largest log-prob difference is printed. Prints min / median / max of the
+per-repetition figures and paired ratios, then one JSON line. Nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import os
 import time
 
 import numpy as np
 import torch
+from paired import format_summary, interleave, paired_ratios, summary  # tools/bench/paired.py
 
-from t1_policy import build_model, logprob_vector, num_real_tokens
+from t1_policy import build_model, num_real_tokens
 from t1_rollout.engine import SamplingParams
 from t1_rollout.engine.embedded import EmbeddedEngine
 from t1_spec import load_recipe
@@ -60,26 +64,25 @@ def engine_run(engine: EmbeddedEngine, prompts: list[list[int]], new_tokens: int
 
 @torch.inference_mode()
 def minimal_loop(model: torch.nn.Module, prompts: list[list[int]], new_tokens: int, seed: int) -> float:
-    """Wall seconds of a plain batched KV-cached sampling loop over equal-length ``prompts``."""
+    """Wall seconds of a plain batched KV-cached loop with a per-row sampler over equal-length ``prompts``."""
     limit = num_real_tokens(model.config.vocab_size)
-    gen = torch.Generator().manual_seed(seed)
+    gens = [torch.Generator().manual_seed(seed * 1000 + i) for i in range(len(prompts))]
     t0 = time.perf_counter()
     out = model(input_ids=torch.tensor(prompts), use_cache=True, logits_to_keep=1)
     cache = out.cache
     for step in range(new_tokens):
-        logp_bv = logprob_vector(out.logits[:, -1], 1.0, vocab_limit=limit)
-        cdf_bv = torch.cumsum(logp_bv.exp().double(), dim=-1)
-        u_b1 = torch.rand(len(prompts), 1, generator=gen, dtype=torch.float64) * cdf_bv[:, -1:]
-        ids_b1 = torch.searchsorted(cdf_bv, u_b1, right=True).clamp_max(limit - 1)
-        logp_bv.gather(-1, ids_b1)  # the log-prob a sampler reports, as the engine does
+        ids = []
+        for row, gen in enumerate(gens):
+            logp_v = torch.log_softmax(out.logits[row, -1, :limit].float(), dim=-1)
+            cdf_v = torch.cumsum(logp_v.exp().double(), dim=0)
+            u = torch.rand(1, generator=gen, dtype=torch.float64) * cdf_v[-1]
+            token = int(torch.searchsorted(cdf_v, u, right=True).clamp_max(limit - 1))
+            float(logp_v[token])  # the log-prob a sampler reports, as the engine does
+            ids.append([token])
         if step + 1 < new_tokens:
-            out = model(input_ids=ids_b1, cache=cache, use_cache=True, logits_to_keep=1)
+            out = model(input_ids=torch.tensor(ids), cache=cache, use_cache=True, logits_to_keep=1)
             cache = out.cache
     return time.perf_counter() - t0
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def main() -> None:
@@ -91,6 +94,7 @@ def main() -> None:
     ap.add_argument("--recipe", default="recipes/tiny-cpu.yaml")
     args = ap.parse_args()
     spec = load_recipe(args.recipe).model
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 240_000, args.prompt).tolist() for _ in range(args.requests)]
     serial_eng = EmbeddedEngine(build_model(spec, seed=0), seed=0, max_batch_size=1)
@@ -109,13 +113,17 @@ def main() -> None:
         np.testing.assert_array_equal(s.routed_experts, b.routed_experts)
         worst = max(worst, float(np.abs(np.array(s.output_logprobs) - np.array(b.output_logprobs)).max()))
 
-    rates: dict[str, list[float]] = {"one_at_a_time": [], "batched": [], "minimal": []}
-    for r in range(args.repeat):
-        rates["one_at_a_time"].append(tokens / engine_run(serial_eng, prompts, args.new_tokens)[0])
-        rates["batched"].append(tokens / engine_run(batched_eng, prompts, args.new_tokens)[0])
-        rates["minimal"].append(tokens / minimal_loop(minimal_model, prompts, args.new_tokens, seed=r))
-    vs_serial = [b / s for b, s in zip(rates["batched"], rates["one_at_a_time"], strict=True)]
-    vs_minimal = [b / m for b, m in zip(rates["batched"], rates["minimal"], strict=True)]
+    seeds = iter(range(args.repeat))
+    rates = interleave(
+        {
+            "one_at_a_time": lambda: tokens / engine_run(serial_eng, prompts, args.new_tokens)[0],
+            "batched": lambda: tokens / engine_run(batched_eng, prompts, args.new_tokens)[0],
+            "minimal": lambda: tokens / minimal_loop(minimal_model, prompts, args.new_tokens, next(seeds)),
+        },
+        repeat=args.repeat,
+    )
+    vs_serial = paired_ratios(rates["batched"], rates["one_at_a_time"])
+    vs_minimal = paired_ratios(rates["batched"], rates["minimal"])
     serial_eng.close()
     batched_eng.close()
 
@@ -127,11 +135,7 @@ def main() -> None:
         s = summary(values)
         print(f"{name:>14}: tokens/s min {s['min']:7.1f}  median {s['median']:7.1f}  max {s['max']:7.1f}")
     for name, values, goal in (("one at a time", vs_serial, 4.0), ("minimal loop", vs_minimal, 0.8)):
-        s = summary(values)
-        print(
-            f"batched / {name}: min {s['min']:.2f}  median {s['median']:.2f}  max {s['max']:.2f}  "
-            f"(goal >= {goal})"
-        )
+        print(format_summary(f"batched / {name} (paired)", values, goal=f">= {goal}"))
     print(f"same ids and routing as one at a time; max |log-prob difference| {worst:.3g}")
     print(
         json.dumps(
@@ -145,6 +149,7 @@ def main() -> None:
                 "ratio_vs_one_at_a_time": summary(vs_serial),
                 "ratio_vs_minimal_loop": summary(vs_minimal),
                 "max_logprob_diff": worst,
+                "load_average": os.getloadavg()[0],
             }
         )
     )

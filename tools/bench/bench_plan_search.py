@@ -2,10 +2,12 @@
 
 Run: uv run python tools/bench/bench_plan_search.py [--devices 1024] [--repeat 5]
 
-Prints the best-of-N wall time of ``t1_capacity.search_plans`` and, measured in the same run, a named
-baseline: "naive" = brute-force enumeration of every (tp, pp, cp, dp, ep) 5-tuple followed by a full
-``check_plan`` (both networks' ``Footprint`` objects, every term) on each valid plan (layout rules and the
-batch split over dp, ``ppo.batch_splits_dp``, as the search applies them). Nothing asserts.
+Prints the wall time of ``t1_capacity.search_plans`` and, measured in the same run, interleaved with it
+(`paired.interleave`: A B, then B A, ...), a named baseline: "naive" = brute-force enumeration of every (tp,
+pp, cp, dp, ep) 5-tuple followed by a full ``check_plan`` (both networks' ``Footprint`` objects, every term)
+on each valid plan (layout rules and the batch split over dp, ``ppo.batch_splits_dp``, as the search applies
+them). Prints min / median / max of both and of the paired ratio naive / search, then one JSON line. Nothing
+asserts.
 
 Measured 2026-11-29 (2 shared CPU cores): 715 valid plans, 428 admitted over 1,024 devices; search_plans
 ~19 ms, naive ~680 ms.
@@ -14,8 +16,12 @@ Measured 2026-11-29 (2 shared CPU cores): 715 valid plans, 428 admitted over 1,0
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections.abc import Callable
 from itertools import product
+
+from paired import format_summary, interleave, paired_ratios, summary  # tools/bench/paired.py
 
 from t1_capacity import (
     PAPER_CONSTANTS,
@@ -43,13 +49,15 @@ def naive(g: int, base: Plan) -> int:
     return admitted
 
 
-def best_of(fn, repeat: int) -> tuple[float, object]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
+def timed(fn: Callable[[], object], out: list) -> Callable[[], float]:
+    """``fn`` as an arm of `paired.interleave`: seconds per call; its last result kept in ``out``."""
+
+    def arm() -> float:
         t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
+        out[:] = [fn()]
+        return time.perf_counter() - t0
+
+    return arm
 
 
 def main() -> None:
@@ -58,14 +66,32 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     base = Plan(token_wall=86_016, memory_budget_gib=95.0)
-    t_search, result = best_of(
-        lambda: search_plans(PAPER_MODEL, base, PAPER_CONSTANTS, args.devices), args.repeat
+    result, n_naive = [], []
+    times = interleave(
+        {
+            "search": timed(lambda: search_plans(PAPER_MODEL, base, PAPER_CONSTANTS, args.devices), result),
+            "naive": timed(lambda: naive(args.devices, base), n_naive),
+        },
+        repeat=args.repeat,
     )
-    t_naive, n_naive = best_of(lambda: naive(args.devices, base), max(1, args.repeat // 2))
-    print(f"devices {args.devices}: {result.n_plans} valid plans, {len(result.fitting)} admitted")
-    print(f"search_plans                      {t_search * 1e3:9.1f} ms  (budget 2000 ms)")
-    print(f"baseline naive 5-tuple + check    {t_naive * 1e3:9.1f} ms  ({n_naive} admitted)")
-    print(f"speed-up vs naive                 {t_naive / t_search:9.1f} x")
+    speedup = paired_ratios(times["naive"], times["search"])
+    res = result[0]
+    print(f"devices {args.devices}: {res.n_plans} valid plans, {len(res.fitting)} admitted")
+    print(format_summary("search_plans s (budget 2 s)", times["search"]))
+    print(format_summary(f"baseline naive 5-tuple + check s ({n_naive[0]} admitted)", times["naive"]))
+    print(format_summary("speed-up naive / search (paired)", speedup))
+    print(
+        json.dumps(
+            {
+                "bench": "plan_search",
+                "devices": args.devices,
+                "repeat": args.repeat,
+                "search_s": summary(times["search"]),
+                "naive_s": summary(times["naive"]),
+                "naive_over_search": summary(speedup),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Time loading + validating recipes/t1-122b.yaml (issue 3: must take under a second).
 
-Prints the median of N runs of ``t1_spec.load_recipe`` (OmegaConf resolution + pydantic validation + every
-cross-field rule) and, as the baseline measured in the same run, the median of a plain ``yaml.safe_load`` of
-the same file (and a libyaml ``CSafeLoader`` parse, which the loader itself uses when available). No
-assertion on time.
+Times N runs of ``t1_spec.load_recipe`` (OmegaConf resolution + pydantic validation + every cross-field
+rule) and, as the baselines measured in the same run, interleaved with it call by call (`paired.interleave`:
+A B C, then C B A, ...), a plain ``yaml.safe_load`` of the same file and a libyaml ``CSafeLoader`` parse
+(which the loader itself uses when available). Prints medians and min / median / max of the paired ratios,
+the fresh-process figures (interleaved likewise), then one JSON line. No assertion on time.
 
     uv run python tools/bench/bench_recipe_load.py [--runs 50] [--recipe recipes/t1-122b.yaml]
 """
@@ -11,6 +12,7 @@ assertion on time.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -19,35 +21,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
+from paired import format_summary, interleave, paired_ratios, summary  # tools/bench/paired.py
 
 from t1_spec import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def median_seconds(fn: Callable[[], object], runs: int) -> float:
-    fn()  # warm: imports, pydantic schema build, file cache
-    times = []
-    for _ in range(runs):
+def timed(fn: Callable[[], object]) -> Callable[[], float]:
+    """``fn`` as an arm of `paired.interleave`: the seconds one call took."""
+
+    def arm() -> float:
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        return time.perf_counter() - t0
+
+    return arm
 
 
-def fresh_process_seconds(recipe: Path, runs: int) -> tuple[float, float]:
-    """Median wall time of a fresh interpreter that imports t1_spec, and of one that also loads the recipe."""
-    bare = [sys.executable, "-c", "import t1_spec"]
-    full = [sys.executable, "-c", f"import t1_spec; t1_spec.load_recipe({str(recipe)!r})"]
-    out = []
-    for cmd in (bare, full):
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            subprocess.run(cmd, check=True)
-            times.append(time.perf_counter() - t0)
-        out.append(statistics.median(times))
-    return out[0], out[1]
+def run_seconds(cmd: list[str]) -> Callable[[], float]:
+    """Wall seconds of one fresh process running ``cmd``, as an arm of `paired.interleave`."""
+    return timed(lambda: subprocess.run(cmd, check=True))
 
 
 def main() -> None:
@@ -60,24 +54,53 @@ def main() -> None:
     load_recipe(args.recipe)
     cold = time.perf_counter() - t_cold0
 
-    text_path = args.recipe
-    t_load = median_seconds(lambda: load_recipe(text_path), args.runs)
-    t_yaml = median_seconds(lambda: yaml.safe_load(text_path.read_text(encoding="utf-8")), args.runs)
+    path = args.recipe
     c_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    t_cyaml = median_seconds(
-        lambda: yaml.load(text_path.read_text(encoding="utf-8"), Loader=c_loader),  # noqa: S506 - safe loader
-        args.runs,
-    )
+    arms = {
+        "load_recipe": timed(lambda: load_recipe(path)),
+        "yaml_safe_load": timed(lambda: yaml.safe_load(path.read_text(encoding="utf-8"))),
+        "yaml_c_safe_load": timed(
+            lambda: yaml.load(path.read_text(encoding="utf-8"), Loader=c_loader)  # noqa: S506 - safe loader
+        ),
+    }
+    for arm in arms.values():  # warm: imports, pydantic schema build, file cache
+        arm()
+    times = interleave(arms, repeat=args.runs)
+    med = {name: statistics.median(values) for name, values in times.items()}
+    over_yaml = paired_ratios(times["load_recipe"], times["yaml_safe_load"])
+    over_c = paired_ratios(times["load_recipe"], times["yaml_c_safe_load"])
     print(f"recipe: {args.recipe}  runs: {args.runs}")
     print(f"first load_recipe (cold, after import):  {cold * 1e3:8.2f} ms")
-    print(f"load_recipe + validate, median:          {t_load * 1e3:8.2f} ms  (target < 1000 ms)")
-    print(f"baseline yaml.safe_load (pure Python):   {t_yaml * 1e3:8.2f} ms")
-    print(f"baseline yaml.load CSafeLoader (libyaml):{t_cyaml * 1e3:8.2f} ms")
-    print(f"ratio load_recipe / yaml.safe_load:      {t_load / t_yaml:8.2f} x")
-    print(f"ratio load_recipe / CSafeLoader parse:   {t_load / t_cyaml:8.2f} x")
-    bare, full = fresh_process_seconds(args.recipe, 3)
-    print(f"fresh python: import t1_spec, median:    {bare * 1e3:8.2f} ms")
-    print(f"fresh python: import + load, median:     {full * 1e3:8.2f} ms  (what `t1 recipe validate` pays)")
+    print(f"load_recipe + validate, median:          {med['load_recipe'] * 1e3:8.2f} ms  (target < 1000 ms)")
+    print(f"baseline yaml.safe_load (pure Python):   {med['yaml_safe_load'] * 1e3:8.2f} ms")
+    print(f"baseline yaml.load CSafeLoader (libyaml):{med['yaml_c_safe_load'] * 1e3:8.2f} ms")
+    print(format_summary("load_recipe / yaml.safe_load (paired)", over_yaml))
+    print(format_summary("load_recipe / CSafeLoader parse (paired)", over_c))
+    fresh = interleave(
+        {
+            "import": run_seconds([sys.executable, "-c", "import t1_spec"]),
+            "import_and_load": run_seconds(
+                [sys.executable, "-c", f"import t1_spec; t1_spec.load_recipe({str(path)!r})"]
+            ),
+        },
+        repeat=3,
+    )
+    fresh_med = {name: statistics.median(values) * 1e3 for name, values in fresh.items()}
+    print(f"fresh python: import t1_spec, median:    {fresh_med['import']:8.2f} ms")
+    print(f"fresh python: import + load, median:     {fresh_med['import_and_load']:8.2f} ms  (t1 validate)")
+    print(
+        json.dumps(
+            {
+                "bench": "recipe_load",
+                "runs": args.runs,
+                "cold_load_s": cold,
+                **{f"{name}_s": summary(values) for name, values in times.items()},
+                "load_over_yaml_safe_load": summary(over_yaml),
+                "load_over_c_safe_load": summary(over_c),
+                **{f"fresh_{name}_s": summary(values) for name, values in fresh.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

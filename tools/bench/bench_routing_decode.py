@@ -14,9 +14,10 @@ int32 ``[tokens - 1, L, k]`` with distinct random experts per row (defaults: the
   followed by `t1_r3.check_routing` with the model's L, k, E and the token count (rows == tokens - 1, ids in
   range, no repeated expert, no all-zero layer): what `t1_rollout`'s SGLang engine runs on every answer.
 
-Each repeat times both once; the ratio is plain / T1 (higher is better, goal >= 0.8). Prints min / median /
-max of the per-repeat ratios and the bytes per token of both records, then one JSON line. The T1 result is
-checked equal to the plain decode before any figure is printed. Nothing asserts on time.
+Each repeat times both once, interleaved (`paired.interleave`: A B, then B A, ...); the ratio is plain / T1
+(higher is better, goal >= 0.8). Prints min / median / max of the per-repeat ratios and the bytes per token
+of both records, then one JSON line. The T1 result is checked equal to the plain decode before any figure is
+printed. Nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import base64
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
+from paired import interleave, paired_ratios  # tools/bench/paired.py
 
 from t1_r3 import bytes_per_token, check_routing, decode_routed_experts
 
@@ -64,17 +67,18 @@ def main() -> None:
 
     ref, got = plain(), t1()  # also warms both paths
     np.testing.assert_array_equal(got.reshape(-1).astype(np.int32), ref)
-    ratios, t_plain, t_t1 = [], [], []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        plain()
-        t_p = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        t1()
-        t_t = time.perf_counter() - t0
-        t_plain.append(t_p)
-        t_t1.append(t_t)
-        ratios.append(t_p / t_t)
+
+    def timed(fn: Callable[[], object]) -> Callable[[], float]:
+        def arm() -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+
+        return arm
+
+    times = interleave({"plain": timed(plain), "t1": timed(t1)}, repeat=args.repeat)
+    t_plain, t_t1 = times["plain"], times["t1"]
+    ratios = paired_ratios(t_plain, t_t1)
     mb = len(text) / 2**20
     print(f"payload: {T} tokens x (L, k, E) = ({L}, {k}, {E}); {mb:.1f} MiB of base64; {args.repeat} repeats")
     print(f"plain base64 + frombuffer (int32, no check): median {statistics.median(t_plain) * 1e3:8.2f} ms")
