@@ -523,10 +523,14 @@ async def test_ctrl_c_interrupts_and_exit_makes_the_shell_dead(tmp_path):
         await shell.send("sleep 100\n", duration_s=0.3, max_wait_s=2)
         t0 = time.monotonic()
         out = await shell.send("\x03", duration_s=5, max_wait_s=5)
-        assert time.monotonic() - t0 < 2 and "$ " in out
+        # returned at the prompt, not at the end of the 5 s wait (margin for a loaded machine)
+        assert time.monotonic() - t0 < 4.5 and "$ " in out
         assert shell.alive
         await shell.send("exit\n", duration_s=2, max_wait_s=2)
-        await asyncio.sleep(0.2)
+        for _ in range(600):  # the shell's end is noticed by its reader task: wait for it, bounded
+            if not shell.alive:
+                break
+            await asyncio.sleep(0.05)
         assert not shell.alive
         with pytest.raises(SandboxError, match="dead"):
             await shell.send("echo\n", duration_s=1, max_wait_s=1)
