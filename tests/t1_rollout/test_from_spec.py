@@ -117,6 +117,7 @@ TRAJECTORY_KEYS = [
     "steps",
     "resumes",
     "resampled_turns",
+    "endpoint_calls",
     "messages",
     "reward",
     "assertions_passed",
@@ -181,7 +182,7 @@ def test_to_json_has_the_trajectory_files_keys_and_values(tmp_path):
     assert (data["turns"], data["prompt_tokens"], data["completion_tokens"]) == (2, [3, 6], [2, 1])
     assert data["policy_versions"] == [2] and data["finish"] == "max_turns" and data["parse_failures"] == 1
     assert data["turn_policy_versions"] == [2, 2] and (data["steps"], data["resumes"]) == ([], 0)
-    assert data["resampled_turns"] == 0
+    assert data["resampled_turns"] == 0 and data["endpoint_calls"] == []  # the built-in harness: no endpoint
     assert data["reward"] == pytest.approx(1 / 20) and (
         data["assertions_passed"],
         data["assertions_total"],
