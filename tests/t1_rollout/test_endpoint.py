@@ -289,3 +289,19 @@ async def test_text_parts_and_the_developer_role_render_as_plain_messages(tokeni
                 )
     assert engine.calls[0][0] == capture.tito.start(plain)  # the same ids as the plain messages
     assert len(engine.calls) == 1
+
+
+def test_parse_reply_reads_reasoning_content_and_tool_calls_back():
+    from t1_rollout.endpoint import parse_reply
+
+    call = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
+    reply = parse_reply(f"I should list.\n</think>\n\nListing.\n{call}", thinking=True, call_prefix="7")
+    assert (reply.reasoning, reply.content) == ("I should list.", "Listing.")
+    assert reply.tool_calls == [
+        {"id": "call_7_0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    ]
+    # a block that is not a JSON call stays text the harness sees; no call is invented
+    broken = parse_reply("<tool_call>\n{not json}\n</tool_call>", thinking=False, call_prefix="8")
+    assert broken.tool_calls == [] and broken.content == "<tool_call>\n{not json}\n</tool_call>"
+    # without a think block opened by the prompt, '</think>' is content
+    assert parse_reply("a</think>b", thinking=False, call_prefix="9").content == "a</think>b"
