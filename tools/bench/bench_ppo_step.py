@@ -3,7 +3,7 @@
 Run (from the repository root):
 
     uv run python tools/bench/bench_ppo_step.py [tokens_per_sample=1024] [samples=4] [steps=2]
-        [--recipe recipes/tiny-cpu.yaml] [--repeat 1]
+        [--recipe recipes/tiny-cpu.yaml] [--repeat 1] [--pairs 3]
 
 The model (and the PPO settings) come from the recipe (`t1_spec.load_recipe(...).model`, `.ppo`). Samples are
 synthetic but shaped like stitched trajectories: a 200-token prompt, then 150 sampled tokens and a 100-token
@@ -19,8 +19,10 @@ analytic backward over the whole vocabulary) against a named baseline, "naive" =
 states (sample 0's, from the sampler) and targets, with the same upstream gradient; their log-probs and
 gradients are checked equal (rtol = atol = 1e-5) before any figure is printed. Each variant runs in its own
 subprocess so its peak memory is its own: peak RSS above the RSS before the call (``VmHWM`` reset through
-``/proc/self/clear_refs``; where that is refused, the ``resource.getrusage`` ``ru_maxrss`` delta). Nothing
-asserts on time.
+``/proc/self/clear_refs``; where that is refused, the ``resource.getrusage`` ``ru_maxrss`` delta). The two
+subprocesses run ``--pairs`` times, interleaved (`paired.interleave`: t1 naive, then naive t1, ...), and the
+ratio baseline / t1 is taken within each pair: min / median / max. Ends with one JSON line. Nothing asserts on
+time.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from paired import format_summary, interleave, paired_ratios, summary  # tools/bench/paired.py
 
 from t1_trainer.logprobs import lm_head_logprobs
 
@@ -187,16 +190,32 @@ def check_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> list[s
     return lines
 
 
-def logprob_path(x: dict[str, Any], repeat: int) -> None:
-    """Part 2: both variants in their own subprocess, checked equal, then time / peak / ratio."""
+def logprob_path(x: dict[str, Any], repeat: int, pairs: int) -> dict[str, Any]:
+    """Part 2: both variants in their own subprocesses, interleaved, checked equal; time, peak, ratio."""
     with tempfile.TemporaryDirectory(prefix="t1-bench-") as tmp:
         inputs = Path(tmp) / "inputs.pt"
         torch.save(x, inputs)
-        res, outs = {}, {}
-        for v in ("t1", "naive"):
-            res[v] = run_child(v, inputs, Path(tmp) / f"{v}.pt", repeat)
-            outs[v] = torch.load(Path(tmp) / f"{v}.pt")
+        runs: dict[str, list[dict[str, Any]]] = {"t1": [], "naive": []}
+
+        def arm(v: str):
+            def one() -> float:
+                runs[v].append(run_child(v, inputs, Path(tmp) / f"{v}.pt", repeat))
+                return runs[v][-1]["seconds"]
+
+            return one
+
+        seconds = interleave({"t1": arm("t1"), "naive": arm("naive")}, repeat=pairs)
+        outs = {v: torch.load(Path(tmp) / f"{v}.pt") for v in ("t1", "naive")}
         checks = check_same(outs["t1"], outs["naive"])
+    ratio = paired_ratios(seconds["naive"], seconds["t1"])
+    res = {
+        v: {
+            "seconds": min(r["seconds"] for r in rs),
+            "peak_kib": max(r["peak_kib"] for r in rs),
+            "method": rs[0]["method"],
+        }
+        for v, rs in runs.items()
+    }
     n, t = int(x["pos"].shape[0]), int(x["hidden"].shape[0])
     v_lim, v_all = x["vocab_limit"], int(x["weight"].shape[0])
     print(
@@ -209,11 +228,18 @@ def logprob_path(x: dict[str, Any], repeat: int) -> None:
     rows = (("t1 lm_head_logprobs (loss rows, chunked)", t1), ("baseline naive full logits+log_softmax", nv))
     for label, r in rows:
         print(f"{label:41s} {r['seconds']:7.2f} s  peak +{r['peak_kib'] / 2**20:6.2f} GiB")
+    print(format_summary("ratio baseline / t1 time (paired)", ratio))
+    print(f"memory baseline / t1 {nv['peak_kib'] / max(t1['peak_kib'], 1):6.2f} x")
     print(
-        f"ratio baseline / t1                       {nv['seconds'] / t1['seconds']:7.2f} x  "
-        f"memory {nv['peak_kib'] / max(t1['peak_kib'], 1):6.2f} x"
+        f"(seconds: fastest of {pairs} processes x best of {repeat}; peak = largest RSS high-water mark "
+        f"above the RSS before the call, via {t1['method']})"
     )
-    print(f"(peak = RSS high-water mark above the RSS before the call, via {t1['method']}; best of {repeat})")
+    return {
+        "t1_s": summary(seconds["t1"]),
+        "naive_s": summary(seconds["naive"]),
+        "naive_over_t1": summary(ratio),
+        "peak_gib": {v: r["peak_kib"] / 2**20 for v, r in res.items()},
+    }
 
 
 def main() -> None:
@@ -226,6 +252,7 @@ def main() -> None:
     )
     ap.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "tiny-cpu.yaml")
     ap.add_argument("--repeat", type=int, default=1, help="log-prob path: best of N timed runs")
+    ap.add_argument("--pairs", type=int, default=3, help="log-prob path: interleaved pairs of subprocesses")
     ap.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
     ap.add_argument("--inputs", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -252,9 +279,11 @@ def main() -> None:
     )
     threads = torch.get_num_threads()
     print(f"{args.samples} samples x {args.tokens} tokens ({loss_tokens} loss tokens), threads {threads}")
+    step_s = []
     for k in range(args.steps):
         wall, cpu = time.perf_counter(), time.process_time()
         m = ppo_step(backend, samples, recipe.ppo)
+        step_s.append(time.perf_counter() - wall)
         print(
             f"step {k}: wall {time.perf_counter() - wall:.2f} s, cpu {time.process_time() - cpu:.2f} s "
             f"(values {m['trainer/values_time_s']:.2f}, critic {m['critic/time_s']:.2f}, "
@@ -263,8 +292,10 @@ def main() -> None:
     print(f"peak RSS of the PPO process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
     del backend
     gc.collect()
-    logprob_path(head, args.repeat)
-    print(f"load average {Path('/proc/loadavg').read_text().split()[:3]}")
+    figures = logprob_path(head, args.repeat, args.pairs)
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load average {load}")
+    print(json.dumps({"bench": "ppo_step", "ppo_step_s": step_s, **figures, "load_average": float(load[0])}))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ Each figure is the wall time of a fresh process, repeated ``--repeats`` times (m
   temporary ``logging.run_root`` that is removed at the end.
 - The floors, as baselines: ``python -c pass`` (the interpreter), ``import torch``, and ``import torch;
   import t1_policy.model`` (torch plus the transformers model code that the embedded run cannot start
-  without). ``validate / pass`` and ``first_trial / model floor`` are the printed ratios.
+  without). ``validate / pass`` and ``first_trial / model floor`` are the printed ratios, each taken within a
+  repetition (`paired.paired_ratios`); the commands run interleaved, the order reversed every other
+  repetition (`paired.interleave`).
 
 ``--bytecode env`` (default) runs the children in this environment as it is. Python caches compiled
 bytecode next to the sources unless ``PYTHONDONTWRITEBYTECODE`` is set or ``__pycache__`` is not writable;
@@ -41,6 +43,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from paired import format_summary, interleave, paired_ratios, summary  # tools/bench/paired.py
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "t1 train "
@@ -153,29 +157,28 @@ def main() -> None:
                 timed_run(cmd, env, args.timeout)
             if not args.no_train:
                 first_trial_seconds(train, env, args.timeout)
-        times: dict[str, list[float]] = {name: [] for name in [*floors, "validate", "first_trial"]}
-        for _ in range(args.repeats):  # interleaved, so a change in the box's load hits every figure alike
-            for name, cmd in floors.items():
-                times[name].append(timed_run(cmd, env, args.timeout))
-            times["validate"].append(timed_run(validate, env, args.timeout))
-            if not args.no_train:
-                times["first_trial"].append(first_trial_seconds(train, env, args.timeout))
+        arms = {name: (lambda cmd=cmd: timed_run(cmd, env, args.timeout)) for name, cmd in floors.items()}
+        arms["validate"] = lambda: timed_run(validate, env, args.timeout)
+        if not args.no_train:
+            arms["first_trial"] = lambda: first_trial_seconds(train, env, args.timeout)
+        # interleaved, order reversed every other repetition, so a change in load hits every figure alike
+        times = interleave(arms, repeat=args.repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     figures = {name: spread(v) for name, v in times.items() if v}
-    med = {name: f["median"] for name, f in figures.items()}
-    ratios = {"validate_over_python": round(med["validate"] / med["python"], 1)}
-    if "first_trial" in med:
-        ratios["first_trial_over_import_model"] = round(med["first_trial"] / med["import_model"], 2)
+    paired = {"validate_over_python": paired_ratios(times["validate"], times["python"])}
+    if "first_trial" in times:
+        paired["first_trial_over_import_model"] = paired_ratios(times["first_trial"], times["import_model"])
+    ratios = {name: {k: round(v, 2) for k, v in summary(r).items()} for name, r in paired.items()}
     print(
         f"recipe {args.recipe}, {args.repeats} repeats, bytecode {args.bytecode}, "
         f"load {os.getloadavg()[0]:.1f}"
     )
     for name, f in figures.items():
         print(f"  {name:<14} min {f['min']:7.2f} s   median {f['median']:7.2f} s   max {f['max']:7.2f} s")
-    for name, r in ratios.items():
-        print(f"  {name:<32} {r:g}x")
+    for name, r in paired.items():
+        print("  " + format_summary(f"{name} (paired)", r))
     print(
         json.dumps(
             {
