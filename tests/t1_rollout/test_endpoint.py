@@ -305,3 +305,39 @@ def test_parse_reply_reads_reasoning_content_and_tool_calls_back():
     assert broken.tool_calls == [] and broken.content == "<tool_call>\n{not json}\n</tool_call>"
     # without a think block opened by the prompt, '</think>' is content
     assert parse_reply("a</think>b", thinking=False, call_prefix="9").content == "a</think>b"
+
+
+async def test_a_harness_that_drops_reasoning_gets_a_split_not_a_silent_mismatch(tokenizer):
+    """T1 §4.1's template-prunes-reasoning behaviour: the harness sends the answer back without its think."""
+    tito = TitoSession(
+        tokenizer, ChatTemplate(), thinking=True, repair="retokenized", normalize_max_s=96, normalize_max_u=16
+    )
+    think = "The user wants the files listed, so the first step is an ls of the working directory."
+    engine = ScriptedEngine(tokenizer, [f"{think}\n</think>\n\n{tool_answer('ls')}", "done"])
+    config = HarnessConfig(max_turns=8, agent_deadline_s=60, max_new_tokens=256, context_tokens=8192)
+    capture = TrialCapture(
+        engine=engine, tito=tito, sampling=SamplingParams(), config=config, episode=Episode()
+    )
+    async with EndpointServer() as server:
+        key = server.open_trial(capture)
+        async with openai.AsyncOpenAI(base_url=server.url, api_key=key) as client:
+            messages = [{"role": "user", "content": "List files."}]
+            first = (
+                await client.chat.completions.create(model="t1", messages=messages, tools=[BASH])
+            ).choices[0]
+            assert first.message.model_extra["reasoning_content"] == think
+            echoed = {
+                "role": "assistant",
+                "content": first.message.content,
+                "tool_calls": [c.model_dump() for c in first.message.tool_calls],
+            }  # no reasoning_content: pruned, as stock templates do before the last user message
+            call_id = first.message.tool_calls[0].id
+            messages += [echoed, {"role": "tool", "tool_call_id": call_id, "content": "a.txt"}]
+            await client.chat.completions.create(model="t1", messages=messages, tools=[BASH])
+    assert [c.prompt for c in capture.calls] == ["rendered", "rendered"]
+    result = tito.stitch_turns(capture.episode.turns, reward=0.0, task_id="t", family="f", trial_id="t__4")
+    assert [b.kind for b in result.boundaries] == ["split"] and result.audit.splits == 1
+    assert result.audit.drifted_loss_tokens == 0
+    for sample in result.samples:
+        sample.validate()
+        _routing_aligned(sample)
