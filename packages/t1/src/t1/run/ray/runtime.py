@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from t1.run.phases import PhaseClock
 from t1.run.ray.liveness import LivenessMonitor, ask_live, wait_publication
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.ray.rollout import ParticipantsLost, RayTrials
@@ -58,14 +59,18 @@ loaded 2-core box four processes importing torch and building a model took about
 class RemoteTrain:
     """A training step running on the trainer worker; `result` waits for it (a `PendingTrain`)."""
 
-    def __init__(self, ref: Any) -> None:
+    def __init__(self, ref: Any, on_result: Callable[[float], None] | None = None) -> None:
         self.ref = ref
+        self._on_result = on_result
 
     def result(self) -> tuple[dict[str, Any], float]:
         """The step's metrics and the worker's wall time (seconds)."""
         import ray
 
-        return ray.get(self.ref)
+        metrics, train_s = ray.get(self.ref)
+        if self._on_result is not None:
+            self._on_result(train_s)
+        return metrics, train_s
 
 
 class RayRuntime:
@@ -92,6 +97,8 @@ class RayRuntime:
         self._group: Any = None
         self._version = 0
         self._evaluation: tuple[TitoSession, Callable[[], Sandbox]] | None = None
+        self.phases = PhaseClock()  # the rows' timeline_s: when rollout, training and publication ran
+        self._rollout_label = "rollout"
 
     @classmethod
     def from_spec(cls, recipe: Recipe) -> RayRuntime:
@@ -210,6 +217,8 @@ class RayRuntime:
     def begin_rollout(self, label: str) -> None:
         """Reclaim the participants lost since the last batch; refuse to go on with none of a role."""
         self.trials.begin()
+        self._rollout_label = f"rollout {label}"
+        self.phases.begin(self._rollout_label)
 
     async def run_trial(
         self, task: Task, record: TrialRecord, sampling: SamplingParams, label: str
@@ -219,6 +228,7 @@ class RayRuntime:
 
     def end_rollout(self) -> int:
         """The batch's re-queued attempts; raises `ParticipantsLost` when a role has none left."""
+        self.phases.end(self._rollout_label)
         return self.trials.end()
 
     def reclaim_lost(self, *, check: bool = True) -> None:
@@ -253,9 +263,15 @@ class RayRuntime:
     def train_ppo(
         self, samples: Sequence[Sample], *, staleness: int, continuation_lag: int, max_staleness: int
     ) -> RemoteTrain:
-        """Submit a PPO step to the trainer worker; the driver rolls out meanwhile (async mode)."""
+        """Submit a PPO step to the trainer worker; the driver rolls out meanwhile (async mode).
+
+        Its timeline window runs from the submission for the worker's own wall seconds (the worker is idle
+        when a step is submitted, so it starts then, give or take the transfer of the samples).
+        """
+        submitted = self.phases.now()
         return RemoteTrain(
-            self.trainer.ppo_step.remote(list(samples), staleness, continuation_lag, max_staleness)
+            self.trainer.ppo_step.remote(list(samples), staleness, continuation_lag, max_staleness),
+            on_result=lambda train_s: self.phases.record("train", submitted, submitted + train_s),
         )
 
     def train_critic(self, samples: Sequence[Sample]) -> RemoteTrain:
@@ -273,6 +289,7 @@ class RayRuntime:
         from ray.exceptions import RayError
 
         deadline = self.recipe.liveness.probe_deadline_s
+        self.phases.begin("publish")
         for attempt in (0, 1):
             self.reclaim_lost()
             targets = self.liveness.live("engine")
@@ -291,6 +308,7 @@ class RayRuntime:
                     raise  # no replica was lost: the failure is the trainer's own
                 continue
             self._version = int(answer["version"])
+            self.phases.end("publish")
             return Publication(
                 version=self._version,
                 wall_s={"publish": answer["publish"], "put": answer["put"]},
@@ -321,6 +339,7 @@ class RayRuntime:
             "publish_objects": publication.objects,
             "trials_requeued": batch.requeued,
             "participants_lost": self.liveness.summary(),
+            "timeline_s": self.phases.row(),
         }
 
     def evaluation_parts(self, publication_version: int) -> EvaluationParts:
