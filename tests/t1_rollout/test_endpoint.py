@@ -8,6 +8,7 @@ it: TITO's boundary cases (T1 §4.1) and the R3 rows (T1 §4.2).
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import aiohttp
@@ -341,3 +342,38 @@ async def test_a_harness_that_drops_reasoning_gets_a_split_not_a_silent_mismatch
     for sample in result.samples:
         sample.validate()
         _routing_aligned(sample)
+
+
+async def test_a_call_in_flight_when_the_trial_parks_is_sampled_again_after_the_resume(tokenizer):
+    """Partial-rollout continuation (T1 §10) at the endpoint: the call is the turn boundary."""
+    from t1_rollout.parking import Parking
+
+    class ParkOnSecondCall(ScriptedEngine):
+        async def generate(self, input_ids, sampling, **kw):
+            if len(self.calls) == 1 and not parking.parks:
+                parking.ask()  # the request is in flight when the scheduler asks
+                await asyncio.sleep(3600)  # aborted by the park, never answered
+            return await super().generate(input_ids, sampling, **kw)
+
+    parking = Parking()
+    engine = ParkOnSecondCall(tokenizer, [tool_answer("ls"), tool_answer("pwd")])
+    config = HarnessConfig(max_turns=8, agent_deadline_s=60, max_new_tokens=256, context_tokens=8192)
+    capture = TrialCapture(
+        engine=engine, tito=_tito(tokenizer), sampling=SamplingParams(), config=config, episode=Episode(),
+        parking=parking,
+    )  # fmt: skip
+    async with EndpointServer() as server:
+        key = server.open_trial(capture)
+        async with openai.AsyncOpenAI(base_url=server.url, api_key=key, max_retries=0) as client:
+            harness = asyncio.ensure_future(_drive(client, 2))
+            await asyncio.wait_for(parking.wait_parked(), timeout=30)
+            assert len(capture.episode.turns) == 1 and capture.episode.resampled_turns == 1
+            engine.weight_version = 4  # the step's publication
+            parking.resume()
+            await asyncio.wait_for(harness, timeout=30)
+    assert [t.policy_version for t in capture.episode.turns] == [3, 4]
+    assert [c.prompt for c in capture.calls] == ["rendered", "tito"]
+    result = capture.tito.stitch_turns(
+        capture.episode.turns, reward=0.0, task_id="t", family="f", trial_id="t__5"
+    )
+    assert result.audit.case_counts["strict"] == 1 and result.audit.drifted_loss_tokens == 0
