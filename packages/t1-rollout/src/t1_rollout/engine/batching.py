@@ -18,9 +18,16 @@ the call the one-at-a-time engine made (its own cache, no mask, no position ids)
 reproduces it bit for bit.
 
 Equivalence: the ids and routed experts of a batched answer equal those of one-at-a-time decoding for the
-same seed; its log-probs differ only by the float32 rounding of batched matmuls and of the masked
-attention sum (measured on the tiny Qwen3.5-MoE: at most a few 1e-7 in logits; the tests bound the log-prob
-difference by 1e-5). Prefills are not batched (a long prompt stalls the decode steps while it runs).
+same seed; its log-probs differ only by float32 rounding (measured on the tiny Qwen3.5-MoE: at most a few
+1e-7 in logits, 1e-6 in log-probs; the tests bound the log-prob difference by 1e-5). They are not bit-equal,
+and cannot be with torch's CPU matmul: traced layer by layer, the first value that differs is the output of
+the decode step's first linear layer (``layers.0.linear_attn.in_proj_qkv``) on identical inputs, because the
+BLAS sgemm (MKL, one thread) sums a row's products in an order that depends on how many rows the call holds:
+a row alone, in a pair, or among three or more round differently (about 3e-7 relative; calls of three or
+more rows agree with each other); every later layer inherits it. Padding the batch would not cure it: each
+expert's matmul holds the tokens routed to that expert, a count that changes with the batch's membership.
+Bit-equal answers would need one matmul per row, which is what batching removes; so the embedded default
+stays ``max_batch_size: 1``. Prefills are not batched (a long prompt stalls the decode steps while it runs).
 """
 
 from __future__ import annotations
