@@ -377,3 +377,36 @@ async def test_a_call_in_flight_when_the_trial_parks_is_sampled_again_after_the_
         capture.episode.turns, reward=0.0, task_id="t", family="f", trial_id="t__5"
     )
     assert result.audit.case_counts["strict"] == 1 and result.audit.drifted_loss_tokens == 0
+
+
+async def test_exec_runs_in_the_trials_sandbox_only_while_the_episode_runs(tokenizer):
+    from t1_sandbox.base import ExecResult
+
+    class Sandbox:
+        def __init__(self):
+            self.calls = []
+
+        async def exec(self, command, *, timeout_s, cwd=None, env=None, cpu_time_s=None):
+            self.calls.append((command, timeout_s, cwd, env))
+            return ExecResult("out\n", "err\n", 0, False, 0.0)
+
+    capture, _ = _capture(tokenizer, [])
+    sandbox = Sandbox()
+    async with EndpointServer() as server, aiohttp.ClientSession() as http:
+        key = server.open_trial(capture, sandbox=sandbox, exec_timeout_s=30)
+        bare = server.open_trial(_capture(tokenizer, [])[0])  # a trial without a sandbox
+        auth = {"Authorization": f"Bearer {key}"}
+        body = {"command": "ls", "cwd": "/app", "env": {"A": "1"}, "timeout_s": 999}
+        async with http.post(server.exec_url, json=body, headers=auth) as resp:
+            assert resp.status == 200 and (await resp.json())["stdout"] == "out\n"
+        assert sandbox.calls == [("ls", 30.0, "/app", {"A": "1"})]  # the deadline is capped by the trial's
+        async with http.post(server.exec_url, json={"command": ""}, headers=auth) as resp:
+            assert resp.status == 400
+        async with http.post(server.exec_url, json=body) as resp:
+            assert resp.status == 401
+        async with http.post(server.exec_url, json=body, headers={"Authorization": f"Bearer {bare}"}) as resp:
+            assert resp.status == 404
+        capture.end("max_turns")
+        async with http.post(server.exec_url, json=body, headers=auth) as resp:
+            assert resp.status == 409
+    assert len(sandbox.calls) == 1
