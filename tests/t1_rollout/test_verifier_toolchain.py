@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from t1_rollout import verifier_toolchain as vt
+from t1_sandbox import wheelhouse as wh
 from t1_sandbox.base import ExecResult, Sandbox
 
 TB2_TEST_SH = """#!/bin/bash
@@ -122,27 +123,27 @@ def test_the_wheelhouse_is_fetched_once_per_requirement_set_and_names_what_it_co
         'while [ "$1" != "-d" ]; do shift; done; touch "$2/${last%%=*}-1.0-py3-none-any.whl"\n'
     )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    real_run = vt.subprocess.run
+    real_run = wh.subprocess.run
 
     def run(cmd, **kw):
         calls.append(cmd)
         return real_run(cmd, **kw)
 
-    monkeypatch.setattr(vt, "HOST_CACHE", tmp_path / "cache")
-    monkeypatch.setattr(vt, "_pip_command", lambda: [str(fake)])
-    monkeypatch.setattr(vt.subprocess, "run", run)
-    monkeypatch.setattr(vt, "_MISSED", {})
-    folder, problems = vt.fill_wheelhouse(["pytest==8.4.1", "no-such-pkg==1"], "3.13")
+    monkeypatch.setattr(wh, "HOST_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(wh, "_pip_command", lambda: [str(fake)])
+    monkeypatch.setattr(wh.subprocess, "run", run)
+    monkeypatch.setattr(wh, "_MISSED", {})
+    folder, problems = wh.fill_wheelhouse(["pytest==8.4.1", "no-such-pkg==1"], "3.13")
     assert sorted(p.name for p in folder.glob("*.whl")) == ["pytest-1.0-py3-none-any.whl"]
     assert len(problems) == 1 and problems[0].startswith("no-such-pkg==1: the package index gave no wheel")
     assert len(calls) == 2 and "--python-version" in calls[0] and "3.13" in calls[0]
-    again, problems_again = vt.fill_wheelhouse(["no-such-pkg==1", "pytest==8.4.1"], "3.13")
+    again, problems_again = wh.fill_wheelhouse(["no-such-pkg==1", "pytest==8.4.1"], "3.13")
     assert (again, problems_again) == (folder, problems) and len(calls) == 2  # not retried, order-free
     # a complete fill is kept on disk for every later process
-    whole, none = vt.fill_wheelhouse(["pytest==8.4.1"], "3.13")
+    whole, none = wh.fill_wheelhouse(["pytest==8.4.1"], "3.13")
     assert none == [] and (whole / ".complete").is_file() and len(calls) == 3
-    monkeypatch.setattr(vt, "_MISSED", {})
-    assert vt.fill_wheelhouse(["pytest==8.4.1"], "3.13") == (whole, []) and len(calls) == 3
+    monkeypatch.setattr(wh, "_MISSED", {})
+    assert wh.fill_wheelhouse(["pytest==8.4.1"], "3.13") == (whole, []) and len(calls) == 3
 
 
 def _docker_ready() -> bool:

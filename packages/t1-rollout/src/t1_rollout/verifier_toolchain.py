@@ -11,7 +11,7 @@ verifier, on every backend (it uses only the ``Sandbox`` seam):
    there that the script would source) no longer steers the verifier;
 2. **a wheelhouse**: the packages the script installs for its tests (``t1_tasks.verifier_needs``: ``-w
    pytest==8.4.1``, ``pip install X``), fetched once on the host from the package index for the Python the
-   script asks for (``-p 3.13``, else the toolchain's), cached under `HOST_CACHE`, and uploaded read-only to
+   script asks for (``-p 3.13``, else the toolchain's; ``t1_sandbox.wheelhouse``), and uploaded read-only to
    `WHEELS_DIR` after the agent is gone; uv is pointed at it (``UV_FIND_LINKS``), and without network
    (``sandbox.network`` false) told to stay offline (``UV_OFFLINE=1``, ``UV_PYTHON_DOWNLOADS=never``);
 3. **a CPython for** ``uvx -p X.Y``: what the image has (``python3.13`` on its ``PATH``) or the toolchain's
@@ -26,35 +26,25 @@ What was provided is one line, `Provision.describe`, kept in the verifier run's 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from t1_sandbox.base import Sandbox, SandboxError
 from t1_sandbox.local.toolchain import VERIFIER_UV_DIR
+from t1_sandbox.wheelhouse import fill_wheelhouse
 from t1_tasks.verifier_needs import VerifierNeeds, read_verifier_needs
 
-__all__ = ["HOME_DIR", "HOST_CACHE", "MARK", "WHEELS_DIR", "Provision", "fill_wheelhouse", "provision"]
+__all__ = ["HOME_DIR", "MARK", "WHEELS_DIR", "Provision", "provision"]
 
 #: The verifier's ``HOME`` inside the sandbox (made fresh by the verifier's launch before ``test.sh``).
 HOME_DIR = "/tmp/.t1-verifier-home"
 #: Where the wheelhouse is uploaded, read-only and owned by root (its parent ``/`` is root's).
 WHEELS_DIR = "/t1-verifier-wheels"
-#: Host cache of wheelhouses, one folder per (Python, requirements).
-HOST_CACHE = Path(os.environ.get("T1_WHEELHOUSE_CACHE", "/var/tmp/t1-wheelhouse"))
 #: The line the launch prints before ``test.sh``: the Pythons there were, for a cause that names them.
 MARK = "[t1-verifier-toolchain]"
-_FILL_TIMEOUT_S = 300.0
-_LOCK = threading.Lock()
-_MISSED: dict[Path, list[str]] = {}  # this process's fills that lacked something: not retried here
-_PLATFORMS = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
 @dataclass(frozen=True)
@@ -87,90 +77,6 @@ class Provision:
 
 def _requirements(needs: VerifierNeeds) -> list[str]:
     return [f"{name}=={version}" if version else name for name, version in needs.packages]
-
-
-def _pip_command() -> list[str]:
-    """A pip that can download: this interpreter's, else uv's tool runner with pip."""
-    try:
-        import pip  # noqa: F401
-
-        return [sys.executable, "-m", "pip"]
-    except ImportError:
-        uv = shutil.which("uv")
-        try:
-            from uv import find_uv_bin
-
-            uv = find_uv_bin()
-        except ImportError:
-            pass
-        if uv is None:
-            raise SandboxError("verifier wheelhouse: neither pip nor uv is installed on this host") from None
-        return [uv, "tool", "run", "--from", "pip", "pip"]
-
-
-def fill_wheelhouse(requirements: list[str], python: str) -> tuple[Path, list[str]]:
-    """The host folder of wheels for ``requirements`` on CPython ``python``, downloaded once and cached.
-
-    Downloads binary wheels only (``--only-binary=:all:``, Linux on this host's architecture, or pure
-    Python), dependencies included, from the package index pip is configured for. Each requirement is
-    fetched on its own, so one the index cannot give does not keep the others out. A complete fill is kept
-    on disk for every later process; one that lacked something is served as it is and tried again by the
-    next process only (the index may come back).
-
-    Args:
-        requirements: ``name`` or ``name==version`` strings.
-        python: ``X.Y``, the interpreter the wheels are for.
-
-    Returns:
-        ``(folder, problems)``: the folder (possibly empty) and one line per requirement not fetched.
-
-    Raises:
-        SandboxError: no pip can be run on this host.
-    """
-    key = hashlib.sha256("\n".join([python, *sorted(requirements)]).encode()).hexdigest()[:16]
-    folder = HOST_CACHE / f"cp{python.replace('.', '')}-{key}"
-    done = folder / ".complete"
-    with _LOCK:
-        if done.is_file():
-            return folder, []
-        if folder in _MISSED:
-            return folder.with_suffix(".partial"), _MISSED[folder]
-        arch = _PLATFORMS.get(platform.machine(), platform.machine())
-        tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", dir=_cache_dir()))
-        problems = []
-        base = [*_pip_command(), "download", "--quiet", "--disable-pip-version-check", "--only-binary=:all:"]
-        base += ["--python-version", python, "--implementation", "cp", "-d", str(tmp)]
-        for tag in (f"manylinux2014_{arch}", f"manylinux_2_28_{arch}", f"linux_{arch}", "any"):
-            base += ["--platform", tag]
-        for requirement in requirements:
-            try:
-                done_run = subprocess.run(
-                    [*base, requirement], capture_output=True, text=True, timeout=_FILL_TIMEOUT_S
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                problems.append(f"{requirement}: {type(exc).__name__}: {exc}")
-                continue
-            if done_run.returncode != 0:
-                last = (done_run.stderr.strip().splitlines() or ["no output"])[-1]
-                why = f"the package index gave no wheel for CPython {python} ({last})"
-                problems.append(f"{requirement}: {why}")
-        if problems:  # what came is served; the next process tries again (the index may be back)
-            partial = folder.with_suffix(".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            os.replace(tmp, partial)
-            _MISSED[folder] = problems
-            return partial, problems
-        (tmp / ".complete").write_text("")
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process filled it first
-            shutil.rmtree(tmp, ignore_errors=True)
-        return folder, []
-
-
-def _cache_dir() -> Path:
-    HOST_CACHE.mkdir(parents=True, exist_ok=True)
-    return HOST_CACHE
 
 
 def _prelude(*, wheels: bool, offline: bool, python: str | None) -> str:

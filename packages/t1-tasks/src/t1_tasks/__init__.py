@@ -17,9 +17,9 @@ and ``Test*`` methods times literal ``parametrize`` cases); it is None when only
 Every ``task.toml`` key is read by ``t1_tasks.harbor.parse_task_config`` (Harbor 0.7+'s task model, legacy
 keys mapped as Harbor maps them): used, kept for the sandbox backend in ``Task.environment``, or refused by
 name; a key Harbor's model does not have is ignored as Harbor ignores it and named in ``Task.warnings``.
-``[metadata]`` is free-form: ``category`` and ``difficulty``
-(``unknown`` when absent) are shown by ``t1 tasks list`` and ``stats``; ``[agent]`` and ``[verifier]``
-``timeout_sec`` (default 600 s) are used only by ``t1 tasks validate``.
+``[metadata]`` is free-form: ``category`` and ``difficulty`` (``unknown`` when absent) are shown by ``t1
+tasks list`` and ``stats``; ``[agent]`` and ``[verifier]`` ``timeout_sec`` (default 600 s) are used only by
+``t1 tasks validate``.
 
 Training does not use a task's timeouts: every trial runs under the recipe's deadlines
 (``rollout.agent_deadline_s`` for the agent episode, ``rollout.verifier_deadline_s`` for the verifier,

@@ -328,10 +328,10 @@ def validate(
     bundles are reported as failures next to the validated tasks. A task whose assertion count is not known
     statically (shown as `?` by `list`) is checked against the count its verifier reports. Exit 0 when
     every bundle is valid, 1 otherwise (or when this machine cannot run the sandboxes, said once up front),
-    2 for a bad recipe or a `--keep` that
-    is not a directory, 130 on Ctrl-C (after the sandboxes in flight are reclaimed). `--record FILE` writes
-    what was observed (per task: verdict, oracle and do-nothing counts, report format, solve and verifier
-    times, failure causes; format in `t1_tasks.validation`), read by `t1 tasks stats --validated FILE`.
+    2 for a bad recipe or a `--keep` that is not a directory, 130 on Ctrl-C (after the sandboxes in flight
+    are reclaimed). `--record FILE` writes what was observed (per task: verdict, oracle and do-nothing
+    counts, report format, solve and verifier times, failure causes, the network policy; format in
+    `t1_tasks.validation`), read by `t1 tasks stats --validated FILE` and by failure attribution.
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
