@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -323,3 +324,90 @@ def test_validate_counts_a_do_nothing_run_that_could_not_import_the_agents_modul
     made: list[Sandbox] = []
     result = asyncio.run(validate_pool(Pool("t", (task,)), sandbox_factory=factory, work_dir=tmp_path / "w"))
     assert result.tasks[0].ok, result.tasks[0].problems
+
+
+# --- a training trial (run_trial) in a local sandbox: the record is failed with the cause, never scored -----
+
+#: No host named (so the network rule does not decide): uvx asks for a Python nobody has here.
+NO_PYTHON_TEST_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+uvx -p 3.10 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests -rA
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+#: The tests import a package that test.sh installs; without network the install fails and pytest runs.
+MISSING_DEP_TEST_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+pip install t1-no-such-dependency==1.0 >/dev/null 2>&1 || true
+python3 -m pytest -p no:cacheprovider --rootdir=/tests --ctrf /logs/verifier/ctrf.json -rA \
+  /tests/test_outputs.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def _trial_task(tmp_path: Path, test_sh: str, extra_import: str | None = None):
+    import shutil as sh
+
+    from t1_tasks import load_pool
+
+    src = load_pool("builtin:mini").get("csv-region-totals")
+    root = tmp_path / "pool" / src.id
+    sh.copytree(src.path, root)
+    (root / "tests" / "test.sh").write_text(test_sh)
+    if extra_import:
+        tests = root / "tests" / "test_outputs.py"
+        tests.write_text(f"import {extra_import}\n" + tests.read_text())
+    return load_task(root)
+
+
+class _IdleEngine:
+    weight_version = 0
+
+    async def generate(self, input_ids, sampling, **kwargs):
+        await asyncio.sleep(3600)  # the agent deadline ends the episode: a do-nothing agent
+
+
+def _train_trial(task, tmp_path: Path):
+    from t1_rollout.engine.base import SamplingParams
+    from t1_rollout.harness import HarnessConfig
+    from t1_rollout.trial import TrialLimits, run_trial
+    from t1_sandbox.local import LocalSandbox
+    from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+
+    return asyncio.run(
+        run_trial(
+            task,
+            sandbox_factory=LocalSandbox,
+            engine=_IdleEngine(),
+            tito=TitoSession(load_tokenizer(), ChatTemplate()),
+            sampling=SamplingParams(max_new_tokens=8),
+            harness=HarnessConfig(max_turns=1, agent_deadline_s=1.0, max_new_tokens=8, context_tokens=8192),
+            limits=TrialLimits(remote_deadline_s=180, agent_deadline_s=1.0, verifier_deadline_s=90),
+            reward_spec=DenseRewardSpec(),
+            out_dir=tmp_path / "trial",
+        )
+    )
+
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs bubblewrap and root"
+)
+
+
+@needs_bwrap
+def test_a_training_trial_whose_verifier_did_not_run_is_failed_not_scored(tmp_path):
+    rec = _train_trial(_trial_task(tmp_path, NO_PYTHON_TEST_SH), tmp_path)
+    assert rec.verifier is not None and rec.verifier.error is None
+    assert rec.status == "failed" and (rec.reward is None or rec.reward.value is None), rec.cause
+    assert "the verifier did not run" in rec.cause and "no python3.10" in rec.cause, rec.cause
+
+
+@needs_bwrap
+def test_a_training_trial_whose_test_dependency_could_not_be_installed_is_failed_not_scored(tmp_path):
+    # pytest ran and collected nothing (the import failed). Without network the sandbox's policy already
+    # names the cause (test.sh installs from PyPI); with network, the guard's line decides (judge level above)
+    task = _trial_task(tmp_path, MISSING_DEP_TEST_SH, extra_import="t1_no_such_dependency")
+    rec = _train_trial(task, tmp_path)
+    assert rec.status == "failed", (rec.status, rec.cause)
+    assert "verifier could not reach PyPI" in rec.cause and "reward.txt is ignored" in rec.cause
+    captured = (rec.verifier.out_dir / "test-stdout.txt").read_text()
+    assert guard_missing(captured) == {"t1_no_such_dependency"}, captured[-2000:]
