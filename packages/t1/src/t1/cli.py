@@ -29,6 +29,7 @@ from t1 import (  # noqa: F401 - registers
     cli_sft,
     cli_tasks,
     cli_tasks_checks,
+    cli_tasks_synth,
     cli_train,
 )
 
@@ -58,7 +59,7 @@ def main(
 
 app.add_typer(cli_recipe.app, name="recipe")
 app.add_typer(cli_plan.app, name="plan")
-app.add_typer(cli_tasks.app, name="tasks")  # cli_tasks_checks adds audit and overlap to it
+app.add_typer(cli_tasks.app, name="tasks")  # cli_tasks_checks adds audit and overlap, cli_tasks_synth synth
 cli_train.register(app)
 cli_eval.register(app)
 cli_sft.register(app)
