@@ -18,7 +18,7 @@ from rich.console import Console
 from t1.run.driver import Run
 from t1.run.run_dir import RunDir
 from t1.run.runtime import Publication, RunInputs, Trained
-from t1.run.steps import InFlight, RunSummary
+from t1.run.steps import BUFFER_KIND, InFlight, RunSummary
 from t1_spec import load_recipe
 from t1_tasks import load_pool
 
@@ -58,7 +58,10 @@ class FakeRuntime:
         return {"trainer": None}
 
 
-def _run(tmp_path: Path, overrides: list[str], monkeypatch) -> tuple[FakeRuntime, list[tuple[int, int]]]:
+def _run(
+    tmp_path: Path, overrides: list[str], monkeypatch, resume: tuple[int, list[InFlight]] | None = None
+) -> tuple[FakeRuntime, list[tuple[int, int]]]:
+    """Run the driver's PPO steps; ``resume``: (the step a checkpoint followed, its buffered batches)."""
     recipe = load_recipe(TINY_RAY, [*overrides, f"logging.run_root={tmp_path}"])
     run = Run.__new__(Run)  # the driver without its preflight and runtime start (no Ray, no model)
     run.recipe, run.resume_from, run.resolved = recipe, None, {}
@@ -84,9 +87,17 @@ def _run(tmp_path: Path, overrides: list[str], monkeypatch) -> tuple[FakeRuntime
 
     def save_state(checkpoint, **kwargs):
         saved[checkpoint.name] = kwargs["buffered_steps"]
+        saved[checkpoint.name + "/records"] = kwargs["rollout_buffer"]
 
     monkeypatch.setattr("t1.run.resume.save_state", save_state)
-    run._run_steps(RunSummary(run_dir=tmp_path))
+    summary = RunSummary(run_dir=tmp_path)
+    if resume is not None:  # as `_resume` leaves it: the trainer at the saved version, the buffer read back
+        step, held = resume
+        fake.version = step
+        summary.steps = step
+        monkeypatch.setattr(Run, "_resume", lambda self, summary, stream: held)
+        run.resume_from = tmp_path / "checkpoints" / f"step-{step:04d}"
+    run._run_steps(summary)
     fake.saved = saved
     return fake, drawn
 
@@ -110,4 +121,33 @@ def test_a_checkpoint_after_the_last_step_holds_the_next_batch(tmp_path, monkeyp
         tmp_path, ["runtime.mode=async", "ppo.steps=2", "trainer.checkpoint_every=1"], monkeypatch
     )
     assert [i for i, _ in drawn] == [0, 1, 2]  # step 2's batch, rolled out while the last step trained
-    assert fake.saved == {"step-0001": [1], "step-0002": [2]}
+    assert (fake.saved["step-0001"], fake.saved["step-0002"]) == ([1], [2])
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_checkpoint_holds_every_batch_in_flight_and_a_resume_trains_them_as_tagged(
+    tmp_path, monkeypatch, k
+):
+    overrides = ["runtime.mode=async", f"runtime.max_staleness={k}", "trainer.checkpoint_every=2"]
+    fake, _ = _run(tmp_path / "a", [*overrides, "ppo.steps=4"], monkeypatch)
+    # after step 1 the batches of steps 2 .. 2 + k - 1 are in flight; after step 3, 4 .. 4 + k - 1
+    assert fake.saved["step-0002"] == list(range(2, 2 + k))
+    assert fake.saved["step-0004"] == list(range(4, 4 + k))
+    uninterrupted = [t[1:] for t in _run(tmp_path / "b", [*overrides, "ppo.steps=6"], monkeypatch)[0].trained]
+
+    from t1.run.resume import RunState
+
+    state = RunState.__new__(RunState)
+    # the buffer's batch records (the fake samples are no TITO samples: left out, put back below)
+    records = [r for r in fake.saved["step-0004/records"] if r.get("kind") == BUFFER_KIND]
+    state.rollout_buffer, state.ppo_steps, state.buffered_steps = records, 4, list(range(4, 4 + k))
+    from t1.run.steps import buffered_batches
+
+    held = buffered_batches(state, tmp_path)
+    assert [(b.index, b.staleness) for b in held] == [(4 + j, min(4 + j, k)) for j in range(k)]
+    for b in held:  # the fake samples' versions, as the uninterrupted run drew them
+        b.samples = [SimpleNamespace(policy_version=b.index - b.staleness, index=b.index, to_json=dict)]
+    resumed, drawn = _run(tmp_path / "c", [*overrides, "ppo.steps=6"], monkeypatch, resume=(4, held))
+    assert [t[0] for t in resumed.trained] == [4, 5]
+    assert [t[1:] for t in resumed.trained] == uninterrupted[4:]  # the same staleness as without the stop
+    assert all(index >= 4 + k for index, _ in drawn)  # nothing the buffer held is rolled out again

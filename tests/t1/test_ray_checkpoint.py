@@ -24,7 +24,7 @@ from t1.run.resume import (
     save_trainer_state,
     supersede_after,
 )
-from t1.run.steps import BUFFER_KIND, InFlight, buffered_batch
+from t1.run.steps import BUFFER_KIND, InFlight, buffered_batches
 from t1_spec import load_recipe
 from t1_tasks import StepTasks, load_pool
 from t1_tito import Sample
@@ -211,8 +211,8 @@ def test_the_driver_refuses_a_trainer_file_it_cannot_see(tmp_path):
 
 def test_a_buffered_batch_of_another_step_is_refused_before_anything_loads(tmp_path):
     _, ckpt, _, _ = _two_process_checkpoint(tmp_path, _in_flight(index=5))
-    with pytest.raises(ResumeError, match="holds the batch of step 5.*resumes at step 2"):
-        buffered_batch(load_state(ckpt), ckpt)
+    with pytest.raises(ResumeError, match=r"holds the batches of steps \[5\].*resumes at step 2"):
+        buffered_batches(load_state(ckpt), ckpt)
 
 
 class _Receiver:

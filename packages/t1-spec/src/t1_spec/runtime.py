@@ -67,8 +67,8 @@ class RuntimeSpec(Spec):
     """With ``mode: async``: how many versions rollout may run ahead of training (versions). 1 is the paper's
     one-step loop (T1 Appendix 12); k > 1 keeps up to k rollout batches queued, so step t trains the batch
     drawn by version t - k (the first k steps at 0, 1, ..., k - 1) and the trainer refuses any sample
-    older than k. The paper names larger staleness as future work (T1 Appendix 12); k > 1 is chosen, read
-    by the Ray runtime only, and needs ``trainer.checkpoint_every: 0`` (a checkpoint holds one batch)."""
+    older than k. The paper names larger staleness as future work (T1 Appendix 12); k > 1 is chosen and
+    read by the Ray runtime only; a checkpoint holds the up to k batches in flight."""
 
     ray: RaySpec = Field(default_factory=RaySpec)
     """The Ray cluster and actor counts (read with ``kind: ray`` only)."""

@@ -47,7 +47,7 @@ from t1.run.steps import (
     RunFailed,
     RunSummary,
     admitted_samples,
-    buffered_batch,
+    buffered_batches,
     planned_steps,
     trial_seed,
     warmup_steps,
@@ -192,16 +192,18 @@ class Run:
         for key in ("warmup", "rollout", "train", "publish"):
             summary.wall_s[key] = 0.0
         stream = StepTasks.from_spec(inputs.pool, r.pool)
-        in_flight = self._resume(summary, stream) if self.resume_from is not None else None
+        buffered = self._resume(summary, stream) if self.resume_from is not None else []
         start = summary.steps
         if r.critic_warmup.enabled and self.resume_from is None:  # a checkpoint follows the warm-up
             self._warmup(summary)
 
         ahead, every = lookahead(r), r.trainer.checkpoint_every
         self.progress.phase("PPO steps", steps - start)
-        queued: deque[InFlight] = deque()  # batches rolled out beyond the next step's (max_staleness > 1)
-        if ahead and start < steps and in_flight is None:  # the pipeline starts: staleness 0
-            in_flight, queued = fill_pipeline(self._collect, stream, start, steps, ahead)
+        # the next step's batch, and the queue of those rolled out beyond it (max_staleness > 1)
+        in_flight, queued = (buffered[0], deque(buffered[1:])) if buffered else (None, deque())
+        if ahead and start < steps:  # the pipeline (re)starts: what the buffer lacks is drawn now
+            in_flight, queued = fill_pipeline(self._collect, stream, start, steps, ahead, held=buffered)
+        last_due = steps - steps % every - 1 if every else -1  # the last step a checkpoint follows
         for step in range(start, steps):
             self.stop.check()
             t_step = time.monotonic()
@@ -216,7 +218,8 @@ class Run:
             )
             due = bool(every) and (step + 1) % every == 0
             rolled, index = None, step + ahead
-            if ahead and (index < steps or due):  # overlaps the training of this step
+            # overlaps the training of this step; beyond the plan only for a checkpoint still to come
+            if ahead and (index < steps or step <= last_due):
                 rolled = self._collect_next(stream, index, planned=index < steps, staleness=ahead)
             if ahead:  # the next step's batch: the oldest queued one, or the one just rolled out
                 in_flight = advance(queued, rolled) if queued else rolled
@@ -239,7 +242,8 @@ class Run:
             summary.steps += 1
             summary.last_metrics = row
             if due:
-                self._checkpoint(summary, stream, publication.version, in_flight)
+                held = [in_flight, *queued] if in_flight is not None else []
+                self._checkpoint(summary, stream, held)
             self.rundir.write_status("running", summary.steps, None)
             out.print_step(self.console, row, steps=steps, table=r.logging.print_table)
             if r.evaluation.enabled and summary.steps % r.evaluation.every_steps == 0:
@@ -398,10 +402,8 @@ class Run:
 
     # ---- checkpoints, resume, evaluation
 
-    def _checkpoint(
-        self, summary: RunSummary, stream: StepTasks, version: int, in_flight: InFlight | None
-    ) -> None:
-        """Save the whole run state after ``summary.steps`` PPO steps, the batch in flight as its buffer."""
+    def _checkpoint(self, summary: RunSummary, stream: StepTasks, held: list[InFlight]) -> None:
+        """Save the whole run state after ``summary.steps`` PPO steps, the batches in flight as its buffer."""
         from t1.run.resume import save_state
 
         checkpoint = self.rundir.root / "checkpoints" / f"step-{summary.steps:04d}"
@@ -414,12 +416,12 @@ class Run:
             ppo_steps=summary.steps,
             warmup_steps=summary.warmup_steps,
             metrics_rows=len(metrics.read_text().splitlines()) if metrics.is_file() else 0,
-            rollout_buffer=in_flight.to_records() if in_flight is not None else (),
-            buffered_steps=[in_flight.index] if in_flight is not None else (),
+            rollout_buffer=[record for batch in held for record in batch.to_records()],
+            buffered_steps=[batch.index for batch in held],
             **self.runtime.checkpoint_parts(checkpoint),
         )
 
-    def _resume(self, summary: RunSummary, stream: StepTasks) -> InFlight | None:
+    def _resume(self, summary: RunSummary, stream: StepTasks) -> list[InFlight]:
         """Load ``resume_from`` into the started runtime and the stream, before any generation.
 
         Rows and trajectories the interrupted process wrote after the checkpoint move aside
@@ -427,26 +429,31 @@ class Run:
         the trainer's part and gives every engine the restored weights under the saved version.
 
         Returns:
-            The batch of step ``ppo_steps`` from the rollout buffer, or None.
+            The batches of steps ``ppo_steps``, ``ppo_steps + 1``, ... from the rollout buffer (empty when
+            synchronous).
 
         Raises:
-            ResumeError: the checkpoint or its buffer is unusable (naming the file), or the buffered batch is
-                not the next step's.
+            ResumeError: the checkpoint or its buffer is unusable (naming the file), or the buffered batches
+                are not the next steps'.
         """
         from t1.run.resume import load_state, supersede_after
 
         state = load_state(self.resume_from)
-        flight = buffered_batch(state, self.resume_from)
+        flights = buffered_batches(state, self.resume_from)
         supersede_after(self.rundir.root, state)
         self.runtime.restore(dataclasses.replace(state, rollout_buffer=[]), stream)
         summary.steps, summary.warmup_steps = state.ppo_steps, state.warmup_steps
         self.rundir.write_status("running", state.ppo_steps, None)
-        held = "" if flight is None else f", with step {state.ppo_steps}'s batch from its rollout buffer"
+        held = ""
+        if len(flights) == 1:
+            held = f", with step {flights[0].index}'s batch from its rollout buffer"
+        elif flights:
+            held = f", with steps {flights[0].index} to {flights[-1].index}'s batches from its rollout buffer"
         self.console.print(
             f"resumed from {self.resume_from} after PPO step {state.ppo_steps} (weight version "
             f"{state.weight_version}{held})"
         )
-        return flight
+        return flights
 
     def _evaluate(self, step: int, version: int) -> None:
         """Evaluate the suites on the weights just published (`t1.run.evaluation.evaluate_suites`)."""

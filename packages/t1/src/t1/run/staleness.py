@@ -15,7 +15,7 @@ loop exactly: one batch in flight, trained at 0 then 1.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from t1_spec import Recipe
@@ -54,11 +54,13 @@ def batch_staleness(index: int, start: int, ahead: int) -> int:
 
 
 def fill_pipeline(
-    collect: Callable[..., Any], stream: Any, start: int, steps: int, ahead: int
+    collect: Callable[..., Any], stream: Any, start: int, steps: int, ahead: int, held: Sequence[Any] = ()
 ) -> tuple[Any, deque[Any]]:
     """Roll out the batches of steps ``start`` .. ``min(start + ahead, steps) - 1`` on the current version.
 
-    Called before any training of the pipeline.
+    Called before any training of the pipeline. A resumed run passes the batches its checkpoint held
+    (``held``, those of steps ``start``, ``start + 1``, ..., each tagged when it was drawn); only the steps
+    after them are rolled out now.
 
     Args:
         collect: the loop's ``_collect(stream, index, staleness=...)``.
@@ -66,15 +68,16 @@ def fill_pipeline(
         start: the first PPO step of the pipeline.
         steps: the run's planned PPO steps.
         ahead: `lookahead` (>= 1).
+        held: batches already rolled out for steps ``start`` onwards, in step order.
 
     Returns:
-        The batch of step ``start`` (trained at staleness 0) and the queue of the next ones, in step order,
-        each tagged with `batch_staleness` (1 .. k - 1).
+        The batch of step ``start`` (trained at staleness 0 when drawn now) and the queue of the next ones, in
+        step order, each drawn now tagged with `batch_staleness` (1 .. k - 1).
     """
-    first = collect(stream, start)
-    return first, deque(
-        collect(stream, i, staleness=i - start) for i in range(start + 1, min(start + ahead, steps))
-    )
+    batches = list(held) or [collect(stream, start)]
+    for i in range(start + len(batches), min(start + ahead, steps)):
+        batches.append(collect(stream, i, staleness=i - start))
+    return batches[0], deque(batches[1:])
 
 
 def advance(queue: deque[Any], rolled: Any | None) -> Any | None:
@@ -107,20 +110,13 @@ def staleness_histogram(bound: int, samples: Iterable[Any], trainer_version: int
 def staleness_problems(recipe: Recipe) -> list[str]:
     """What no runtime runs of ``runtime.max_staleness``, one line each (empty: runnable).
 
-    A checkpoint keeps one rollout batch (`t1.run.driver`), so checkpoints with k > 1 are not built;
-    ``max_staleness`` above 1 in sync mode would be a setting that does nothing, so it is refused too.
+    ``max_staleness`` above 1 in sync mode would be a setting that does nothing, so it is refused. (A
+    checkpoint holds every batch in flight, up to k, `t1.run.driver`.)
     """
     runtime, problems = recipe.runtime, []
     if runtime.max_staleness > 1 and runtime.mode != "async":
         problems.append(
             f"runtime.max_staleness {runtime.max_staleness}: only runtime.mode async runs rollout ahead of "
             "training; set runtime.mode to async, or max_staleness to 1"
-        )
-    if runtime.max_staleness > 1 and recipe.trainer.checkpoint_every:
-        problems.append(
-            f"runtime.max_staleness {runtime.max_staleness} with trainer.checkpoint_every "
-            f"{recipe.trainer.checkpoint_every}: a checkpoint holds one rollout batch, and saving the up to "
-            f"{runtime.max_staleness} batches in flight is not built; set trainer.checkpoint_every to 0 or "
-            "max_staleness to 1"
         )
     return problems

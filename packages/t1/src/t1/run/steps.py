@@ -233,24 +233,34 @@ class InFlight:
             raise ResumeError(f"{where}: record 1: not the batch's figures ({exc})") from None
 
 
-def buffered_batch(state: RunState, checkpoint: Path) -> InFlight | None:
-    """The batch a checkpoint's rollout buffer holds for step ``state.ppo_steps``, or None when empty.
+def buffered_batches(state: RunState, checkpoint: Path) -> list[InFlight]:
+    """The batches a checkpoint's rollout buffer holds for steps ``state.ppo_steps``, ``+ 1``, ... (in order).
+
+    The buffer is `InFlight.to_records` of each batch, one after the other (each starts with its figures'
+    record); empty for a synchronous run.
 
     Raises:
-        ResumeError: the buffer is unusable (naming the file), or holds another step's batch.
+        ResumeError: the buffer is unusable (naming the file), or its batches are not those of the steps
+            from ``state.ppo_steps`` on, one each, as ``state.json`` lists them.
     """
     from t1.run.resume import ResumeError
 
-    if not state.rollout_buffer:
-        return None
     where = str(checkpoint / "state" / "rollout_buffer.jsonl")
-    flight = InFlight.from_records(state.rollout_buffer, where)
-    if flight.index != state.ppo_steps or state.buffered_steps != [flight.index]:
+    starts = [i for i, rec in enumerate(state.rollout_buffer) if rec.get("kind") == BUFFER_KIND]
+    if state.rollout_buffer and starts[:1] != [0]:
+        InFlight.from_records(state.rollout_buffer, where)  # raises, naming the first record
+    ends = [*starts[1:], len(state.rollout_buffer)]
+    flights = [
+        InFlight.from_records(state.rollout_buffer[a:b], where) for a, b in zip(starts, ends, strict=True)
+    ]
+    indices = [f.index for f in flights]
+    expected = list(range(state.ppo_steps, state.ppo_steps + len(flights)))
+    if indices != expected or state.buffered_steps != indices:
         raise ResumeError(
-            f"{where}: holds the batch of step {flight.index} (state.json lists {state.buffered_steps}), "
-            f"but the run resumes at step {state.ppo_steps}"
+            f"{where}: holds the batches of steps {indices} (state.json lists {state.buffered_steps}), but "
+            f"the run resumes at step {state.ppo_steps}"
         )
-    return flight
+    return flights
 
 
 __all__ = [
@@ -259,7 +269,7 @@ __all__ = [
     "RunFailed",
     "RunSummary",
     "admitted_samples",
-    "buffered_batch",
+    "buffered_batches",
     "json_ready",
     "planned_steps",
     "plain_metrics",
