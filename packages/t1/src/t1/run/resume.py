@@ -37,7 +37,8 @@ A synchronous run keeps no rollout buffer between steps (every step's batch is t
 its ``rollout_buffer.jsonl`` is empty (``"records": 0``, ``"steps": []``). The asynchronous pipeline of the
 step driver (`t1.run.driver`) has the next steps' batches rolled out at a barrier (up to
 ``runtime.max_staleness``): it passes them to `save_state` as ``rollout_buffer`` (JSON-ready records, one
-`t1.run.steps.InFlight.to_records` after the other) with the steps they belong to, and reads them back from `RunState.rollout_buffer` (`t1.run.steps.buffered_batches`).
+`t1.run.steps.InFlight.to_records` after the other) with the steps they belong to, and reads them back from
+`RunState.rollout_buffer` (`t1.run.steps.buffered_batches`).
 
 Resuming (`open_run`, then `load_state` and `restore`) rebuilds the run from its ``recipe.yaml``, loads the
 latest whole checkpoint into the trainer, the engine and the task stream, sets the RNG states last, and
