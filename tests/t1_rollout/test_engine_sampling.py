@@ -88,3 +88,25 @@ def test_greedy_takes_the_argmax_with_log_prob_zero():
     g = torch.Generator().manual_seed(0)
     token, lp = sample_token(LOGITS, SamplingParams(temperature=0), g, vocab_limit=4)
     assert token == 0 and lp == 0.0
+
+
+def test_a_reused_cdf_buffer_draws_the_same_ids_and_logprobs():
+    # The engine keeps one float64 buffer for every draw's CDF: the same seeds must give the same ids and
+    # log-probs, bit for bit, as a fresh buffer per draw (what the engine did before), over many draws.
+    vocab, limit = 4096, 4000
+    scratch = torch.empty(limit, dtype=torch.float64)
+    fresh_gen, reused_gen = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    params = SamplingParams(temperature=1.0)
+    for step in range(50):
+        logits = torch.randn(vocab, generator=torch.Generator().manual_seed(step)) * 4
+        fresh = sample_token(logits, params, fresh_gen, vocab_limit=limit)
+        reused = sample_token(logits, params, reused_gen, vocab_limit=limit, scratch=scratch)
+        assert fresh == reused
+    weights = torch.rand(limit, generator=torch.Generator().manual_seed(1))
+    assert draw(weights, torch.Generator().manual_seed(3)) == draw(
+        weights, torch.Generator().manual_seed(3), scratch=scratch
+    )
+    wrong = torch.empty(limit, dtype=torch.float32)  # a buffer of the wrong dtype is not used
+    assert draw(weights, torch.Generator().manual_seed(3), scratch=wrong) == draw(
+        weights, torch.Generator().manual_seed(3)
+    )

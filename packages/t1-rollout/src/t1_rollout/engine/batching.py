@@ -217,6 +217,7 @@ class DecodeLoop:
         self._cache: Any = None
         self._width = 0  # columns of the batched full-attention cache
         self.peak_batch = 0  # most sequences one decode forward has served
+        self._scratch: torch.Tensor | None = None  # float64 [vocab_limit]: every draw's CDF, reused
         self._thread = threading.Thread(target=self._serve, name="t1-embedded-engine", daemon=True)
         self._thread.start()
 
@@ -348,8 +349,11 @@ class DecodeLoop:
         if req.cancel.is_set():
             return "abort"
         assert req.generator is not None
+        limit = self.engine.vocab_limit
+        if self._scratch is None or self._scratch.shape[0] != limit:
+            self._scratch = torch.empty(limit, dtype=torch.float64)
         token, logprob = sample_token(
-            logits_v, req.sampling, req.generator, vocab_limit=self.engine.vocab_limit
+            logits_v, req.sampling, req.generator, vocab_limit=limit, scratch=self._scratch
         )
         req.output_ids.append(token)
         req.logprobs.append(logprob)

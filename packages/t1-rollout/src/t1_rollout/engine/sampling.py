@@ -12,13 +12,23 @@ from t1_rollout.engine.base import SamplingParams
 __all__ = ["draw", "sample_token", "sampling_logprobs"]
 
 
-def draw(weights_v: torch.Tensor, generator: torch.Generator) -> int:
+def draw(weights_v: torch.Tensor, generator: torch.Generator, *, scratch: torch.Tensor | None = None) -> int:
     """Draws an index with probability proportional to ``weights_v`` (>= 0, not necessarily normalised).
 
     Inverse CDF in float64 with one uniform from ``generator``; zero-weight ids are never drawn. About 2.5x
     faster than `torch.multinomial` over Qwen3.5's 248k ids on one CPU thread.
+
+    Args:
+        weights_v: float ``[vocab]`` weights.
+        generator: the request's seeded CPU generator.
+        scratch: float64 ``[vocab]`` buffer the CDF is written into (same values as without it); a caller
+            drawing many tokens keeps one, since a fresh 2 MB buffer per draw costs more than the sum
+            itself (about 0.9 ms of 1.1 ms on one loaded CPU thread over 248k ids).
     """
-    cdf = torch.cumsum(weights_v.double(), dim=0)
+    if scratch is not None and scratch.shape == weights_v.shape and scratch.dtype == torch.float64:
+        cdf = torch.cumsum(weights_v, dim=0, dtype=torch.float64, out=scratch)
+    else:
+        cdf = torch.cumsum(weights_v.double(), dim=0)
     u = torch.rand(1, generator=generator, dtype=torch.float64) * cdf[-1]
     return int(torch.searchsorted(cdf, u, right=True).clamp_max(cdf.shape[0] - 1))
 
@@ -46,6 +56,8 @@ def sampling_logprobs(logits_v: torch.Tensor, params: SamplingParams, *, vocab_l
         point = torch.full_like(logp, float("-inf"))
         point[int(torch.argmax(logp))] = 0.0
         return point
+    if not (0 < params.top_k < logp.shape[0] or params.top_p < 1.0 or params.min_p > 0.0):
+        return logp  # no cut: the full distribution (what the trainer recomputes)
     keep = torch.ones_like(logp, dtype=torch.bool)
     if 0 < params.top_k < logp.shape[0]:
         kth = torch.topk(logp, params.top_k).values[-1]
@@ -64,7 +76,12 @@ def sampling_logprobs(logits_v: torch.Tensor, params: SamplingParams, *, vocab_l
 
 
 def sample_token(
-    logits_v: torch.Tensor, params: SamplingParams, generator: torch.Generator, *, vocab_limit: int
+    logits_v: torch.Tensor,
+    params: SamplingParams,
+    generator: torch.Generator,
+    *,
+    vocab_limit: int,
+    scratch: torch.Tensor | None = None,
 ) -> tuple[int, float]:
     """Samples one id from ``logits_v`` and returns it with its log-prob under the distribution drawn from.
 
@@ -79,6 +96,7 @@ def sample_token(
         params: decoding parameters.
         generator: the request's seeded CPU generator.
         vocab_limit: number of real ids.
+        scratch: float64 ``[vocab_limit]`` buffer for the draw's CDF (`draw`); the draw is the same.
 
     Returns:
         ``(token_id, logprob)``; at temperature 0 the argmax and 0.0.
@@ -87,5 +105,5 @@ def sample_token(
     if params.temperature == 0:
         token = int(torch.argmax(logp))
     else:
-        token = draw(logp.exp().cpu(), generator)
+        token = draw(logp.exp().cpu(), generator, scratch=scratch)
     return token, float(logp[token])
