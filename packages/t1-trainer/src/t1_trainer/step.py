@@ -46,11 +46,11 @@ import numpy as np
 
 from t1_spec import GAEAdvantageSpec, PPOSpec, RolloutSpec
 from t1_trainer.advantages import ADVANTAGE_ESTIMATORS, GAEEstimator
-from t1_trainer.algorithms import explained_variances
 from t1_trainer.base import TrainerBackend
 from t1_trainer.errors import StalenessError
 from t1_trainer.off_policy import OFF_POLICY_CORRECTIONS
 from t1_trainer.samples import TrainSample, check_sample, sample_name
+from t1_trainer.update import batch_explained_variances
 
 __all__ = [
     "StepMetrics",
@@ -66,7 +66,10 @@ StepMetrics = dict[str, Any]
 
 
 def _ev_metrics(
-    samples: Sequence[TrainSample], values: Sequence[np.ndarray], rets: Sequence[np.ndarray]
+    backend: TrainerBackend,
+    samples: Sequence[TrainSample],
+    values: Sequence[np.ndarray],
+    rets: Sequence[np.ndarray],
 ) -> StepMetrics:
     """Pre-update explained variance (T1 Eq. 19) per token and per trajectory, and the loss-token means.
 
@@ -77,7 +80,8 @@ def _ev_metrics(
     masks = [np.asarray(s.loss_mask).astype(bool) for s in samples]
     v_cat = np.concatenate([v[m] for v, m in zip(values, masks, strict=True)])
     r_cat = np.concatenate([r[m] for r, m in zip(rets, masks, strict=True)])
-    ev_token, ev_trajectory = explained_variances(samples, values, rets)
+    # over the whole batch: a data-parallel backend gathers its group's shards (t1_trainer.update)
+    ev_token, ev_trajectory = batch_explained_variances(backend, samples, values, rets)
     return {
         "critic/explained_variance": ev_token,
         "critic/ev_token_pre": ev_token,
@@ -314,7 +318,7 @@ def ppo_step(
     metrics["trainer/advantage_mean"] = float(adv_cat.mean())
     metrics.update(estimator.metrics(kept, advs))
     if values is not None:
-        metrics.update(_ev_metrics(kept, values, rets))
+        metrics.update(_ev_metrics(backend, kept, values, rets))
         metrics.update(backend.update_critic(kept, rets, values))
     actor = backend.update_actor(kept, advs, **_behaviour(backend, kept, staleness, ppo_spec))
     # routing was checked above; anything the actor still aborted is added to the step's count
@@ -372,7 +376,7 @@ def critic_warmup_step(
         check_sample(s)
     values = backend.values(samples)
     _, rets = GAEEstimator.compute(samples, values, gae_spec)
-    met: StepMetrics = {"trainer/samples": len(samples), **_ev_metrics(samples, values, rets)}
+    met: StepMetrics = {"trainer/samples": len(samples), **_ev_metrics(backend, samples, values, rets)}
     met.update(backend.update_critic(samples, rets, values))
     return met
 

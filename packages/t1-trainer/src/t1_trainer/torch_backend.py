@@ -42,7 +42,29 @@ from t1_trainer.samples import (
 )
 from t1_trainer.update import Network
 
-__all__ = ["Critic", "TorchBackend"]  # Critic re-exported from t1_policy, where it lives
+__all__ = [
+    "Critic",
+    "TorchBackend",
+    "loss_token_logprobs",
+]  # Critic re-exported from t1_policy, where it lives
+
+
+def loss_token_logprobs(
+    actor: nn.Module, ids: torch.Tensor, pos: torch.Tensor, temperature: float, vocab_limit: int
+) -> torch.Tensor:
+    """Log-probs ``[n_loss]`` float32 of ``ids[pos]`` under ``actor``: trunk forward, then the chunked head.
+
+    Args:
+        actor: the policy (``.model`` is the trunk, ``.lm_head`` the head).
+        ids: token ids ``[T]`` int64.
+        pos: loss positions ``[n_loss]`` int64, each >= 1 (the state before token j scores token j).
+        temperature: the engine's sampling temperature.
+        vocab_limit: the real vocabulary (`t1_policy.num_real_tokens`).
+    """
+    hidden = actor.model(input_ids=ids[None, :], use_cache=False).last_hidden_state[0]
+    return lm_head_logprobs(
+        hidden[pos - 1], actor.lm_head.weight, ids[pos], temperature=temperature, vocab_limit=vocab_limit
+    )
 
 
 class TorchBackend:
@@ -266,15 +288,7 @@ class TorchBackend:
         """
         ids = token_tensor(sample, self.device)
         pos = torch.nonzero(loss_mask_tensor(sample, self.device)).flatten()  # loss positions j >= 1
-        hidden = self.actor.model(input_ids=ids[None, :], use_cache=False).last_hidden_state[0]
-        # the state before token j scores token j
-        return lm_head_logprobs(
-            hidden[pos - 1],
-            self.actor.lm_head.weight,
-            ids[pos],
-            temperature=self.temperature,
-            vocab_limit=self.vocab_limit,
-        )
+        return loss_token_logprobs(self.actor, ids, pos, self.temperature, self.vocab_limit)
 
     def replayed(self, sample: TrainSample) -> AbstractContextManager[Any]:
         """`t1_r3.replay_routing` of the sample's record into the actor (T1 §4.3) for the body."""

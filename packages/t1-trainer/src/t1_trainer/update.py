@@ -8,7 +8,9 @@ live-routing gap (`gap_due`), the importance correction (`t1_trainer.off_policy`
 forward (the actor's log-probs with or without replayed routing, the critic's values), backward, the
 optimizer step with clipping and its non-finite guard (`t1_trainer.optim.clip_and_step` on a torch
 optimizer), and its device scope. The step order around them (values, advantages, critic, then actor) is
-`t1_trainer.step.ppo_step`'s.
+`t1_trainer.step.ppo_step`'s. A data-parallel backend (`t1_trainer.data_parallel`) also supplies three
+optional hooks, looked up by name and absent on one rank: ``group_loss_tokens`` (`loss_token_count`),
+``accumulating`` (`micro_batch_scope`) and ``group_explained_variances`` (`batch_explained_variances`).
 
 Losses and their metrics are `t1_trainer.algorithms`' (T1 Eq. 17 clipped surrogate, the clipped value loss;
 T1 §4.5): no KL, no load-balancing loss, no advantage normalization (T1 §5.2).
@@ -37,10 +39,13 @@ from t1_trainer.samples import TrainSample, check_sample, loss_mask_tensor, rout
 __all__ = [
     "Network",
     "UpdateBackend",
+    "batch_explained_variances",
     "behaviour_sources",
     "gap_due",
     "live_gap",
     "logprob_gap",
+    "loss_token_count",
+    "micro_batch_scope",
     "update_actor",
     "update_critic",
 ]
@@ -142,6 +147,41 @@ def gap_due(ppo: PPOSpec, every: int, step: int) -> bool:
     return bool(ppo.routing_replay and every and step % every == 0)
 
 
+def loss_token_count(backend: UpdateBackend, n_local: float) -> float:
+    """The denominator of the batch's token mean: ``n_local``, or the rank group's sum under data parallel.
+
+    A backend that trains one shard of the batch per rank (`t1_trainer.data_parallel`) supplies
+    ``group_loss_tokens``; each rank then divides by the whole batch's loss tokens, so the gradients the
+    group sums equal the one-rank gradient of the same batch (T1 §4.5's token mean). Without it (one rank)
+    ``n_local`` is returned unchanged.
+    """
+    group_tokens = getattr(backend, "group_loss_tokens", None)
+    return n_local if group_tokens is None else float(group_tokens(n_local))
+
+
+def micro_batch_scope(backend: UpdateBackend, network: Network, *, last: bool) -> AbstractContextManager[Any]:
+    """The scope of one micro-batch's forward and backward: gradient sync deferred unless ``last``.
+
+    A data-parallel backend supplies ``accumulating(network)`` (DDP's ``no_sync``): the micro-batches before
+    the pass's last accumulate locally and the last one's backward sums the group's gradients. Without it,
+    nothing is arranged.
+    """
+    accumulating = getattr(backend, "accumulating", None)
+    return nullcontext() if accumulating is None or last else accumulating(network)
+
+
+def batch_explained_variances(
+    backend: Any, samples: Sequence[TrainSample], values: Sequence[np.ndarray], returns: Sequence[np.ndarray]
+) -> tuple[float, float]:
+    """`t1_trainer.algorithms.explained_variances` of the whole batch (T1 Eq. 19).
+
+    A data-parallel backend supplies ``group_explained_variances``, which gathers every rank's shard first;
+    otherwise the local samples are the batch.
+    """
+    group_ev = getattr(backend, "group_explained_variances", None)
+    return (group_ev or explained_variances)(samples, values, returns)
+
+
 def behaviour_sources(old_logprobs: OldLogprobs, n: int) -> list[bool]:
     """Per sample, whether the actor update's ratio takes the rollout's log-probs (T1 Appendix 12).
 
@@ -208,19 +248,21 @@ def update_critic(
         backend.critic.train()
         masks = [loss_mask_tensor(s, device) for s in samples]
         n_tok = float(sum(int(m.sum()) for m in masks))
+        n_loss = loss_token_count(backend, n_tok)
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("critic")
             total, clipped = 0.0, 0.0
-            for s, m, ret, old in zip(samples, masks, returns, old_values, strict=True):
-                loss, met = value_loss(
-                    backend.critic_values(s),
-                    torch.as_tensor(old, device=device),
-                    torch.as_tensor(ret, device=device),
-                    m,
-                    value_clip=ppo.value_clip,
-                    num_tokens=n_tok,
-                )
-                backend.backward(loss, "critic")
+            for j, (s, m, ret, old) in enumerate(zip(samples, masks, returns, old_values, strict=True)):
+                with micro_batch_scope(backend, "critic", last=j == len(samples) - 1):
+                    loss, met = value_loss(
+                        backend.critic_values(s),
+                        torch.as_tensor(old, device=device),
+                        torch.as_tensor(ret, device=device),
+                        m,
+                        value_clip=ppo.value_clip,
+                        num_tokens=n_loss,
+                    )
+                    backend.backward(loss, "critic")
                 total += loss.item()
                 clipped += met["value_clip_fraction"] * float(m.sum())
             norms.append(backend.optimizer_step("critic"))
@@ -228,7 +270,9 @@ def update_critic(
                 first = {"critic/value_loss": total, "critic/value_clip_fraction": clipped / max(n_tok, 1.0)}
             last_loss = total
     t_post = time.perf_counter()
-    ev_token_post, ev_trajectory_post = explained_variances(samples, backend.values(samples), returns)
+    ev_token_post, ev_trajectory_post = batch_explained_variances(
+        backend, samples, backend.values(samples), returns
+    )
     return {
         **first,
         "critic/value_loss_last": last_loss,
@@ -333,6 +377,7 @@ def update_actor(
         keep = [i for i in range(len(samples)) if i not in errors]
         masks = {i: loss_mask_tensor(samples[i], backend.device) for i in keep}
         n_tok = float(sum(int(masks[i].sum()) for i in keep))
+        n_loss = loss_token_count(backend, n_tok)
         measure_gap = gap_due(ppo, backend.logprob_gap_every, backend.actor_updates)
         backend.actor_updates += 1
         version = int(backend.policy_version)
@@ -346,11 +391,12 @@ def update_actor(
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("actor")
             acc = PassMetrics()
-            for i in keep:
+            for j, i in enumerate(keep):
                 pos = torch.nonzero(masks[i]).flatten()
-                loss, met = _actor_micro_batch(
-                    backend, samples[i], i, pos, advantages[i], epoch, from_rollout[i], n_tok, first
-                )
+                with micro_batch_scope(backend, "actor", last=j == len(keep) - 1):
+                    loss, met = _actor_micro_batch(
+                        backend, samples[i], i, pos, advantages[i], epoch, from_rollout[i], n_loss, first
+                    )
                 acc.add(loss, met, int(pos.numel()))
                 if epoch == 0 and measure_gap:
                     first.add_live(backend, samples[i])
@@ -381,6 +427,8 @@ def _actor_micro_batch(
     first: _FirstPass,
 ) -> tuple[float, dict[str, float]]:
     """Forward, loss and backward of one sample in one pass; on the first pass, records into ``first``.
+
+    ``n_tok`` is the token mean's denominator: the batch's loss tokens (`loss_token_count`).
 
     Returns:
         The sample's loss (its share of the batch's token mean) and its `ppo_policy_loss` metrics.
