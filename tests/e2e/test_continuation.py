@@ -13,32 +13,33 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "sandbox_suite"))
+sys.path.insert(0, str(Path(__file__).parent))
 import leaks  # noqa: E402  (the sandbox suite's leftovers, looked up on the host)
+import park_gate  # noqa: E402  (which trials park, decided rather than raced)
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "recipes" / "tiny-cpu.yaml"
+LAUNCHED, ADMITTED = 5, 2
 CONTINUED = [
     "rollout.continuation.enabled=true",
-    "rollout.launched=5",
-    "ppo.batch_size=2",
-    "rollout.concurrency=5",
-    # Some trial must be in the middle of its episode when the batch is full: trials started together reach
-    # their verifiers together (the engine serves their turns in turn) and would all be carried as finished
-    # records, none mixing versions. So the sandboxes start S = 10 s apart (trial k at S (k - 1)) and every
-    # episode lasts exactly the agent deadline E = 15 s: neither the turn cap nor compaction may end it
-    # first. A summary by the random model always fails and ends its episode at the compaction threshold
-    # (3,500 tokens, about 2,560 of them decoded at 128 new tokens a turn; a lone trial decoded 67
-    # tokens/s on a quiet box here, so 38 s). The batch fills when trial 2 has verified, at S + E + V (V
-    # its verifier's time, at most the verifier deadline D = 12 s); trial k is then mid-episode when
-    # S (k - 2) - E < V < S (k - 2): trial 3 for V < 10 s, trial 4 for 5 to 20 s, which covers V up to
-    # 20 s (a test run past D is scored as a timeout, not retried, so V stays near D on a loaded box too).
-    "rollout.max_turns=1000",
+    f"rollout.launched={LAUNCHED}",
+    f"ppo.batch_size={ADMITTED}",
+    f"rollout.concurrency={LAUNCHED}",
+    # Which trials park is decided by `park_gate` (the first batch's last three to start are held after one
+    # turn until the batch is full; in the next batch one of them ends first), not by a race: every episode
+    # is two turns. The deadlines are only a bound: a held trial's wait counts as agent time (four minutes
+    # did run out on a loaded box), so no deadline may end an episode that the gate holds.
+    "rollout.max_turns=2",
     "rollout.max_new_tokens=128",
-    "rollout.agent_deadline_s=15",
-    "rollout.verifier_deadline_s=12",
-    "rollout.creation_rate_per_s=0.1",
+    "rollout.agent_deadline_s=1800",
+    "rollout.remote_deadline_s=2400",
     "logging.print_table=false",
 ]
+GATED = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); import park_gate; "
+    f"park_gate.install({LAUNCHED}, {ADMITTED}); "
+)
+"""Prefix of a ``python -c`` program: its trials park as `park_gate` decides (the gate's folder: argv[1])."""
 
 
 def _json(path: Path) -> dict:
@@ -53,6 +54,7 @@ def test_continued_trials_are_admitted_with_mixed_versions_and_trained_on_and_no
     from t1_spec import load_recipe
 
     config = leaks.isolate("local", monkeypatch, tmp_path)  # this test's sandboxes only
+    park_gate.install(LAUNCHED, ADMITTED, monkeypatch.setattr)
     runs = tmp_path / "runs"
     recipe = load_recipe(TINY, [*CONTINUED, "ppo.steps=3", f"logging.run_root={runs}"])
     training = Run(recipe, recipe.model_dump(mode="json", by_alias=True))
@@ -108,14 +110,15 @@ def test_a_stop_while_trials_are_parked_reclaims_their_sandboxes_and_records_the
     config = leaks.isolate("local", monkeypatch, tmp_path)
     runs = tmp_path / "runs"
     args = ["train", str(TINY), *CONTINUED, f"logging.run_root={runs}"]
+    python, flag, program, *rest = leaks.t1_argv(sys.executable, config, args)
     proc = subprocess.Popen(
-        leaks.t1_argv(sys.executable, config, args),
+        [python, flag, GATED + program, str(Path(__file__).parent), *rest],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         cwd=tmp_path,
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900  # a bound only: the gate decides that step 0 parks three
     parked: list[Path] = []
     while time.monotonic() < deadline and proc.poll() is None:
         parked = [p for p in runs.glob("*/trajectories/step-0000/*.json") if _json(p)["status"] == "parked"]
