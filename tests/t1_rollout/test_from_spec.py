@@ -194,6 +194,7 @@ def test_to_json_has_the_trajectory_files_keys_and_values(tmp_path):
         "error": None,
         "signal": None,
         "dir": str(tmp_path),
+        "toolchain": None,  # what T1 provided to the verifier: nothing for this hand-built run
     }
     assert data["tampered"] is False and data["tamper_evidence"] == []
     # one chunk: 3 prompt + 2 sampled + 1 observation + 1 sampled = 7 tokens, 3 of them sampled
