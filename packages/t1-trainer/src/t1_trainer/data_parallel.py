@@ -394,8 +394,10 @@ def data_parallel_critic_warmup_step(
     for s in samples:
         check_sample(s)
     local = _shard(backend, samples, list(range(len(samples))), "data_parallel_critic_warmup_step")
-    rows = backend.group.all_gather(critic_warmup_step(backend, local, ppo_spec), "the metrics' gather")
-    out = reduce_metrics(rows)  # type: ignore[arg-type]
+    row = critic_warmup_step(backend, local, ppo_spec)
+    row["trainer/loss_tokens"] = int(sum(np.asarray(s.loss_mask).sum() for s in local))  # the means' weight
+    out = reduce_metrics(backend.group.all_gather(row, "the metrics' gather"))  # type: ignore[arg-type]
+    del out["trainer/loss_tokens"]  # not in the one-rank row
     out["trainer/samples"] = len(samples)
     out["trainer/ranks"] = backend.group.world_size
     return out
