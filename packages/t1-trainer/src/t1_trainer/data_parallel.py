@@ -67,6 +67,7 @@ from t1_trainer.update import Network
 
 __all__ = [
     "DataParallelTorchBackend",
+    "HookState",
     "data_parallel_critic_warmup_step",
     "data_parallel_ppo_step",
     "reduce_metrics",
@@ -74,13 +75,31 @@ __all__ = [
 ]
 
 
+class HookState:
+    """The comm hook's state: the failure of its last all-reduce, if any (None: none failed)."""
+
+    def __init__(self) -> None:
+        self.failure: BaseException | None = None
+
+
 def sum_gradients_hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP comm hook: all-reduce SUM of a gradient bucket, not DDP's default mean over ranks.
 
     Each rank's loss is already divided by the group's loss-token count, so the sum is the batch's gradient.
+    A failed all-reduce is recorded in ``state`` (a `HookState`), so the backward that raises it is told
+    apart from one that fails for another reason.
     """
     fut = dist.all_reduce(bucket.buffer(), op=dist.ReduceOp.SUM, async_op=True).get_future()
-    return fut.then(lambda f: f.value()[0])
+
+    def summed(f: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
+        try:
+            return f.value()[0]
+        except Exception as e:
+            if isinstance(state, HookState):
+                state.failure = e
+            raise
+
+    return fut.then(summed)
 
 
 # DDP checks a hook's annotations against the classes themselves, not the strings this module's
@@ -139,8 +158,9 @@ class DataParallelTorchBackend(TorchBackend):
             self.critic_ddp = DistributedDataParallel(
                 self.critic, device_ids=ids, forward_sync_buffers=False, find_unused_parameters=True
             )
-        self.actor_ddp.register_comm_hook(None, sum_gradients_hook)
-        self.critic_ddp.register_comm_hook(None, sum_gradients_hook)
+        self.hook_state = HookState()
+        self.actor_ddp.register_comm_hook(self.hook_state, sum_gradients_hook)
+        self.critic_ddp.register_comm_hook(self.hook_state, sum_gradients_hook)
 
     def _ddp(self, network: Network) -> DistributedDataParallel:
         return self.actor_ddp if network == "actor" else self.critic_ddp
@@ -187,10 +207,16 @@ class DataParallelTorchBackend(TorchBackend):
         """``loss.backward()``; outside ``accumulating`` it sums the group's gradients (DDP's comm hook).
 
         Raises:
-            CollectiveError: the gradient sum failed (a peer died or the deadline passed).
+            CollectiveError: the gradient sum failed (a peer died or the deadline passed); any other error
+                of the backward propagates as it is.
         """
-        with self.group.collective(f"the {network}'s gradient all-reduce"):
+        self.hook_state.failure = None
+        try:
             loss.backward()
+        except RuntimeError as e:
+            if self.hook_state.failure is None:
+                raise
+            raise self.group.error(f"the {network}'s gradient all-reduce", e) from e
 
 
 def _weighted(rows: Sequence[StepMetrics], key: str, weight: str) -> float:

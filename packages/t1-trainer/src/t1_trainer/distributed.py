@@ -158,12 +158,16 @@ class RankGroup:
         except RuntimeError as e:
             if isinstance(e, CollectiveError):
                 raise
-            raise CollectiveError(
-                f"rank {self.rank} of {self.world_size} ({self.backend}, {self.address}:{self.port}): {what} "
-                f"failed: a peer rank died or did not answer within the collective deadline of "
-                f"{self.timeout_s:g} s (liveness.collective_timeout_s, T1 §7.3); the step is lost, resume "
-                f"from the last checkpoint. Cause: {type(e).__name__}: {e}"
-            ) from e
+            raise self.error(what, e) from e
+
+    def error(self, what: str, cause: BaseException) -> CollectiveError:
+        """The `CollectiveError` of ``what`` failing with ``cause``: rank, group, deadline and cause named."""
+        return CollectiveError(
+            f"rank {self.rank} of {self.world_size} ({self.backend}, {self.address}:{self.port}): {what} "
+            f"failed: a peer rank died or did not answer within the collective deadline of "
+            f"{self.timeout_s:g} s (liveness.collective_timeout_s, T1 §7.3); the step is lost, resume "
+            f"from the last checkpoint. Cause: {type(cause).__name__}: {cause}"
+        )
 
     def all_sum(self, value: float, what: str) -> float:
         """The sum of ``value`` over the group's ranks (float64 on the wire; exact for token counts)."""
