@@ -91,6 +91,18 @@ def test_reduce_metrics_weights_means_by_tokens_and_sums_losses():
         reduce_metrics([{"actor/new": 1.0}])
 
 
+def test_a_backward_error_that_is_not_the_gradient_sum_is_not_called_a_collective_failure(tiny_model_spec):
+    from t1_trainer.data_parallel import DataParallelTorchBackend
+    from t1_trainer.distributed import CollectiveError
+
+    with RankGroup(rank=0, world_size=1, address="127.0.0.1", port=_free_port(), timeout_s=60) as group:
+        be = DataParallelTorchBackend(group, model_spec=tiny_model_spec, ppo_spec=PPO, seed=0)
+        with pytest.raises(RuntimeError, match="does not require grad") as caught:
+            be.backward(torch.zeros(()), "critic")  # a loss with no graph: autograd's own error
+        assert not isinstance(caught.value, CollectiveError)
+    assert not group.joined and not torch.distributed.is_initialized()
+
+
 # ---- two ranks (subprocesses) ----
 
 
