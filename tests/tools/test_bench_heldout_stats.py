@@ -68,6 +68,8 @@ def test_trend_uses_the_t_distribution():
     assert out["p"] == pytest.approx(1 - t / math.sqrt(t * t + 2))
     with pytest.raises(ValueError, match="need at least 3"):
         hs.trend([1.0, 2.0])
+    flat = hs.trend([0.0, 0.0, 0.0])  # the smoke run's curve: a p of NaN would not be valid JSON
+    assert flat["slope"] == 0.0 and flat["p"] is None
 
 
 def _row(arm, seed, step, per_task):

@@ -60,13 +60,17 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str
 def trend(y: Sequence[float]) -> dict[str, Any]:
     """OLS slope of ``y`` against its index and the two-sided p of the t test on n - 2 degrees of freedom.
 
+    The p is None where the test is undefined (every point on the line: no residual variance), so the
+    benchmark's JSON line holds no NaN.
+
     Raises:
         ValueError: fewer than 3 points (no degree of freedom left).
     """
     if len(y) < 3:
         raise ValueError(f"trend: {len(y)} points, need at least 3")
     fit = stats.linregress(range(len(y)), list(y))
-    return {"slope": float(fit.slope), "p": float(fit.pvalue), "n": len(y), "test": "OLS slope, t test"}
+    p = None if math.isnan(fit.pvalue) else float(fit.pvalue)  # a flat curve: no residual, no test
+    return {"slope": float(fit.slope), "p": p, "n": len(y), "test": "OLS slope, t test"}
 
 
 def paired(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
