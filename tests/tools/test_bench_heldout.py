@@ -73,3 +73,19 @@ def test_unknown_arm_and_too_many_sft_tasks_refused():
         bh.parse_args(["--train", "4", "--sft-tasks", "5"])
     args = bh.parse_args(["--arms", "grpo,shuffled", "--seeds", "0,1,2"])
     assert args.arm_list == ["grpo", "shuffled"] and args.seed_list == [0, 1, 2]
+
+
+def test_every_arm_is_a_recipe_t1_train_accepts(tmp_path):
+    from t1_spec import load_recipe
+
+    dirs = bh.ensure_split(tmp_path, ["csv"], 2, 1, 0)
+    common = ["seed=1", "pool.tasks=null", "model.init=random", "model.checkpoint=null"]
+    recipe = ROOT / "recipes" / "tiny-learn.yaml"
+    for arm in bh.ARMS:
+        spec = load_recipe(recipe, bh.arm_overrides(recipe, arm, common, dirs["train"], 4, 2))
+        assert spec.pool.source == str(dirs["train"]) and spec.ppo.steps == 4
+        assert spec.trainer.checkpoint_every == 2 and spec.seed == 1
+        if arm == "grpo":
+            assert spec.ppo.advantage.estimator == "grpo"
+            assert spec.ppo.advantage.group_size == spec.ppo.samples_per_task
+            assert not spec.critic_warmup.enabled

@@ -154,6 +154,31 @@ def checkpoints(run_dir: Path, steps: int) -> list[tuple[int, Path]]:
     return out
 
 
+def arm_overrides(
+    recipe: Path, arm: str, common: list[str], train_dir: Path, steps: int, every: int
+) -> list[str]:
+    """The ``t1 train`` overrides of one arm.
+
+    ``common``, then the arm's own, the training pool, the steps and a checkpoint every ``every`` steps (the
+    weights the held-out evaluations load); GRPO's group is one task's samples (``ppo.samples_per_task``).
+
+    Raises:
+        KeyError: an unknown arm.
+    """
+    extra, _ = ARMS[arm]
+    over = [
+        *common,
+        *extra,
+        f"pool.source={train_dir}",
+        f"ppo.steps={steps}",
+        f"trainer.checkpoint_every={every}",
+        "trainer.save_final_weights=true",
+    ]
+    if arm == "grpo":
+        over.append(f"ppo.advantage.group_size={_samples_per_task(recipe, over)}")
+    return over
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-heldout")
@@ -200,18 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed}: held-out evaluation of the start weights", file=sys.stderr)
         first = evaluate(args.recipe, eval_over, dirs["heldout"], start)
         for arm in args.arm_list:
-            extra, control = ARMS[arm]
-            train_over = [
-                *common,
-                *extra,
-                f"pool.source={dirs['train']}",
-                f"ppo.steps={args.steps}",
-                f"trainer.checkpoint_every={args.eval_every}",
-                "trainer.save_final_weights=true",
-            ]
-            if arm == "grpo":
-                train_over.append(f"ppo.advantage.group_size={_samples_per_task(args.recipe, train_over)}")
-            res = train(args.recipe, train_over, control=control)
+            train_over = arm_overrides(args.recipe, arm, common, dirs["train"], args.steps, args.eval_every)
+            res = train(args.recipe, train_over, control=ARMS[arm][1])
             runs[f"{arm}/{seed}"] = {k: res[k] for k in ("run_dir", "reward", "resolved", "wall_s")}
             evals = [(0, first)] + [
                 (step, evaluate(args.recipe, eval_over, dirs["heldout"], w))
