@@ -157,9 +157,10 @@ def test_function_lengths_count_def_to_last_line_and_name_nested_functions():
 
 # --- One step loop -----------------------------------------------------------------------------------------
 
-RUN_PACKAGE = REPO_ROOT / "packages" / "t1" / "src" / "t1" / "run"
-STEP_LOOP_MODULE = "driver.py"
-"""The one module of ``t1.run`` that runs training steps, over every runtime (`t1.run.runtime.Runtime`)."""
+T1_PACKAGE = REPO_ROOT / "packages" / "t1" / "src" / "t1"
+STEP_LOOP_MODULE = "run/driver.py"
+"""The one module of ``t1`` that runs training steps, over every runtime (`t1.run.runtime.Runtime`). The rows
+keep every other package out: only ``t1`` imports both the scheduler and the trainer."""
 COLLECT = "collect_batch"
 """Rolls out one step's batch (`t1_rollout.scheduler.collect_batch`): what only a step loop calls."""
 TRAIN = ("ppo_step", "train_ppo")
@@ -183,7 +184,7 @@ def step_loop_modules(sources: dict[str, str]) -> dict[str, bool]:
     """Which modules run a step loop: ``{module: whether it also trains}`` for each one that collects a batch.
 
     Args:
-        sources: ``{path relative to t1/run: source}``.
+        sources: ``{path relative to the t1 package: source}``.
     """
     out = {}
     for where, source in sorted(sources.items()):
@@ -193,10 +194,10 @@ def step_loop_modules(sources: dict[str, str]) -> dict[str, bool]:
     return out
 
 
-def run_sources() -> dict[str, str]:
-    """``{path relative to t1/run: source}`` of every module of ``t1.run``."""
-    paths = sorted(RUN_PACKAGE.rglob("*.py"))
-    return {p.relative_to(RUN_PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in paths}
+def t1_sources() -> dict[str, str]:
+    """``{path relative to the t1 package: source}`` of every module of ``t1`` (the CLI and ``t1.run``)."""
+    paths = sorted(T1_PACKAGE.rglob("*.py"))
+    return {p.relative_to(T1_PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in paths}
 
 
 def test_one_module_runs_the_training_steps():
@@ -205,9 +206,9 @@ def test_one_module_runs_the_training_steps():
     The runtimes run single trials (`Runtime.run_trial`) and PPO steps (`Runtime.train_ppo`) when asked; a
     second module calling `collect_batch` is a second loop, with its own bookkeeping to drift.
     """
-    loops = step_loop_modules(run_sources())
+    loops = step_loop_modules(t1_sources())
     assert list(loops) == [STEP_LOOP_MODULE], (
-        f"modules of t1/run that collect a step's batch ({COLLECT}): {sorted(loops)}; only "
+        f"modules of t1 that collect a step's batch ({COLLECT}): {sorted(loops)}; only "
         f"{STEP_LOOP_MODULE} runs steps, the runtimes run what it asks (t1.run.runtime)"
     )
     trains = " or ".join(TRAIN)
@@ -217,8 +218,8 @@ def test_one_module_runs_the_training_steps():
 def test_step_loop_rule_finds_a_second_loop():
     """Two loops, one through a runtime and one calling the trainer, are both found; trials alone are not."""
     sources = {
-        "driver.py": "async def step(rt):\n    b = await collect_batch(rt.run_trial)\n    rt.train_ppo(b)\n",
-        "ray/loop.py": "from t1_rollout.scheduler import collect_batch\nx = trainer.ppo_step.remote(1)\n",
-        "inprocess.py": '"""Not collect_batch."""\nasync def run_trial(t):\n    return ppo_step(t)\n',
+        "run/driver.py": "async def step(rt):\n    rt.train_ppo(await collect_batch(rt.run_trial))\n",
+        "run/ray/loop.py": "from t1_rollout.scheduler import collect_batch\nx = trainer.ppo_step.remote(1)\n",
+        "run/inprocess.py": '"""Not collect_batch."""\nasync def run_trial(t):\n    return ppo_step(t)\n',
     }
-    assert step_loop_modules(sources) == {"driver.py": True, "ray/loop.py": True}
+    assert step_loop_modules(sources) == {"run/driver.py": True, "run/ray/loop.py": True}
