@@ -74,9 +74,11 @@ def _run(
     run.inputs = RunInputs(pool, pool, recipe.pool)
     run.rundir = RunDir.create(tmp_path, recipe.name, {"name": recipe.name})
     drawn: list[tuple[int, int]] = []  # (batch index, drawing version) in rollout order
+    fake.park_tail = {}  # batch index -> whether its tail was parked
 
-    def collect(stream, index, *, label=None, staleness=0, carry=True):
+    def collect(stream, index, *, label=None, staleness=0, carry=True, park_tail=True):
         drawn.append((index, fake.version))
+        fake.park_tail[index] = park_tail
         sample = SimpleNamespace(policy_version=fake.version, index=index, to_json=dict)
         metrics = {"trials_launched": 3, "trials_finished": 2, "trials_failed": 0, "trials_cancelled": 1}
         return InFlight(index, [sample], staleness, [0], metrics, admitted=2, rollout_s=0.0)
@@ -151,3 +153,14 @@ def test_a_checkpoint_holds_every_batch_in_flight_and_a_resume_trains_them_as_ta
     assert [t[0] for t in resumed.trained] == [4, 5]
     assert [t[1:] for t in resumed.trained] == uninterrupted[4:]  # the same staleness as without the stop
     assert all(index >= 4 + k for index, _ in drawn)  # nothing the buffer held is rolled out again
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_the_batch_a_checkpoint_follows_cancels_its_tail_instead_of_parking_it(tmp_path, monkeypatch, k):
+    """A parked trial's live sandbox cannot be saved: the rollout that ends before a checkpoint holds none."""
+    mode = ["runtime.mode=sync"] if k == 0 else ["runtime.mode=async", f"runtime.max_staleness={k}"]
+    fake, _ = _run(tmp_path, [*mode, "ppo.steps=6", "trainer.checkpoint_every=2"], monkeypatch)
+    # the checkpoints follow steps 1, 3 and 5; the batch rolled out while each of them trained is the last
+    # rollout before that checkpoint (in sync mode the step's own batch, else the batch of step + k)
+    before_checkpoint = {s + k for s in (1, 3, 5)}
+    assert {i for i, parked in fake.park_tail.items() if not parked} == before_checkpoint

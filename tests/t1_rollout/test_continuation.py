@@ -399,3 +399,37 @@ def test_continuation_config_refuses_bad_limits():
         ContinuationConfig(max_resumes=0, park_timeout_s=1.0)
     with pytest.raises(ValueError, match="park_timeout_s"):
         ContinuationConfig(max_resumes=1, park_timeout_s=0.0)
+
+
+def test_a_batch_that_a_checkpoint_follows_continues_what_is_held_and_cancels_its_own_tail(tito):
+    """``park_tail=False``: the carried trials run on, the tail is cancelled, nothing is held afterwards."""
+    with asyncio.Runner() as runner:
+        runner.run(_checkpoint_step(tito))
+
+
+async def _checkpoint_step(tito):
+    never = asyncio.Event()
+    world = World(tito, plans={})
+    for t in ("a", "b"):
+        world.plans[t] = Plan(turns=1, gate=world.first_turns)
+    world.plans.update(x=Plan(turns=TURNS, call_s=0.01), y=Plan(turns=TURNS, call_s=0.01))
+    for t in ("c", "d", "e"):
+        world.plans[t] = Plan(turns=TURNS, gate=never)
+    world.first_turns_of = frozenset({"x", "y"})
+    source = Draws([FakeTask(t) for t in ("a", "b", "x", "y", "c", "d", "e")])
+    cont = Continuation(ContinuationConfig(max_resumes=2, park_timeout_s=30.0))
+    run_one = run_one_in(world)
+
+    step1 = await collect_batch(source, run_one, _config(4, 2), continuation=cont)
+    assert sorted(r.task_id for r in step1.parked) == ["x", "y"] and len(cont) == 2
+    world.version = 1
+
+    # a checkpoint follows step 2: x and y are continued (not drawn again), c, d and e are the tail
+    step2 = await collect_batch(source, run_one, _config(5, 2), continuation=cont, park_tail=False)
+    assert source.asked[-1] == (3, {"x", "y"})
+    assert sorted(r.task_id for r in step2.admitted) == ["x", "y"]
+    assert all(set(_versions(r)) == {0, 1} for r in step2.admitted)
+    assert step2.parked == [] and len(cont) == 0  # nothing held: the checkpoint saves the whole state
+    assert sorted(r.task_id for r in step2.cancelled) == ["c", "d", "e"]
+    assert all(r.status == "cancelled" for r in step2.cancelled)
+    assert world.live == set()  # every sandbox of the tail reclaimed before the batch returned

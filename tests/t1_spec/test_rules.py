@@ -189,13 +189,6 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "groups of ppo.samples_per_task 2 are not built with it",
     ),
     (
-        "rollout.continuation_not_with_checkpoints",
-        "tiny",
-        ("rollout.continuation.enabled=true", "trainer.checkpoint_every=1"),
-        "rollout.continuation.enabled",
-        "checkpoints with partial-rollout continuation",
-    ),
-    (
         "rollout.creation_quota",
         "tiny",
         ("rollout.creation_rate_per_s=20",),

@@ -309,6 +309,7 @@ async def collect_batch(
     on_trial_done: Callable[[TrialRecord], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     continuation: Continuation | None = None,
+    park_tail: bool = True,
 ) -> BatchResult:
     """Draw tasks, run ``samples_per_task`` trials on each, admit the first whole groups that finish.
 
@@ -347,6 +348,9 @@ async def collect_batch(
         continuation: the run's partial-rollout continuation (T1 §10): the trials it carries are continued
             in this batch and this batch's tail is parked into it; None (the paper's default) cancels the
             tail. Every call must run on the same event loop.
+        park_tail: with a ``continuation``, park this batch's tail (the default); False continues the
+            carried trials but cancels the tail, so that nothing is held after the batch (a checkpoint
+            follows it: a parked trial's live sandbox cannot be saved).
 
     Returns:
         The :class:`BatchResult`. When fewer groups finish than ``config.admitted / samples_per_task``, the
@@ -496,7 +500,7 @@ async def collect_batch(
             # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
             for fut in sorted(done, key=launch_order.__getitem__):
                 take_in(fut)
-        if continuation is not None and pending:
+        if continuation is not None and park_tail and pending:
             tail = await settle_tail(pending, started, continuation.config)
             for fut in tail.ended:
                 take_in(fut)

@@ -312,16 +312,6 @@ def continuation_violations(r: Recipe) -> list[Violation]:
                 "group baseline); set ppo.samples_per_task to 1 or the continuation off",
             )
         )
-    every = r.trainer.checkpoint_every
-    if every > 0:
-        v.append(
-            Violation(
-                "rollout.continuation_not_with_checkpoints",
-                field,
-                "checkpoints with partial-rollout continuation are not built (a checkpoint does not save "
-                f"the parked trials); set trainer.checkpoint_every {every} to 0, or the continuation off",
-            )
-        )
     return v
 
 

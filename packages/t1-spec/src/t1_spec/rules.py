@@ -220,12 +220,6 @@ RULES: tuple[Rule, ...] = (
         "not built: a group would straddle two steps and two weight versions (T1 §10)",
     ),
     Rule(
-        "rollout.continuation_not_with_checkpoints",
-        "rollout.continuation.enabled",
-        "continuation off with `trainer.checkpoint_every > 0`",
-        "not built: a checkpoint does not save the parked trials",
-    ),
-    Rule(
         "rollout.creation_quota",
         "rollout.creation_rate_per_s",
         "`creation_rate_per_s * 60 <= creation_quota_per_min`",

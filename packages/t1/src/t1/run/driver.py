@@ -207,7 +207,9 @@ class Run:
         for step in range(start, steps):
             self.stop.check()
             t_step = time.monotonic()
-            batch = in_flight if ahead else self._collect(stream, step)
+            due = bool(every) and (step + 1) % every == 0
+            # a checkpoint after this step saves no parked trial: the batch rolled out for it cancels its tail
+            batch = in_flight if ahead else self._collect(stream, step, park_tail=not due)
             in_flight = None
             self.stop.check()
             pending = self.runtime.train_ppo(
@@ -216,11 +218,12 @@ class Run:
                 continuation_lag=self._lag(),
                 max_staleness=ahead + self._lag(),
             )
-            due = bool(every) and (step + 1) % every == 0
             rolled, index = None, step + ahead
             # overlaps the training of this step; beyond the plan only for a checkpoint still to come
             if ahead and (index < steps or step <= last_due):
-                rolled = self._collect_next(stream, index, planned=index < steps, staleness=ahead)
+                rolled = self._collect_next(
+                    stream, index, planned=index < steps, staleness=ahead, park_tail=not due
+                )
             if ahead:  # the next step's batch: the oldest queued one, or the one just rolled out
                 in_flight = advance(queued, rolled) if queued else rolled
             t_wait = time.monotonic()
@@ -311,18 +314,20 @@ class Run:
         label: str | None = None,
         staleness: int = 0,
         carry: bool = True,
+        park_tail: bool = True,
     ) -> InFlight:
         """Roll out one batch to train at ``staleness``; refuse to go on when nothing finished.
 
-        ``carry``: park the tail for the next step (PPO steps with continuation on); warm-up cancels it,
-        nothing being published between its steps.
+        ``carry``: continue the trials the continuation holds and park the tail for the next step (PPO
+        steps with continuation on); warm-up cancels it, nothing being published between its steps.
+        ``park_tail`` False (a checkpoint follows): the held trials are continued, the tail cancelled.
         """
         label = label or f"step-{index:04d}"
         self.runtime.begin_rollout(label)
         t0 = time.monotonic()
         continuation = self.continuation if carry else None
         # SIGTERM cancels it (t1.run.signals); the runner's loop outlives it, with the parked trials
-        batch = run_interruptible(self._rollout(stream, label, continuation), self.runner)
+        batch = run_interruptible(self._rollout(stream, label, continuation, park_tail), self.runner)
         requeued = self.runtime.end_rollout()
         rollout_s = time.monotonic() - t0
         samples = admitted_samples(batch, label, self.recipe, self.rundir, self.console)
@@ -337,7 +342,7 @@ class Run:
         )
 
     def _collect_next(
-        self, stream: StepTasks, index: int, *, planned: bool, staleness: int
+        self, stream: StepTasks, index: int, *, planned: bool, staleness: int, park_tail: bool = True
     ) -> InFlight | None:
         """Roll out step ``index``'s batch during the training of step ``index - staleness``.
 
@@ -346,7 +351,7 @@ class Run:
         its trials finishes, the run still ends well, and that checkpoint goes without it.
         """
         try:
-            return self._collect(stream, index, staleness=staleness)
+            return self._collect(stream, index, staleness=staleness, park_tail=park_tail)
         except RunFailed as exc:
             if planned:
                 raise
@@ -355,7 +360,9 @@ class Run:
             )
             return None
 
-    async def _rollout(self, stream: StepTasks, label: str, continuation: Continuation | None) -> BatchResult:
+    async def _rollout(
+        self, stream: StepTasks, label: str, continuation: Continuation | None, park_tail: bool = True
+    ) -> BatchResult:
         """Collect one oversampled batch; each trial's record is written as soon as it ends.
 
         A trial's record goes to ``trajectories/<the step it ended in>/``; after the batch, every record of
@@ -388,7 +395,12 @@ class Run:
             rec.steps.append(label)  # continued in this step: its record ends here or is carried again
         self.progress.trials(label, scheduler.launched)
         batch = await collect_batch(
-            stream, run_one, scheduler, on_trial_done=self.progress.trial_done, continuation=continuation
+            stream,
+            run_one,
+            scheduler,
+            on_trial_done=self.progress.trial_done,
+            continuation=continuation,
+            park_tail=park_tail,
         )
         # cancelled before they started never reached run_one; the scheduler may add to a cancelled
         # trial's cause after the trial wrote its record; a parked one is written as it stands
