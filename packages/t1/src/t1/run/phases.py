@@ -51,14 +51,14 @@ class PhaseClock:
         """A phase named ``label`` (e.g. ``rollout step-0003``) starts now."""
         self._open[label] = self.now()
 
-    def end(self, label: str) -> Window:
+    def end(self, label: str) -> Window | None:
         """The phase ``label`` ends now; returns its window.
 
-        Raises:
-            KeyError: ``label`` was not begun (or already ended).
+        Returns None, recording nothing, when ``label`` was not begun: a timeline never fails the run it
+        describes.
         """
-        start = self._open.pop(label)
-        return self.record(label, start, self.now())
+        start = self._open.pop(label, None)
+        return None if start is None else self.record(label, start, self.now())
 
     def record(self, label: str, start: float, end: float) -> Window:
         """Records a window measured elsewhere (e.g. a worker's training seconds from its submission)."""
