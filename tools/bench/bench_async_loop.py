@@ -2,7 +2,8 @@
 
 Run (from the repository root):
 
-    OMP_NUM_THREADS=1 uv run python tools/bench/bench_async_loop.py [--steps 3] [--repeat 3] [overrides ...]
+    OMP_NUM_THREADS=1 uv run python tools/bench/bench_async_loop.py [--steps 3] [--repeat 3]
+        [--keep-rows DIR] [overrides ...]
 
 Runs `recipes/tiny-ray.yaml` ``2 x --repeat`` times in this process, on a fresh local Ray cluster each
 time, interleaved (`paired.interleave`: sync async, then async sync, ...): ``runtime.mode=sync`` (rollout,
@@ -39,7 +40,7 @@ from t1_spec import load_recipe
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "tiny-ray.yaml"
 
 
-def run_mode(mode: str, steps: int, overrides: list[str]) -> dict[str, float]:
+def run_mode(mode: str, steps: int, overrides: list[str], keep_rows: Path | None = None) -> dict[str, float]:
     """Run tiny-ray in ``mode`` and return its step, rollout and training means (seconds)."""
     with tempfile.TemporaryDirectory() as root:
         recipe = load_recipe(
@@ -49,9 +50,11 @@ def run_mode(mode: str, steps: int, overrides: list[str]) -> dict[str, float]:
         summary = Run(recipe, recipe.model_dump(mode="json", by_alias=True)).run()
         total = time.monotonic() - t0
         rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text().splitlines()]
-    keep = Path(tempfile.gettempdir()) / f"t1-bench-async-{mode}-{time.strftime('%H%M%S')}.jsonl"
-    keep.write_text("".join(json.dumps(r) + "\n" for r in rows))  # the rows, for the timeline
-    print(f"{mode}: metrics rows kept in {keep}", flush=True)
+    if keep_rows is not None:  # the rows, for reading the timeline step by step
+        keep_rows.mkdir(parents=True, exist_ok=True)
+        keep = keep_rows / f"{mode}-{time.strftime('%H%M%S')}.jsonl"
+        keep.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        print(f"{mode}: metrics rows kept in {keep}", flush=True)
     ppo = [r for r in rows if r.get("phase") == "ppo"]
     walls = [r["wall_s"] for r in ppo]
     overlaps = [r["timeline_s"]["train_overlap"] for r in ppo if "timeline_s" in r]
@@ -88,6 +91,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="PPO steps per run (>= 2)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of the pair (>= 3 for a spread)")
+    parser.add_argument("--keep-rows", type=Path, default=None, help="folder to keep each run's metrics rows")
     parser.add_argument("overrides", nargs="*", help="dotlist overrides for both runs")
     args = parser.parse_args()
     load = os.getloadavg()[0]
@@ -96,7 +100,7 @@ def main() -> None:
 
     def arm(mode: str):
         def one() -> float:
-            runs[mode].append(run_mode(mode, args.steps, args.overrides))
+            runs[mode].append(run_mode(mode, args.steps, args.overrides, args.keep_rows))
             print(f"{mode} run {len(runs[mode])}: {json.dumps(runs[mode][-1])}", flush=True)
             return runs[mode][-1]["step_s"]
 
