@@ -61,6 +61,10 @@ UNIT_EXCLUDED_FILES = (
     "t1_trainer/test_gap_cadence.py",
     "t1_trainer/test_megatron_backend.py",
     "t1_trainer/test_ev_and_groups.py",
+    # measured again at a load average of 4 (2,177 tests in 4 min 40 s): two gloo ranks per test, and a
+    # prompt-marker attack per backend
+    "t1_trainer/test_distributed.py",
+    "t1_sandbox/test_shell_completion_attacks.py",
 )
 """Test files under ``tests/`` left out of the tier, the slowest measured (a test checks that each exists)."""
 
