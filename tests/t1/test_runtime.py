@@ -80,11 +80,15 @@ def test_an_empty_ray_address_is_invalid_input_not_a_join():
     assert load_recipe(TINY_RAY, ["runtime.ray.address=auto"]).runtime.ray.address == "auto"
 
 
-def test_ray_with_sglang_is_refused_by_name():
+def test_ray_with_sglang_servers_to_launch_is_refused_by_name():
     from t1.run.ray.runtime import RayRuntime
 
-    recipe = load_recipe(REPO / "recipes" / "t1-122b.yaml", ["runtime.kind=ray"])
-    assert any(line.startswith("engine.kind 'sglang'") for line in RayRuntime.preflight(recipe))
+    recipe = load_recipe(
+        REPO / "recipes" / "t1-122b.yaml", ["runtime.kind=ray", "runtime.ray.engine_replicas=8"]
+    )
+    lines = RayRuntime.preflight(recipe)
+    assert any(line.startswith("engine.kind 'sglang' on Ray with no engine.urls") for line in lines)
+    assert any(line.startswith("engine.weight_sync 'distributed' on Ray") for line in lines)
 
 
 def test_ray_runs_evaluation_during_training():

@@ -280,6 +280,18 @@ CASES: list[tuple[str, str, tuple[str, ...], str, str]] = [
         "never sampled",
     ),
     ("engine.replicas_fill_partition", "prod", ("engine.replicas=4",), "engine.replicas", "fill"),
+    (
+        "engine.sglang_ray_replicas",
+        "tiny",
+        (
+            "engine.kind=sglang",
+            "engine.urls=[http://a:30000]",
+            "runtime.kind=ray",
+            "runtime.ray.engine_replicas=2",
+        ),
+        "runtime.ray.engine_replicas",
+        "client of one SGLang server",
+    ),
     ("engine.sglang_needs_devices", "tiny", ("engine.kind=sglang",), "plan.inference_devices", "engine.urls"),
     (
         "engine.urls_match_replicas",

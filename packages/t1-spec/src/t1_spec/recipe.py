@@ -267,6 +267,16 @@ def _engine_violations(r: Recipe) -> list[Violation]:
                     f"the replicas must fill the inference partition exactly; {fix}",
                 )
             )
+        if r.runtime.kind == "ray" and eng.replicas != r.runtime.ray.engine_replicas:
+            v.append(
+                Violation(
+                    "engine.sglang_ray_replicas",
+                    "runtime.ray.engine_replicas",
+                    f"on Ray each engine replica actor is the client of one SGLang server (engine.urls[i]), "
+                    f"but runtime.ray.engine_replicas is {r.runtime.ray.engine_replicas} and engine.replicas "
+                    f"is {eng.replicas}: set both to the number of servers",
+                )
+            )
         if p.inference_devices == 0 and not eng.urls:
             v.append(
                 Violation(

@@ -300,6 +300,12 @@ RULES: tuple[Rule, ...] = (
         "T1 §7: the inference partition is the replicas",
     ),
     Rule(
+        "engine.sglang_ray_replicas",
+        "runtime.ray.engine_replicas",
+        "sglang on Ray: `engine.replicas == runtime.ray.engine_replicas`",
+        "each replica actor is the client of one server",
+    ),
+    Rule(
         "engine.sglang_needs_devices",
         "plan.inference_devices",
         "sglang with no `urls` has `plan.inference_devices > 0`",

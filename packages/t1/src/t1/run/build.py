@@ -80,18 +80,30 @@ def build_engine(recipe: Recipe, actor_weights: str | Path | None = None) -> tup
         FileNotFoundError: no actor weights at ``actor_weights``.
         t1_trainer.checkpoint.CheckpointMismatchError: the weights do not fit the recipe's model.
     """
-    import torch
-
-    from t1_policy import build_model
     from t1_rollout.engine import ENGINES
 
     r = recipe
-    model = build_model(r.model, seed=r.seed, dtype=getattr(torch, r.model.dtype))
+    model = build_policy(r, actor_weights)
+    return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed, recipe=r)
+
+
+def build_policy(recipe: Recipe, actor_weights: str | Path | None = None) -> torch.nn.Module:
+    """The policy model of ``model`` alone (seeded, or the saved actor weights), with no engine.
+
+    Raises:
+        FileNotFoundError: no actor weights at ``actor_weights``.
+        t1_trainer.checkpoint.CheckpointMismatchError: the weights do not fit the recipe's model.
+    """
+    import torch
+
+    from t1_policy import build_model
+
+    model = build_model(recipe.model, seed=recipe.seed, dtype=getattr(torch, recipe.model.dtype))
     if actor_weights is not None:
         from t1_trainer.checkpoint import load_actor
 
         load_actor(model, actor_weights)
-    return model, ENGINES.load(r.engine.kind).from_spec(r.engine, model=model, seed=r.seed, recipe=r)
+    return model
 
 
 def default_run_id(recipe: Recipe) -> str:

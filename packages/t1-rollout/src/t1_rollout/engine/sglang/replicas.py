@@ -45,7 +45,7 @@ from t1_spec import LivenessSpec, Recipe, SGLangEngineSpec
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SGLangReplicas"]
+__all__ = ["SGLangReplicas", "one_server_spec"]
 
 MIB = 1 << 20
 
@@ -265,6 +265,19 @@ class SGLangReplicas:
         """Publishes to every replica at once, then flushes each one's prefix cache (`apply_update`)."""
         apply_update(self.servers, self.publisher, state_dict, weight_version=weight_version)
 
+    def stats(self) -> dict[str, int]:
+        """Totals for the run's metrics.
+
+        Returns:
+            ``servers``, ``in_flight`` (requests now), ``broken`` (servers refused until a later update, or
+            lost to a liveness probe).
+        """
+        return {
+            "servers": len(self.servers),
+            "in_flight": sum(s.in_flight for s in self.servers),
+            "broken": sum(s.broken is not None for s in self.servers),
+        }
+
     def _watch(self, period_s: float) -> None:
         while not self._stop.wait(period_s):
             for s in self.servers:
@@ -281,6 +294,24 @@ class SGLangReplicas:
         for p in self.processes:
             with contextlib.suppress(OSError):
                 p.stop()
+
+
+def one_server_spec(spec: SGLangEngineSpec, index: int) -> SGLangEngineSpec:
+    """The ``engine`` section of replica ``index`` alone: the server of ``urls[index]``, one replica.
+
+    A Ray engine replica (one actor per server, T1 §7) builds its engine from this. Its ``weights_dir``,
+    when given, becomes ``weights_dir/replica-<index>``, so the ``disk`` updates of two replicas never
+    write the same version directory at once.
+
+    Raises:
+        ValueError: ``spec.urls`` empty (launching a server per actor is not built) or ``index`` outside it.
+    """
+    if not 0 <= index < len(spec.urls):
+        raise ValueError(
+            f"engine.urls has {len(spec.urls)} url(s); replica {index} has none (one url per replica)"
+        )
+    weights_dir = None if spec.weights_dir is None else str(Path(spec.weights_dir) / f"replica-{index}")
+    return spec.model_copy(update={"urls": [spec.urls[index]], "replicas": 1, "weights_dir": weights_dir})
 
 
 def _publisher(

@@ -3,9 +3,9 @@
 Each class here is plain Python; `t1.run.ray.runtime` turns it into a Ray actor with ``ray.remote`` and places
 it in its bundle, so this module imports Ray only inside the calls that need it.
 
-- `EngineReplica` holds one embedded engine built from the recipe exactly as the embedded run builds it
+- `EngineReplica` holds one engine built from the recipe exactly as the embedded run builds it
   (`t1.run.build.build_engine`: same seeded weights) and serves ``generate`` concurrently from its event
-  loop.
+  loop: an embedded engine, or the client of one SGLang server joined by URL (`replica_recipe`).
 - `TrainerWorker` holds the trainer backend (``trainer.backend``) on a copy of the same policy, runs the PPO
   and critic warm-up steps, and publishes its weights: exported once, put once into Ray's object store, and
   loaded by every replica from that one object at the barrier (`t1_trainer.publish.publish_weights` does the
@@ -47,19 +47,37 @@ CONTROL_DEADLINE_S = 120.0
 probe deadline (T1 §7). Weight transfers (bulk) have none."""
 
 
+def replica_recipe(recipe: Recipe, index: int) -> Recipe:
+    """The recipe engine replica ``index`` builds its engine from.
+
+    Embedded: the recipe itself (every replica holds the same seeded policy). SGLang: the ``engine``
+    section narrowed to the one server of ``engine.urls[index]``
+    (`t1_rollout.engine.sglang.replicas.one_server_spec`), so each actor is the client of its own server.
+    """
+    if recipe.engine.kind != "sglang":
+        return recipe
+    from t1_rollout.engine.sglang.replicas import one_server_spec
+
+    return recipe.model_copy(update={"engine": one_server_spec(recipe.engine, index)})
+
+
 class EngineReplica:
-    """One embedded engine replica (an async Ray actor); the engine is built as the embedded run builds it.
+    """One engine replica (an async Ray actor); the engine is built as the embedded run builds it.
+
+    With ``engine.kind: embedded`` the actor holds the engine; with ``sglang`` it holds the client of the
+    server at ``engine.urls[index]`` (`replica_recipe`), joined and labelled version 0, and publishes to it
+    through that client's own weight update (``engine.weight_sync``), pause and flush included.
 
     Args:
         recipe: the recipe (``model``, ``engine``, ``seed``).
-        index: the replica's index (for its statistics).
+        index: the replica's index (for its statistics; the SGLang server it joins).
         actor_weights: the actor file of ``model.checkpoint`` with ``model.init: checkpoint``, else None.
     """
 
     def __init__(self, recipe: Recipe, index: int, actor_weights: str | None = None) -> None:
         from t1.run.build import build_engine
 
-        _, self.engine = build_engine(recipe, actor_weights)
+        _, self.engine = build_engine(replica_recipe(recipe, index), actor_weights)
         self.index = index
         self.requests = 0
 
@@ -230,11 +248,14 @@ class TrainerWorker:
     """
 
     def __init__(self, recipe: Recipe, actor_weights: str | None = None) -> None:
-        from t1.run.build import build_engine
+        from t1.run.build import build_engine, build_policy
         from t1_trainer.base import TRAINER_BACKENDS
 
-        model, engine = build_engine(recipe, actor_weights)
-        engine.close()  # only the model is wanted here; the engine's one-thread setting stays, as embedded
+        if recipe.engine.kind == "embedded":
+            model, engine = build_engine(recipe, actor_weights)
+            engine.close()  # only the model is wanted; the engine's one-thread setting stays, as embedded
+        else:  # a server engine: building it here would join the replicas' servers a second time
+            model = build_policy(recipe, actor_weights)
         self.recipe = recipe
         self.backend = TRAINER_BACKENDS.load(recipe.trainer.backend).from_spec(
             recipe, actor=copy.deepcopy(model)
@@ -508,4 +529,5 @@ __all__ = [
     "SandboxHost",
     "TrainerWorker",
     "TrialOrder",
+    "replica_recipe",
 ]

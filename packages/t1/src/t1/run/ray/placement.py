@@ -5,8 +5,9 @@ The plan splits the G devices into n for inference and G - n for training (T1 §
 (``runtime.ray.engine_replicas``), one per trainer worker (``runtime.ray.trainer_workers``) and one per
 sandbox host (``runtime.ray.sandbox_hosts``). On a CPU box every bundle is one logical CPU; where the
 trainer runs on CUDA its bundle also holds the G - n training devices. The embedded engine is co-located
-by the spec (n = 0), so its replicas stay on CPU bundles; GPU engine replicas on the inference partition
-are the SGLang backend's, which the Ray runtime does not host.
+by the spec (n = 0), so its replicas stay on CPU bundles. An SGLang replica is the client of one server
+joined by URL (``engine.urls[i]``), so its bundle is one CPU too: the server holds the devices; launching
+the servers inside the bundles is not built.
 
 `RayCluster.start` starts a local cluster with the dashboard off. On a loaded box the raylet waits a fixed
 time (about 18 s, not configurable in ray 2.60) for the dashboard agent to write its port files and aborts
@@ -88,8 +89,9 @@ def placement_for(recipe: Recipe) -> Placement:
 
     Returns:
         The `Placement`. Engine bundles hold ``plan.inference_devices / engine_replicas`` GPUs each when the
-        engine runs on CUDA and n > 0, else one CPU; the trainer bundle holds ``plan.training_devices`` GPUs
-        when ``trainer.device`` is CUDA; sandbox hosts take one CPU each.
+        embedded engine runs on CUDA and n > 0, else one CPU (an SGLang replica, a client, included); the
+        trainer bundle holds ``plan.training_devices`` GPUs when ``trainer.device`` is CUDA; sandbox hosts
+        take one CPU each.
     """
     ray_spec, plan = recipe.runtime.ray, recipe.plan
     bundles: list[dict[str, float]] = []
@@ -101,7 +103,9 @@ def placement_for(recipe: Recipe) -> Placement:
         roles[role] = tuple(range(start, len(bundles)))
 
     engine: dict[str, float] = {"CPU": 1.0}
-    if recipe.engine.device.startswith("cuda") and plan.inference_devices > 0:
+    # an SGLang replica joined by URL is a client: its server holds the devices, the actor one CPU
+    embedded = recipe.engine.kind == "embedded"
+    if embedded and recipe.engine.device.startswith("cuda") and plan.inference_devices > 0:
         engine["GPU"] = plan.inference_devices / ray_spec.engine_replicas
     trainer: dict[str, float] = {"CPU": 1.0}
     if recipe.trainer.device.startswith("cuda"):
@@ -123,13 +127,8 @@ def ray_problems(recipe: Recipe) -> list[str]:
             f"runtime.ray.trainer_workers {rt.ray.trainer_workers}: data-parallel training across "
             "trainer workers is not built; set it to 1"
         )
-    if recipe.engine.kind != "embedded":
-        problems.append(
-            f"engine.kind '{recipe.engine.kind}': the Ray runtime's engine replicas are actors that hold the "
-            "embedded engine (runtime.ray.engine_replicas); an SGLang replica on Ray (a server launched in "
-            "its bundle or joined by URL, published to through SGLang's weight update) is not built; run "
-            "SGLang with runtime.kind embedded, whose driver loop is the same"
-        )
+    if recipe.engine.kind == "sglang":
+        problems += _sglang_problems(recipe)
     elif recipe.engine.device != "cpu":
         problems.append(
             f"engine.device '{recipe.engine.device}': embedded replicas on a GPU are not placed by the "
@@ -142,6 +141,26 @@ def ray_problems(recipe: Recipe) -> list[str]:
         problems.append(
             f"runtime.ray.num_cpus {rt.ray.num_cpus}: the local cluster needs {needed} logical CPUs, "
             "one per actor (engine replicas, trainer workers, sandbox hosts); raise it or set it to null"
+        )
+    return problems
+
+
+def _sglang_problems(recipe: Recipe) -> list[str]:
+    """What the Ray runtime does not build for ``engine.kind: sglang`` (each replica actor joins one URL)."""
+    engine, problems = recipe.engine, []
+    if not engine.urls:
+        problems.append(
+            "engine.kind 'sglang' on Ray with no engine.urls: launching a server inside each replica's "
+            "bundle is not built (the bundle would need engine.tp GPUs and the server its base GPU id "
+            "within them); start the servers yourself and list them in engine.urls, one per "
+            "runtime.ray.engine_replicas, or run runtime.kind embedded, which launches them"
+        )
+    if engine.weight_sync != "disk":
+        problems.append(
+            f"engine.weight_sync '{engine.weight_sync}' on Ray: each replica actor publishes to its own "
+            "server, and its bundle holds one CPU, so it has no CUDA device for the NCCL broadcast "
+            "('distributed') and is not co-located with the server ('tensor'); use engine.weight_sync: "
+            "disk with an engine.weights_dir every server reads"
         )
     return problems
 
