@@ -362,8 +362,35 @@ async def collect_batch(
             with continuation).
         TypeError: a config field of the wrong type.
     """
+    config = _checked(config)
+    g_size = config.samples_per_task
+    if continuation is not None and g_size != 1:
+        raise ValueError(
+            f"partial-rollout continuation parks single trials; samples_per_task {g_size} groups are not "
+            "built with it (a group would straddle two steps and two weight versions)"
+        )
+    drawn = _draw(source, config, continuation)
+    carried = continuation.take() if continuation is not None else []
+    start = clock()
+    batch = _Batch(config, carried, drawn, run_one, on_trial_done, clock, continuation is not None)
+    try:
+        while batch.pending and batch.result.groups_admitted < batch.groups_needed:
+            done, _ = await asyncio.wait(batch.pending, return_when=asyncio.FIRST_COMPLETED)
+            # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
+            for fut in sorted(done, key=batch.launch_order.__getitem__):
+                batch.take_in(fut)
+        if continuation is not None and park_tail and batch.pending:
+            await batch.park_tail(continuation)
+    finally:
+        await batch.reclaim()  # every sandbox is reclaimed before we return, on any exit
+    batch.result.wall_s = clock() - start
+    return batch.result
+
+
+def _checked(config: SchedulerConfig) -> SchedulerConfig:
+    """``config`` checked again (`SchedulerConfig.__post_init__`), a duck-typed one rebuilt as one."""
     if not isinstance(config, SchedulerConfig):  # a duck-typed config gets the same checks
-        config = SchedulerConfig(
+        return SchedulerConfig(
             launched=config.launched,
             admitted=config.admitted,
             concurrency=config.concurrency,
@@ -371,21 +398,23 @@ async def collect_batch(
             creation_quota_per_min=config.creation_quota_per_min,
             samples_per_task=getattr(config, "samples_per_task", 1),
         )
-    else:
-        config.__post_init__()  # a frozen config can still be altered with object.__setattr__
+    config.__post_init__()  # a frozen config can still be altered with object.__setattr__
+    return config
+
+
+def _draw(
+    source: TaskSource, config: SchedulerConfig, continuation: Continuation | None
+) -> list[tuple[int, Task]]:
+    """The batch's fresh ``(epoch, task)`` pairs: ``launched / samples_per_task`` less the carried trials.
+
+    Raises:
+        ValueError: the source gave another number of tasks than asked.
+    """
     g_size = config.samples_per_task
-    if continuation is not None and g_size != 1:
-        raise ValueError(
-            f"partial-rollout continuation parks single trials; samples_per_task {g_size} groups are not "
-            "built with it (a group would straddle two steps and two weight versions)"
-        )
     n_tasks = config.launched // g_size
     n_carried = len(continuation) if continuation is not None else 0
     n_fresh = n_tasks - n_carried
-    if n_carried:
-        drawn = source.draw(n_fresh, exclude=continuation.task_ids())
-    else:
-        drawn = source.draw(n_tasks)
+    drawn = source.draw(n_fresh, exclude=continuation.task_ids()) if n_carried else source.draw(n_tasks)
     if len(drawn) != n_fresh:
         carried_note = f", less {n_carried} continued" if n_carried else ""
         raise ValueError(
@@ -393,46 +422,87 @@ async def collect_batch(
             f"samples_per_task={g_size} ({n_tasks} tasks{carried_note}); a batch launches exactly the "
             "configured count"
         )
-    carried = continuation.take() if continuation is not None else []
-    start = clock()
-    gate = asyncio.Semaphore(config.concurrency)
-    pacer = CreationPacer(config.creation_rate_per_s, config.creation_quota_per_min, clock=clock)
-    result = BatchResult(
-        launched=config.launched,
-        epochs=[p.epoch for p in carried] + [epoch for epoch, _ in drawn],
-        samples_per_task=g_size,
-        resumed=[p.record for p in carried],
-        continuation=continuation is not None,
-    )
-    groups = [[p.record] for p in carried] + [
-        [
-            TrialRecord(
-                trial_id=new_trial_id(t.id),
-                task_id=t.id,
-                family=t.category,
-                launch_index=k * g_size + m,
-                parking=Parking() if continuation is not None else None,
-            )
-            for m in range(g_size)
+    return drawn
+
+
+class _Batch:
+    """One batch's launched trials and their bookkeeping, from the launch to the final reclaim.
+
+    Built by `collect_batch`, which launches every group at construction, takes in finished trials
+    (`take_in`), settles the tail with a continuation (`park_tail`) and always ends with `reclaim`.
+    """
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        carried: list[Parked],
+        drawn: list[tuple[int, Task]],
+        run_one: Callable[[Task, TrialRecord], Awaitable[TrialRecord]],
+        on_trial_done: Callable[[TrialRecord], None] | None,
+        clock: Callable[[], float],
+        continued: bool,
+    ) -> None:
+        g_size = config.samples_per_task
+        self.g_size, self.run_one, self.on_trial_done = g_size, run_one, on_trial_done
+        self.gate = asyncio.Semaphore(config.concurrency)
+        self.pacer = CreationPacer(config.creation_rate_per_s, config.creation_quota_per_min, clock=clock)
+        self.result = BatchResult(
+            launched=config.launched,
+            epochs=[p.epoch for p in carried] + [epoch for epoch, _ in drawn],
+            samples_per_task=g_size,
+            resumed=[p.record for p in carried],
+            continuation=continued,
+        )
+        self.groups = [[p.record] for p in carried] + [
+            [
+                TrialRecord(
+                    trial_id=new_trial_id(t.id),
+                    task_id=t.id,
+                    family=t.category,
+                    launch_index=k * g_size + m,
+                    parking=Parking() if continued else None,
+                )
+                for m in range(g_size)
+            ]
+            for k, (_, t) in enumerate(drawn, start=len(carried))
         ]
-        for k, (_, t) in enumerate(drawn, start=n_carried)
-    ]
-    ended = [0] * len(groups)
-    lost: set[int] = set()
-    closed: set[int] = set()
-    groups_needed = config.admitted // g_size
-    started: set[asyncio.Future[TrialRecord]] = set()
+        self.ended = [0] * len(self.groups)
+        self.lost: set[int] = set()
+        self.closed: set[int] = set()
+        self.groups_needed = config.admitted // g_size
+        self.started: set[asyncio.Future[TrialRecord]] = set()
+        self.pending: dict[asyncio.Future[TrialRecord], TrialRecord] = {}
+        self.group_of: dict[asyncio.Future[TrialRecord], int] = {}
+        self.drawn_as: dict[asyncio.Future[TrialRecord], tuple[Task, int]] = {}  # the task and its epoch
+        self.futures: list[list[asyncio.Future[TrialRecord]]] = []  # per group, its members' futures
+        self.notes: dict[asyncio.Future[TrialRecord], str] = {}  # why a tail trial was cancelled
+        launches = [(p.task, p.epoch, p) for p in carried] + [(t, e, None) for e, t in drawn]
+        for k, (task, epoch, parked) in enumerate(launches):
+            self.launch_group(k, task, epoch, parked)
+        self.launch_order = {fut: i for i, fut in enumerate(self.pending)}
 
-    async def guarded(task: Task, record: TrialRecord) -> TrialRecord:
-        async with gate:
-            await pacer.acquire()
-            started.add(asyncio.current_task())
-            return await run_one(task, record)
+    def launch_group(self, k: int, task: Task, epoch: int, parked: Parked | None) -> None:
+        """Start group ``k``: its members on ``task``, or the carried trial ``parked`` resumed."""
+        if parked is not None:
+            futs = [asyncio.create_task(self.resumed(parked))]
+        else:
+            futs = [asyncio.create_task(self.guarded(task, r)) for r in self.groups[k]]
+        for fut, r in zip(futs, self.groups[k], strict=True):
+            self.pending[fut], self.group_of[fut], self.drawn_as[fut] = r, k, (task, epoch)
+        self.futures.append(futs)
 
-    async def resumed(parked: Parked) -> TrialRecord:
+    async def guarded(self, task: Task, record: TrialRecord) -> TrialRecord:
+        """Run a fresh trial under the concurrency gate, paced by the creation token bucket."""
+        async with self.gate:
+            await self.pacer.acquire()
+            self.started.add(asyncio.current_task())
+            return await self.run_one(task, record)
+
+    async def resumed(self, parked: Parked) -> TrialRecord:
+        """Resume a carried trial under the concurrency gate (no sandbox creation, no token)."""
         try:
-            async with gate:
-                started.add(asyncio.current_task())
+            async with self.gate:
+                self.started.add(asyncio.current_task())
                 if parked.record.parking is not None:
                     parked.record.parking.resume()
                 return await parked.future
@@ -442,104 +512,86 @@ async def collect_batch(
                 await asyncio.wait({parked.future})  # its sandbox is reclaimed before the batch returns
             raise
 
-    pending: dict[asyncio.Future[TrialRecord], TrialRecord] = {}
-    group_of: dict[asyncio.Future[TrialRecord], int] = {}
-    drawn_as: dict[asyncio.Future[TrialRecord], tuple[Task, int]] = {}  # the task and its epoch
-    futures: list[list[asyncio.Future[TrialRecord]]] = []  # per group, its members' futures
-    launches = [(p.task, p.epoch, p) for p in carried] + [(t, e, None) for e, t in drawn]
-    for k, (task, epoch, parked) in enumerate(launches):
-        if parked is not None:
-            futs = [asyncio.create_task(resumed(parked))]
-        else:
-            futs = [asyncio.create_task(guarded(task, r)) for r in groups[k]]
-        for fut, r in zip(futs, groups[k], strict=True):
-            pending[fut], group_of[fut], drawn_as[fut] = r, k, (task, epoch)
-        futures.append(futs)
-    launch_order = {fut: i for i, fut in enumerate(pending)}
-
-    def close(k: int) -> None:
-        closed.add(k)
-        finished = [r for r in groups[k] if r.status == "finished"]
-        if k in lost:
+    def close(self, k: int) -> None:
+        """Group ``k`` ended: admit, drop or mark late its finished members."""
+        result = self.result
+        self.closed.add(k)
+        finished = [r for r in self.groups[k] if r.status == "finished"]
+        if k in self.lost:
             result.dropped.extend(finished)
-        elif result.groups_admitted < groups_needed:
+        elif result.groups_admitted < self.groups_needed:
             result.admitted.extend(finished)
             result.groups_admitted += 1
         else:
             result.finished_late.extend(finished)
 
-    def take_in(fut: asyncio.Future[TrialRecord]) -> None:
-        record = pending.pop(fut)
-        k = group_of[fut]
-        ended[k] += 1
+    def take_in(self, fut: asyncio.Future[TrialRecord]) -> None:
+        """Take in an ended trial; a failed one loses its group and cancels its unfinished siblings."""
+        record = self.pending.pop(fut)
+        k = self.group_of[fut]
+        self.ended[k] += 1
         if fut.cancelled():  # a sibling of a failed member, cancelled below
             record.status = "cancelled"
-            result.cancelled.append(record)
+            self.result.cancelled.append(record)
         else:
             exc = fut.exception()
             if exc is not None:
                 record.status = "failed"
                 record.cause = record.cause or f"scheduler: {type(exc).__name__}: {exc}"
             if record.status != "finished":
-                result.failed.append(record)
-                if k not in lost:
-                    lost.add(k)
-                    result.groups_dropped += 1
-                    for sibling, sib in zip(groups[k], futures[k], strict=True):
-                        if sib in pending and sib.cancel():
+                self.result.failed.append(record)
+                if k not in self.lost:
+                    self.lost.add(k)
+                    self.result.groups_dropped += 1
+                    for sibling, sib in zip(self.groups[k], self.futures[k], strict=True):
+                        if sib in self.pending and sib.cancel():
                             sibling.cause = f"scheduler: cancelled, its group lost {record.trial_id}"
-        if on_trial_done is not None:
-            on_trial_done(record)
-        if ended[k] == g_size:
-            close(k)
+        if self.on_trial_done is not None:
+            self.on_trial_done(record)
+        if self.ended[k] == self.g_size:
+            self.close(k)
 
-    notes: dict[asyncio.Future[TrialRecord], str] = {}
-    try:
-        while pending and result.groups_admitted < groups_needed:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            # Trials completing in the same wake-up are taken in launch order: admission is deterministic.
-            for fut in sorted(done, key=launch_order.__getitem__):
-                take_in(fut)
-        if continuation is not None and park_tail and pending:
-            tail = await settle_tail(pending, started, continuation.config)
-            for fut in tail.ended:
-                take_in(fut)
-            for fut in tail.parked + tail.finished:
-                record = pending.pop(fut)
-                closed.add(group_of[fut])
-                if record.status != "finished":
-                    record.status = "parked"
-                result.parked.append(record)
-                continuation.keep(Parked(fut, record, *drawn_as[fut]))
-            cfg = continuation.config
-            for fut in tail.over_limit:
-                notes[fut] = f"continued {pending[fut].resumes} time(s), rollout.continuation.max_resumes"
-            for fut in tail.late:
-                notes[fut] = f"not parked within rollout.continuation.park_timeout_s={cfg.park_timeout_s:g} s"
-            result.cancelled_max_resumes = len(tail.over_limit)
-            result.cancelled_unparked = len(tail.late)
-    finally:
-        # Cancel the straggler tail and wait for it, so every sandbox is reclaimed before we return.
+    async def park_tail(self, continuation: Continuation) -> None:
+        """Park the tail into ``continuation`` (`settle_tail`); what it cannot park stays for `reclaim`."""
+        tail = await settle_tail(self.pending, self.started, continuation.config)
+        for fut in tail.ended:
+            self.take_in(fut)
+        for fut in tail.parked + tail.finished:
+            record = self.pending.pop(fut)
+            self.closed.add(self.group_of[fut])
+            if record.status != "finished":
+                record.status = "parked"
+            self.result.parked.append(record)
+            continuation.keep(Parked(fut, record, *self.drawn_as[fut]))
+        cfg, notes = continuation.config, self.notes
+        for fut in tail.over_limit:
+            notes[fut] = f"continued {self.pending[fut].resumes} time(s), rollout.continuation.max_resumes"
+        for fut in tail.late:
+            notes[fut] = f"not parked within rollout.continuation.park_timeout_s={cfg.park_timeout_s:g} s"
+        self.result.cancelled_max_resumes = len(tail.over_limit)
+        self.result.cancelled_unparked = len(tail.late)
+
+    async def reclaim(self) -> None:
+        """Cancel the straggler tail and wait for it, then file every trial not yet in the result."""
+        result, pending = self.result, self.pending
         for fut in pending:
             fut.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-        for k, members in enumerate(groups):  # finished members of groups the full batch left open
-            if k not in closed:
+        for k, members in enumerate(self.groups):  # finished members of groups the full batch left open
+            if k not in self.closed:
                 done_members = [
                     r
-                    for r, f in zip(members, futures[k], strict=True)
+                    for r, f in zip(members, self.futures[k], strict=True)
                     if r.status == "finished" and f not in pending
                 ]
-                (result.dropped if k in lost else result.finished_late).extend(done_members)
+                (result.dropped if k in self.lost else result.finished_late).extend(done_members)
         for fut, record in pending.items():
             if record.status == "finished":
                 result.finished_late.append(record)
             else:
                 record.status = "cancelled"
                 record.cause = record.cause or "scheduler: cancelled before it started"
-                if fut in notes:
-                    record.cause += f" ({notes[fut]})"
+                if fut in self.notes:
+                    record.cause += f" ({self.notes[fut]})"
                 result.cancelled.append(record)
-    result.wall_s = clock() - start
-    return result
