@@ -89,6 +89,7 @@ class RayTrials:
         self.host_load = [0] * len(hosts)
         self.requeued = 0
         self.fatal: ParticipantsLost | None = None
+        self.bridge_failed: dict[str, str] = {}  # trial id -> why its parking handshake broke
 
     def begin(self) -> None:
         """Before a batch: reclaim what was lost, reset the batch's counters."""
@@ -163,6 +164,9 @@ class RayTrials:
                 self.host_load[h] -= 1
             if lost is None:
                 fill(record, done)
+                broken = self.bridge_failed.pop(record.trial_id, None)
+                if broken is not None:  # its host cancelled it: the run's failure, never the agent's
+                    record.status, record.cause = "failed", broken
                 return record
             self._keep_lost_attempt(label, record, done, lost, attempt, requeued=attempt < MAX_REQUEUES)
             fill(
@@ -193,8 +197,18 @@ class RayTrials:
         the driver's side parks (`Parking.boundary`) until the scheduler resumes it, and then the host's.
         A trial that ends instead of parking leaves the handshake to the scheduler (it sees it end).
         """
+        try:
+            await self._carry_parking(record, self.hosts[h], future)
+        except Exception as exc:  # a broken handshake must not leave the host's trial parked for good
+            self.bridge_failed[record.trial_id] = (
+                f"infrastructure: the continuation handshake with sandbox host {h} failed ({exc!r}); "
+                "its trial was cancelled on the host"
+            )
+            self.hosts[h].cancel.remote(record.trial_id)
+
+    async def _carry_parking(self, record: TrialRecord, host: Any, future: asyncio.Future[Any]) -> None:
+        """The handshake of `_bridge` with the trial on ``host``, until the trial ends."""
         parking: Parking = record.parking
-        host = self.hosts[h]
         while not future.done():
             try:
                 await parking.unless_asked(asyncio.Event().wait())  # returns only by the request
