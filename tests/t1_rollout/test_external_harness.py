@@ -203,3 +203,54 @@ def test_the_exec_command_is_written_executable(tmp_path):
     path = write_exec_command(tmp_path)
     assert os.access(path, os.X_OK) and path.read_text().startswith(f"#!{sys.executable}\n")
     assert json.dumps  # the script is stdlib-only: it runs under any interpreter of the host
+
+
+async def test_the_exec_command_parses_docker_exec_options_as_docker_does(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from t1_rollout.endpoint.sandbox_exec import write_exec_command
+    from t1_rollout.endpoint.server import EndpointServer
+
+    env_file = str(tmp_path / "vars")
+    (tmp_path / "vars").write_text("# a comment\nB=2\n\nFROM_HOST\n")
+    monkeypatch.setenv("FROM_HOST", "h")  # docker's -e NAME takes NAME's value where the command line runs
+    sandbox = RecordingSandbox()
+    capture = SimpleNamespace(ended=asyncio.Event(), model="t1", episode=None)
+    script = write_exec_command(tmp_path)
+
+    async def exec_(*args):
+        env = {**os.environ, "T1_EXEC_URL": server.exec_url, "OPENAI_API_KEY": key}
+        proc = await asyncio.create_subprocess_exec(str(script), "exec", *args, env=env, stdout=-1, stderr=-1)
+        out, err = await proc.communicate()
+        return proc.returncode, out.decode(), err.decode()
+
+    async with EndpointServer() as server:
+        key = server.open_trial(capture, sandbox=sandbox)
+        for args, expected in [
+            (["--workdir=/app", "t1-sandbox", "pwd"], ("pwd", "/app", None)),
+            (["-w/app", "-e=A=1", "t1-sandbox", "pwd"], ("pwd", "/app", {"A": "1"})),
+            (["-it", "-w", "/app", "--env", "A=1", "t1-sandbox", "ls", "-l"], ("ls -l", "/app", {"A": "1"})),
+            # a user is taken and grants nothing: the command runs as the sandbox's agent user
+            (["-u", "root", "t1-sandbox", "id"], ("id", None, None)),
+            (["--user=0:0", "--detach-keys", "ctrl-x", "t1-sandbox", "id"], ("id", None, None)),
+            (
+                ["--env-file", env_file, "-e", "FROM_HOST", "-e", "UNSET_HERE", "t1-sandbox", "env"],
+                ("env", None, {"B": "2", "FROM_HOST": "h"}),
+            ),
+            (["--", "t1-sandbox", "-w"], ("-w", None, None)),  # after the name, everything is the command
+        ]:
+            assert await exec_(*args) == (3, f"ran {expected[0]!r} in {expected[1]} with {expected[2]}\n", "")
+            assert sandbox.execs[-1] == expected, args
+        for args, message in [
+            (["-w"], "flag needs an argument: -w"),
+            (["--user"], "flag needs an argument: --user"),
+            (["-x", "t1-sandbox", "ls"], "unknown flag: -x"),
+            (["--bogus=1", "t1-sandbox", "ls"], "unknown flag: --bogus"),
+            (["-d", "t1-sandbox", "ls"], "-d is not served"),
+            (["--env-file", str(tmp_path / "nope"), "t1-sandbox", "ls"], "cannot be read"),
+            (["-e", "=1", "t1-sandbox", "ls"], "has no variable name"),
+        ]:
+            status, out, err = await exec_(*args)
+            assert status == 125 and out == "" and message in err, (args, err)
+            assert err.count("\n") == 1 and "Traceback" not in err
+    assert len(sandbox.execs) == 7
