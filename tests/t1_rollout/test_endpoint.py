@@ -402,6 +402,14 @@ async def test_exec_runs_in_the_trials_sandbox_only_while_the_episode_runs(token
         assert sandbox.calls == [("ls", 30.0, "/app", {"A": "1"})]  # the deadline is capped by the trial's
         async with http.post(server.exec_url, json={"command": ""}, headers=auth) as resp:
             assert resp.status == 400
+        raw_json = {**auth, "Content-Type": "application/json"}
+        for deadline in ("NaN", "Infinity", "-Infinity", "1e400"):  # what Python's json reads as non-finite
+            raw = '{"command": "sleep 5", "timeout_s": ' + deadline + "}"
+            async with http.post(server.exec_url, data=raw, headers=raw_json) as resp:
+                assert resp.status == 400 and "finite" in (await resp.text()), deadline
+        huge = '{"command": "ls", "timeout_s": 1' + "0" * 400 + "}"
+        async with http.post(server.exec_url, data=huge, headers=raw_json) as resp:
+            assert resp.status == 200  # an int too large for a float is capped, not an overflow
         async with http.post(server.exec_url, json=body) as resp:
             assert resp.status == 401
         async with http.post(server.exec_url, json=body, headers={"Authorization": f"Bearer {bare}"}) as resp:
@@ -409,4 +417,4 @@ async def test_exec_runs_in_the_trials_sandbox_only_while_the_episode_runs(token
         capture.end("max_turns")
         async with http.post(server.exec_url, json=body, headers=auth) as resp:
             assert resp.status == 409
-    assert len(sandbox.calls) == 1
+    assert len(sandbox.calls) == 2 and sandbox.calls[1] == ("ls", 30.0, None, None)

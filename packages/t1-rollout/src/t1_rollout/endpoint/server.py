@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import secrets
 import socket
 from dataclasses import dataclass
@@ -209,6 +210,11 @@ def _exec_args(body: dict[str, Any], cap_s: float) -> tuple[str, str | None, dic
     ):
         raise RequestError("'env' must map strings to strings")
     timeout = body.get("timeout_s", cap_s)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-        raise RequestError("'timeout_s' must be a positive number of seconds")
-    return command, cwd or None, env or None, min(float(timeout), cap_s)
+    if (
+        not isinstance(timeout, int | float)
+        or isinstance(timeout, bool)
+        or (isinstance(timeout, float) and not math.isfinite(timeout))  # JSON's NaN, Infinity: no deadline
+        or timeout <= 0
+    ):
+        raise RequestError("'timeout_s' must be a positive, finite number of seconds")
+    return command, cwd or None, env or None, float(min(timeout, cap_s))  # a huge int stays exact
