@@ -1,7 +1,8 @@
 """`t1 tasks synth`: write generated task bundles (`t1_tasks.synth`), optionally as a train / held-out split.
 
 Mounted on the ``t1 tasks`` app of `t1.cli_tasks`. Exit codes: 0 written; 2 invalid input (an unknown family,
-a bad size, a bundle already at the destination without ``--overwrite``, too few distinct instances).
+a bad size or more than `MAX_BUNDLES` in all, an ``--out`` that is a file or cannot be created, a bundle
+already at the destination without ``--overwrite``, too few distinct instances).
 """
 
 from __future__ import annotations
@@ -14,6 +15,27 @@ import typer
 from t1._errors import reported
 from t1.cli_tasks import Debug, app
 from t1_tasks.synth import FAMILIES, SplitError, generate, synth_split, write_bundle, write_split
+
+MAX_BUNDLES = 100_000
+"""The most bundles (``--count`` plus ``--heldout``) one call writes: every instance is drawn in memory."""
+
+
+def _bundles(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _make_out(out: Path) -> None:
+    """Create ``--out`` (and its parents) before any instance is drawn; a message naming it when it cannot be.
+
+    Raises:
+        ValueError: ``out`` is a file, or it cannot be created (a missing or read-only parent, ``/proc``).
+    """
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file, not a folder; give a folder to write the bundles into")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
 
 
 @app.command()
@@ -43,16 +65,22 @@ def synth(
         for f in family:
             if f not in FAMILIES:
                 raise ValueError(f"--family {f!r}: unknown; known are {', '.join(sorted(FAMILIES))}")
+        if count + heldout > MAX_BUNDLES:
+            raise ValueError(
+                f"--count {count} --heldout {heldout}: at most {MAX_BUNDLES:,} bundles a call (every "
+                "instance is drawn in memory before the first is written); ask for fewer"
+            )
+        _make_out(out)
         split = synth_split(family, count, heldout, seed=seed)
         if heldout:
             dirs = write_split(split, out, overwrite=overwrite)
             typer.echo(
-                f"wrote {count} training bundles to {dirs['train']}, {heldout} held-out to {dirs['heldout']}"
+                f"wrote {_bundles(count, 'training bundle')} to {dirs['train']}, {heldout} held-out to "
+                f"{dirs['heldout']}"
             )
         else:
-            out.mkdir(parents=True, exist_ok=True)
             for key in split.train:
                 write_bundle(generate(*key), out, overwrite=overwrite)
-            typer.echo(f"wrote {count} bundles to {out}")
+            typer.echo(f"wrote {_bundles(count, 'bundle')} to {out}")
         if split.skipped:
             typer.echo(f"{len(split.skipped)} seeds skipped: their parameter tuple was already drawn")

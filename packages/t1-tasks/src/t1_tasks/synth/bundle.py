@@ -121,7 +121,9 @@ def write_bundle(inst: Instance, out_dir: Path, *, overwrite: bool = False) -> P
     root = out_dir / inst.task_id
     if root.exists():
         if not overwrite:
-            raise FileExistsError(f"{root}: a bundle is already there (pass overwrite to replace it)")
+            raise FileExistsError(
+                f"{root}: a bundle is already there (--overwrite, or overwrite=True, replaces it)"
+            )
         shutil.rmtree(root)
     env = root / "environment"
     for rel, text in sorted(inst.inputs.items()):
