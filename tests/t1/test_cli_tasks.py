@@ -146,13 +146,13 @@ def test_validate_exits_0_on_a_good_pool_and_1_on_a_weak_verifier(tmp_path):
     _task(tmp_path / "good", "hello", GOOD)
     result = runner.invoke(app, ["tasks", "validate", str(tmp_path / "good")])
     assert result.exit_code == 0, result.output
-    assert "all 1 tasks valid" in result.output
+    assert "the 1 task is valid" in result.output and "validating 1 task of" in result.output
 
     _task(tmp_path / "weak", "weak-one", WEAK)
     result = runner.invoke(app, ["tasks", "validate", str(tmp_path / "weak")])
     assert result.exit_code == 1, result.output
     assert "weak verifier" in result.output and "weak-one" in result.output
-    assert "1 of 1 tasks failed validation" in result.stdout
+    assert "1 of 1 task failed validation" in result.stdout
     assert result.stderr == ""  # no stray "error: 1" after the summary
 
 
@@ -499,5 +499,5 @@ def test_validate_fails_a_bundle_whose_instruction_links_to_a_host_file(tmp_path
     assert result.exit_code == 1, result.output
     flat = " ".join(result.stdout.split())
     assert "links outside the bundle are not followed" in flat and str(secret) in flat
-    assert "1 of 1 tasks failed validation: linked" in result.stdout
+    assert "1 of 1 task failed validation: linked" in result.stdout
     assert "hunter2" not in result.stdout

@@ -346,7 +346,7 @@ def validate(
         print_broken(out, p, "not validated")
         print_ignored_keys(out, p)
         broken = f" ({len(p.broken)} broken bundles above are not run)" if p.broken else ""
-        out.print(f"validating {len(p)} tasks of {p.source} in {where}, {concurrency} at a time{broken}")
+        out.print(f"validating {_tasks(len(p))} of {p.source} in {where}, {concurrency} at a time{broken}")
         done: list[TaskValidation] = []
 
         def progress(r: TaskValidation) -> None:
@@ -395,13 +395,17 @@ def validate(
         bad = sorted([r.task_id for r in result.tasks if not r.ok] + [b.id for b in p.broken])
         total = len(result.tasks) + len(p.broken)
         if bad:
-            out.print(f"[bold red]{len(bad)} of {total} tasks failed validation:[/] {', '.join(bad)}")
+            out.print(f"[bold red]{len(bad)} of {_tasks(total)} failed validation:[/] {', '.join(bad)}")
             code = EXIT_CHECK_FAILED
         else:
-            out.print(f"[bold green]all {total} tasks valid[/]")
+            out.print(f"[bold green]{'the 1 task is valid' if total == 1 else f'all {total} tasks valid'}[/]")
     # Outside `reported`: a typer.Exit raised inside it is reported as an error ("error: 1").
     if code:
         raise typer.Exit(code)
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
 
 
 def _validation_sandboxes(recipe: Path | None, *, needed: bool) -> tuple[Callable[[], Sandbox], str]:
