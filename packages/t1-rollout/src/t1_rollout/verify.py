@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from t1_reward import TamperEvidence
 from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 from t1_rollout.verifier_toolchain import provision
-from t1_sandbox.base import ExecResult, Sandbox, SandboxError
+from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
 from t1_sandbox.local.toolchain import VERIFIER_UV_DIR
 
 __all__ = [
@@ -223,6 +223,7 @@ async def run_verifier(
     log_bytes = 0
     first: dict[str, str] | None = None
     ran = False  # test.sh ran to its end (or deadline): later failures may be the agent's doing
+    broken = False  # test.sh could not start in the WORKDIR the agent removed or replaced
     sabotage: str | None = None
     evidence: list[TamperEvidence] = []
     control_s = max(1.0, min(60.0, timeout_s))
@@ -242,11 +243,16 @@ async def run_verifier(
         run_tests = capture_command(
             f"bash {TESTS_DIR}/test.sh", inner_deadline(timeout_s), min(max_file_bytes, MAX_FILE_BYTES)
         )
-        result = await sandbox.exec_verifier(
-            f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
-            f"&& {{ {given.prelude} {run_tests}; }}",
-            timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
-        )
+        try:
+            result = await sandbox.exec_verifier(
+                f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
+                f"&& {{ {given.prelude} {run_tests}; }}",
+                timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
+            )
+        except SandboxError as exc:
+            if not isinstance(exc, SandboxTimeout) and await _workdir_broken(sandbox, control_s):
+                broken = True  # the agent removed or replaced its WORKDIR: its doing (`_blame`), not ours
+            raise
         exit_code, timed_out = result.exit_code, result.timed_out
         if exit_code == TIMEOUT_EXIT and INNER_TIMEOUT_MARK in result.stdout[-200:]:
             exit_code, timed_out = None, True  # the inner deadline: test.sh ran past it (the output is kept)
@@ -262,7 +268,7 @@ async def run_verifier(
         await sandbox.stop_agent()  # whatever test.sh or the program under test started is gone now
     except (SandboxError, OSError) as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
-        if ran:
+        if ran or broken:
             error, sabotage = await _blame(sandbox, error)
     omitted: str | None = None
     if error is None and sabotage is None:
@@ -319,6 +325,25 @@ async def _blame(sandbox: Sandbox, error: str) -> tuple[str | None, str | None]:
     except SandboxError:
         return error, None
     return (None, error) if probe.ok else (error, None)
+
+
+async def _workdir_broken(sandbox: Sandbox, timeout_s: float) -> bool:
+    """Whether the sandbox runs a command at ``/`` but not in its WORKDIR (the default ``cwd``).
+
+    Asked after the verifier's launch failed: ``stop_agent`` has given a locked WORKDIR its mode back, so a
+    WORKDIR still unusable was removed or replaced (a file, a dangling link) by the agent, which owns it.
+    """
+    try:
+        if not (await sandbox.exec("true", timeout_s=timeout_s, cwd="/")).ok:
+            return False
+    except SandboxError:
+        return False  # the sandbox itself is lost: an infrastructure failure
+    try:
+        return not (await sandbox.exec("true", timeout_s=timeout_s)).ok
+    except SandboxTimeout:
+        return False
+    except SandboxError:
+        return True
 
 
 def _evidence(check: str, what: str, changes: list[str], when: str) -> TamperEvidence:

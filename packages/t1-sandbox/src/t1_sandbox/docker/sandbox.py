@@ -536,7 +536,9 @@ class DockerSandbox(Launches, Sandbox):
         """Kill every process of the container but its init (all are the agent's); restore verifier folders.
 
         The agent may have locked ``/logs``, ``/logs/verifier`` or ``/tmp``; root gives them back (mode 0755,
-        ``/tmp`` 1777, the agent's uid as owner of ``/logs``). The task's files stay as the agent left them.
+        ``/tmp`` 1777, the agent's uid as owner of ``/logs``). The WORKDIR the verifier starts in, when still
+        a folder and not a link, gets at least mode 0755 (``chmod 000 /app``); removed or replaced, it is left
+        so (the verifier's launch then fails on the agent). The task's files stay as the agent left them.
         """
         if self._shell is not None:
             await self._shell.close()
@@ -551,7 +553,10 @@ class DockerSandbox(Launches, Sandbox):
             'if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 1; fi; '
             f'mkdir -p -- "$d" && chown -h {AGENT_UID}:{AGENT_UID} -- "$d" && chmod 0755 -- "$d" || exit 1; '
             "done; "
-            "if [ -L /tmp ]; then rm -f /tmp; fi; mkdir -p /tmp && chown -h 0:0 /tmp && chmod 1777 /tmp",
+            "if [ -L /tmp ]; then rm -f /tmp; fi; mkdir -p /tmp && chown -h 0:0 /tmp && chmod 1777 /tmp || exit 1; "
+            # the folder's own mode only, never its contents; `cd -P` then `.` so no link is ever followed
+            f'w={shell_quote(self._workdir)}; if [ ! -L "$w" ] && [ -d "$w" ]; then '
+            '{ cd -P -- "$w" && [ "$(pwd -P)" = "$w" ] && chmod u+rwx,go+rx . ; } || true; fi',
             timeout_s=60,
         )
         if code != 0:

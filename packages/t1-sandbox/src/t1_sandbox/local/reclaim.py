@@ -118,6 +118,7 @@ class Reclaimer:
     _slot: UidSlot | None
     _root: Path | None
     _mounts: dict[str, Path]
+    _workdir: str
     _shell: LocalShell | None
     _procs: set[asyncio.subprocess.Process]
     _closed: bool
@@ -151,6 +152,30 @@ class Reclaimer:
                 os.chown("verifier", uid, uid, dir_fd=fd, follow_symlinks=False)
             finally:
                 os.close(fd)
+        self._restore_workdir_mode()
+
+    def _restore_workdir_mode(self) -> None:
+        """Give the WORKDIR (a folder of a writable mount) at least mode 0755 again, following no link.
+
+        The agent owns it and may have made it unusable (``chmod 000 /app``): the verifier, which starts in
+        it, could not, and the agent's doing would read as an infrastructure failure. Only the folder's own
+        mode changes, never its contents; a WORKDIR the agent removed or replaced by a file or a link is left
+        as it is (the verifier's launch then fails in the sandbox, on the agent, ``t1_rollout.verify``).
+        """
+        for mount in sorted(self._mounts, key=len, reverse=True):
+            if self._workdir == mount or self._workdir.startswith(mount.rstrip("/") + "/"):
+                parts = [p for p in self._workdir[len(mount) :].split("/") if p]
+                break
+        else:
+            return  # outside the writable mounts: the agent cannot change it
+        try:
+            fd = hostfs.open_dir_inside(self._mounts[mount], parts, where="stop_agent")
+        except (SandboxError, FileNotFoundError, NotADirectoryError, PermissionError):
+            return  # removed or replaced (a file, a link, a locked parent): not followed
+        try:
+            os.fchmod(fd, (os.fstat(fd).st_mode & 0o7777) | 0o755)
+        finally:
+            os.close(fd)
 
     async def _reclaim_off_loop(self) -> None:
         """`_reclaim` in a worker thread, waited for through any number of cancellations (then re-raised)."""

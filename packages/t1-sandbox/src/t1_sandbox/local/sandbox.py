@@ -546,8 +546,9 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         The agent runs as the sandbox's uid and may have locked ``/tmp``, ``/logs`` or ``/logs/verifier``
         (``chmod 555 /logs``); the verifier runs as the same uid, so it could not write its report and the
         agent's doing would read as an infrastructure failure. Restored from the host side: those folders get
-        mode 0755 (``/tmp``: 1777) and the sandbox uid as owner again. The task's own files are left as the
-        agent left them: they are what is graded.
+        mode 0755 (``/tmp``: 1777) and the sandbox uid as owner again. So does the WORKDIR the verifier starts
+        in (``chmod 000 /app``): its own mode gets at least 0755, through no link. The task's own files are
+        left as the agent left them: they are what is graded.
         """
         shell = self._shell
         if shell is not None:
