@@ -14,15 +14,18 @@ everything the agent observes is decided here, once:
   the bytes the agent would have read (CR-LF already folded, markers already removed).
 - **Completion and keystroke pacing** (`settle`): after keystrokes, a command is done the moment bash's
   prompt comes back with no job of its own left running and the kernel confirms it (`t1_sandbox.bash_view`:
-  bash ran since the keys, waits in ``read(0)`` as the terminal's foreground with nothing unread, and no
-  other process is alive in the shell's tree); no timer runs on that path. Otherwise (a background job, a
-  program reading the terminal, no prompt, or a backend with no view of bash's process: Docker and Daytona
-  today) the rule is the polling one: the shell's idle sign twice ``POLL_S`` apart, or the deadline.
+  bash ran since the keys, waits in ``read(0)`` at its top-level prompt, as found at its first prompt, as
+  the terminal's foreground with nothing unread, and no other process is alive in the shell's tree); no
+  timer runs on that path. Otherwise (a background job, a program or bash's own ``read`` builtin reading
+  the terminal, no prompt, or a backend with no view of bash's process: Daytona, and Docker with a daemon
+  on another host) the rule is the polling one: the shell's idle sign twice ``POLL_S`` apart, or the
+  deadline.
 
-The idle sign is the backend's: on Docker and Daytona a prompt arrived and nothing else for ``POLL_S``
+The idle sign is the backend's: with no view of bash, a prompt arrived and nothing else for ``POLL_S``
 (`TerminalOutput.idle`), which a command that prints the marker itself can imitate (its nonce is in
-``$PS1``); the local shell reads the kernel's view of bash instead (the foreground process group, a blocked
-read of the terminal), which no output can imitate.
+``$PS1``); with a view (local; Docker with the daemon on this host) the kernel's view of bash must agree
+(the foreground process group, a blocked read of the terminal from bash's top-level prompt), which no
+output, nor bash's ``read`` builtin after a printed marker, can imitate.
 """
 
 from __future__ import annotations

@@ -525,7 +525,8 @@ class DockerSandbox(Launches, Sandbox):
                 await asyncio.to_thread(api.exec_resize, exec_id, height=40, width=160)
             await shell.wait_first_prompt(timeout_s)
             launcher = (await asyncio.to_thread(api.exec_inspect, exec_id)).get("Pid")
-            shell.view = BashView.below(launcher, tag=tag, depth=1)  # t1run -> bash, on this host only
+            # t1run -> bash, on this host only
+            await shell.attach_view(BashView.below(launcher, tag=tag, depth=1))
         except BaseException:
             await asyncio.shield(shell.close())
             raise

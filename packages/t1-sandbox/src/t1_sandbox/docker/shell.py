@@ -87,6 +87,17 @@ class DockerShell(Shell):
         """The polling rule's sign: a prompt and ``POLL_S`` of quiet, and bash at it where T1 sees bash."""
         return self._out.idle() and (self.view is None or self.view.reads_terminal())
 
+    async def attach_view(self, view: BashView | None, timeout_s: float = 2.0) -> None:
+        """Take the kernel's view of bash (None: none on this host) at its first prompt, before any keystroke.
+
+        The view learns where bash's top-level prompt reads (`BashView.learn_prompt`), trying for up to
+        ``timeout_s`` seconds; unlearnt, it confirms no prompt and every wait runs to its duration.
+        """
+        self.view = view
+        end = time.monotonic() + timeout_s
+        while view is not None and not view.learn_prompt() and time.monotonic() < end:
+            await asyncio.sleep(POLL_S)
+
     def detach(self) -> None:
         """Stop reading and close the exec's socket (the container is being removed with bash in it)."""
         with contextlib.suppress(Exception):

@@ -36,10 +36,11 @@ class LocalShell(Shell):
 
     bash owns the terminal as controlling tty (job control; ``"\x03"`` interrupts the foreground job). A
     command is done the moment bash's prompt arrives with no job running and the kernel confirms that bash
-    has run since the keys and now waits in ``read(0)`` as the terminal's foreground with nothing unread
-    (`t1_sandbox.terminal.settle`; no timer on that path). Otherwise the polling rule holds: idle when no
-    keystroke waits to be read, bash is the terminal's foreground process group and bash is blocked
-    reading the terminal, twice in a row ``POLL_S`` apart. What the agent reads (the bound, the omitted
+    has run since the keys and now waits in ``read(0)`` at its top-level prompt, as the terminal's
+    foreground with nothing unread (`t1_sandbox.terminal.settle`; no timer on that path). Otherwise the
+    polling rule holds: idle when no keystroke waits to be read, bash is the terminal's foreground process
+    group and bash is blocked reading the terminal at its top-level prompt (not in its ``read`` builtin:
+    `t1_sandbox.bash_view`), twice in a row ``POLL_S`` apart. What the agent reads (the bound, the omitted
     line, the prompt marker removed) is `t1_sandbox.terminal`'s.
 
     Args:
@@ -84,6 +85,9 @@ class LocalShell(Shell):
                 self._kill()
                 raise SandboxTimeout(f"shell showed no prompt within {format_seconds(timeout_s)}")
             await asyncio.sleep(POLL_S)
+        # no keystroke of the agent yet: bash reads at its top-level prompt; not learnt (a /proc file not
+        # readable) leaves every wait to its duration, never to a false prompt
+        self._view.learn_prompt()
         self._on_readable()
         self._out.drop_before_prompt()
 
@@ -110,6 +114,11 @@ class LocalShell(Shell):
         return self._view.bash()  # bwrap (host) -> bwrap init (pid 1 inside) -> bash
 
     def _idle_once(self) -> bool:
+        """The polling rule's sign, at the top-level prompt only (`BashView.reads_terminal`)."""
+        return self._bash_reads() and self._view.reads_terminal()
+
+    def _bash_reads(self) -> bool:
+        """Whether bash is blocked reading the terminal as its foreground, nothing unread (anywhere in it)."""
         bash = self._find_bash()
         if bash is None:
             return False
@@ -127,10 +136,11 @@ class LocalShell(Shell):
         return pending == 0 and foreground == pgid and blocked_on_tty
 
     async def _idle_now(self) -> bool:
-        if not self._idle_once():
+        """At the first prompt (nothing learnt yet): bash reads the terminal, twice ``POLL_S`` apart."""
+        if not self._bash_reads():
             return False
         await asyncio.sleep(POLL_S)
-        return self._idle_once()
+        return self._bash_reads()
 
     async def send(self, keystrokes: str, *, duration_s: float, max_wait_s: float) -> str:
         """Type ``keystrokes``; wait up to ``min(duration_s, max_wait_s)`` s or until idle; return new output.
