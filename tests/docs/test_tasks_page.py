@@ -205,8 +205,8 @@ def test_worked_example_has_the_assertion_count_the_page_states(tmp_path: Path) 
 @needs_sandbox
 def test_worked_example_validates_as_the_page_shows(tmp_path: Path) -> None:
     """The page's bundle, in a real local sandbox: the oracle and do-nothing scores the page prints."""
-    from t1_sandbox.local import LocalSandbox
     from t1_rollout.validate import validate_task
+    from t1_sandbox.local import LocalSandbox
 
     shown = re.search(r"^\s+count-lines\s+(\d+)/(\d+)\s+(\d+)/(\d+)\s+ok", _page(), re.M)
     assert shown, "the page's `t1 tasks validate` table is gone"

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from t1_rollout.scheduler import SchedulerConfig, collect_batch
 from t1_sandbox.base import SandboxError, format_seconds
 from t1_sandbox.local import LocalSandbox
-from t1_rollout.scheduler import SchedulerConfig, collect_batch
 from t1_sandbox.token_bucket import TokenBucket
 
 needs_bwrap = pytest.mark.skipif(

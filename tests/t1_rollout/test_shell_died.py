@@ -178,8 +178,8 @@ SOLVE = (
 async def test_trial_whose_agent_ends_its_shell_is_graded(tmp_path, tito, ending):
     t1_spec = pytest.importorskip("t1_spec")
     t1_tasks = pytest.importorskip("t1_tasks")
-    from t1_sandbox.local import LocalSandbox
     from t1_rollout.trial import TrialLimits, run_trial
+    from t1_sandbox.local import LocalSandbox
 
     task = t1_tasks.load_pool("builtin:mini").get("csv-region-totals")
     # The reference solution first (so the grade is known: every assertion passes), then the shell's end.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from t1_sandbox.local import LocalSandbox
 from t1_rollout.validate import validate_pool
+from t1_sandbox.local import LocalSandbox
 from t1_tasks import load_pool
 
 pytestmark = pytest.mark.skipif(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from t1_sandbox.base import ExecResult, Sandbox
 from t1_rollout.validate import SandboxLedger, validate_pool
+from t1_sandbox.base import ExecResult, Sandbox
 from t1_tasks import Pool, load_task
 
 ISSUE_TESTS = """

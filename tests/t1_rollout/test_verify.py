@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from t1_reward import FallbackCause, judge, read_report
-from t1_sandbox.local import LocalSandbox
 from t1_rollout.verify import run_verifier
+from t1_sandbox.local import LocalSandbox
 from t1_spec import DenseRewardSpec
 from t1_tasks import load_pool
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from t1_reward import FallbackCause, read_report
-from t1_sandbox.local import LocalSandbox
 from t1_rollout.verify import OMITTED_NOTE, run_verifier
+from t1_sandbox.local import LocalSandbox
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0,

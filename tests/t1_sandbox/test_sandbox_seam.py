@@ -107,9 +107,7 @@ def test_the_dockerfile_parser_and_the_transfer_helpers_import_no_bubblewrap_cod
         "from t1_sandbox.transfer import upload_plan, download_command, unpack_download"
     )
     assert "t1_sandbox.transfer" in loaded and "t1_sandbox.dockerfile" in loaded
-    assert not {
-        m for m in loaded if m == "t1_sandbox.local" or m.startswith("t1_sandbox.local.")
-    }
+    assert not {m for m in loaded if m == "t1_sandbox.local" or m.startswith("t1_sandbox.local.")}
 
 
 def test_importing_the_seam_loads_neither_the_backend_nor_the_spec_package():

@@ -553,8 +553,8 @@ class DockerSandbox(Launches, Sandbox):
             f"for d in {folders}; do "
             'if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 1; fi; '
             f'mkdir -p -- "$d" && chown -h {AGENT_UID}:{AGENT_UID} -- "$d" && chmod 0755 -- "$d" || exit 1; '
-            "done; "
-            "if [ -L /tmp ]; then rm -f /tmp; fi; mkdir -p /tmp && chown -h 0:0 /tmp && chmod 1777 /tmp || exit 1; "
+            "done; if [ -L /tmp ]; then rm -f /tmp; fi; "
+            "mkdir -p /tmp && chown -h 0:0 /tmp && chmod 1777 /tmp || exit 1; "
             # the folder's own mode only, never its contents; `cd -P` then `.` so no link is ever followed
             f'w={shell_quote(self._workdir)}; if [ ! -L "$w" ] && [ -d "$w" ]; then '
             '{ cd -P -- "$w" && [ "$(pwd -P)" = "$w" ] && chmod u+rwx,go+rx . ; } || true; fi',
