@@ -212,12 +212,11 @@ def test_broken_tasks_fail_at_their_stage_with_a_named_cause_never_a_zero(daemon
     assert apt["loads"] and apt["builds"] is False and apt["oracle"] is None
     assert "apt-get: no network to deb.debian.org" in causes["apt-offline"]
 
+    # the TB2 bootstrap (curl | sh for uv, then uvx -p 3.13 with pinned wheels) verifies offline with T1's
+    # verifier toolchain: its HOME's uv and env file, the pins from the host-filled wheelhouse
     tb2 = rows["tb2-bootstrap"]
-    assert (
-        tb2["builds"] and tb2["oracle"] == "error" and tb2["oracle_passes"] is None and tb2["nop"] == "error"
-    )
-    assert "verifier could not reach astral.sh" in causes["tb2-bootstrap"]
-    assert tb2["report_asked"] is True and tb2["report_seen"] is False
+    assert tb2["builds"] and tb2["oracle"] == "2/2" and tb2["oracle_passes"] is True, causes["tb2-bootstrap"]
+    assert tb2["nop_fails"] is True and tb2["report_asked"] is True and tb2["report_seen"] is True
 
     nosol = rows["no-solution"]
     assert nosol["builds"] and nosol["oracle"] is None and nosol["nop_fails"] is True
