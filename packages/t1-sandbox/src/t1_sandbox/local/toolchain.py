@@ -1,18 +1,19 @@
 """The verifier toolchain and what no sandbox launch may see: T1's installed task bundles.
 
-The toolchain is the project's Python with pytest, plus ``uv`` and ``uvx`` (the ``uv`` PyPI package's
+The toolchain is the project's Python interpreter with a lean ``site-packages`` (pytest, pytest-json-ctrf and
+what they need, nothing else: ``t1_sandbox.verifier_env``), plus ``uv`` and ``uvx`` (the ``uv`` PyPI package's
 binaries), mounted read-only into the verifier's launch only (``LocalSandbox.exec_verifier``), never into the
-agent's shell or execs. Its ``bin`` holds ``python3``, ``python``, ``pytest``, ``uv`` and ``uvx``, so a
-Harbor ``test.sh`` that calls ``pytest`` or ``uvx`` directly finds them (Harbor's task template does). It is
-built on the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk;
-the interpreter's standard library keeps its bytecode (``__pycache__``, compiled once at build time, read-only
+agent's shell or execs. Its ``bin`` holds ``python3``, ``python``, ``pytest``, ``uv`` and ``uvx``, so a Harbor
+``test.sh`` that calls ``pytest`` or ``uvx`` directly finds them (Harbor's task template does). It is built on
+the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk; the
+interpreter's standard library keeps its bytecode (``__pycache__``, compiled once at build time, read-only
 after), so the verifier's Python does not recompile it on every start. The verifier's import guard
 (``sandbox/verifier_site/sitecustomize.py``, at ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``) keeps the
 working directory off every pytest process's module path, so an agent's ``/app/pytest.py`` or ``/app/ctrf/``
-is never the grader (its docstring says how). `bundle_masks` lists the
-directories of T1 packages that ship task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and
-reference solutions) found under a path that every launch binds (``/usr``, ``/etc``) or under the
-toolchain's ``site-packages``; each launch covers them with an empty read-only tmpfs.
+is never the grader (its docstring says how). `bundle_masks` lists the directories of T1 packages that ship
+task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and reference solutions) found under a path
+that every launch binds (``/usr``, ``/etc``) or under the toolchain's ``site-packages``; each launch covers
+them with an empty read-only tmpfs.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from t1_sandbox.base import SandboxError
+from t1_sandbox.verifier_env import lean_site
 
 __all__ = ["GUARD_SOURCE", "TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
 
 
 @dataclass(frozen=True)
 class VerifierToolchain:
-    """The project's Python with pytest and pytest-json-ctrf, and uv, mounted read-only for the verifier.
+    """The project's Python with only pytest and pytest-json-ctrf, and uv, mounted read-only for the verifier.
 
     Attributes:
         binds: ``(host_path, sandbox_path)`` read-only binds (the interpreter, ``site-packages``, ``bin``).
@@ -50,7 +52,8 @@ class VerifierToolchain:
     symlinks: tuple[tuple[str, str], ...]
     env: dict[str, str]
     site: str = ""
-    """The host directory of the environment's ``site-packages`` (at ``/opt/t1-verifier/site-packages``)."""
+    """The host directory of the lean ``site-packages`` (``verifier_env.lean_site``), mounted at
+    ``/opt/t1-verifier/site-packages``."""
 
 
 TOOLCHAIN_MOUNT = "/opt/t1-verifier"
@@ -210,32 +213,32 @@ def toolchain() -> VerifierToolchain:
     """The verifier toolchain for this interpreter (built once per process, cached on disk).
 
     The base interpreter (``sys.base_prefix``) is mounted at its own path (its binary's RPATH points there)
-    from a world-readable mirror that keeps the standard library's bytecode; the environment's
-    ``site-packages`` (pytest, pytest-json-ctrf) at ``/opt/t1-verifier/site-packages`` and put on
-    ``PYTHONPATH``; ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at ``/opt/t1-verifier/bin``, first
-    on ``PATH``; the import guard (`GUARD_SOURCE`, compiled) at ``/opt/t1-verifier/guard``, first on
-    ``PYTHONPATH``. Only ``site-packages`` is mounted, never the repository: editable installs' ``.pth`` files
-    are not processed from ``PYTHONPATH`` and their targets do not exist inside the sandbox, so task bundles
-    (tests, solutions) stay invisible.
+    from a world-readable mirror that keeps the standard library's bytecode; a lean ``site-packages`` holding
+    only pytest, pytest-json-ctrf and their dependencies (``verifier_env.lean_site``, built once per machine
+    from the installed distributions, with bytecode) at ``/opt/t1-verifier/site-packages`` and put on
+    ``PYTHONPATH``, so a task's pytest loads no plugin of the project's environment (hypothesis,
+    pytest-asyncio, anyio, pytest-randomly); ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at
+    ``/opt/t1-verifier/bin``, first on ``PATH``; the import guard (`GUARD_SOURCE`, compiled) at
+    ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
+    repository: editable installs' ``.pth`` files are not processed from ``PYTHONPATH`` and their targets do
+    not exist inside the sandbox, so task bundles (tests, solutions) stay invisible.
 
     Raises:
-        SandboxError: the interpreter binary or the ``uv`` package's binary is missing.
+        SandboxError: the interpreter binary or the ``uv`` package's binary is missing, or a distribution of
+            the lean ``site-packages`` is not installed (named, with the command that installs it).
     """
     global _TOOLCHAIN
     if _TOOLCHAIN is not None:
         return _TOOLCHAIN
-    import pytest  # noqa: F401 - fail early and clearly if the toolchain lacks pytest
-
     base = Path(sys.base_prefix).resolve()
-    site = Path(pytest.__file__).resolve().parent.parent
     cache = Path("/var/tmp/t1-toolchain")
+    site = lean_site(cache, f"{TOOLCHAIN_MOUNT}/site-packages")
     binds: list[tuple[str, str]] = []
     if str(base) != "/usr" and not str(base).startswith("/usr/"):  # /usr is bound anyway
         # mounted at its own path; mirrored when the sandbox uid cannot reach it (e.g. under a 0700 /root)
         src = base if _world_reachable(base) else _mirror(base, cache, skip=("site-packages",))
         binds.append((str(src), str(base)))
-    site_src = site if _world_reachable(site) else _mirror(site, cache, skip=("__pycache__",))
-    binds.append((str(site_src), f"{TOOLCHAIN_MOUNT}/site-packages"))
+    binds.append((str(site), f"{TOOLCHAIN_MOUNT}/site-packages"))  # world-readable as built
     exe = base / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if not exe.exists():
         raise SandboxError(f"verifier toolchain: interpreter {exe} not found")
