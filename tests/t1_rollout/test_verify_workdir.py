@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import t1_rollout.verify as verify
-from t1_sandbox.base import ExecResult, SandboxError, SandboxTimeout
+from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
 
 
 @dataclass
@@ -28,6 +28,7 @@ class _Sandbox:
     """Answers at ``/`` when ``healthy``; its WORKDIR (the default cwd) is usable when ``workdir_ok``."""
 
     network = False
+    sealed_verifier = Sandbox.sealed_verifier  # the seam's default: the agent's own stopped sandbox
 
     def __init__(self, *, healthy: bool, workdir_ok: bool, launch: SandboxError) -> None:
         self.healthy, self.workdir_ok, self.launch = healthy, workdir_ok, launch

@@ -298,7 +298,10 @@ async def _check(
             if kind == "oracle":
                 await sandbox.upload(task.solution_dir, SOLUTION_DIR, timeout_s=60)
                 solve_started = time.monotonic()
-                solved = await sandbox.exec(f"bash {SOLUTION_DIR}/solve.sh", timeout_s=task.agent_timeout_s)
+                # as root where the backend can (Docker), as Harbor runs it: solutions install packages
+                solved = await sandbox.exec_solution(
+                    f"bash {SOLUTION_DIR}/solve.sh", timeout_s=task.agent_timeout_s
+                )
                 solve_s = time.monotonic() - solve_started
                 if not solved.ok:
                     error = _solve_failed(task, solved)

@@ -6,8 +6,15 @@ dense reward); T1 §7 (900 s verifier deadline); T1 §10 (read-only test mounts 
 there as future work, built here). The sequence, identical on every backend because it uses only the
 ``Sandbox`` seam:
 
-1. ``stop_agent()``: every process of the agent is gone before the tests arrive;
-2. the tests are hashed on the host (sha256 per file) and uploaded with ``read_only=True``;
+1. the tests are hashed on the host (sha256 per file); ``sealed_verifier(tests, "/tests")`` ends the agent
+   phase (``stop_agent()``: every process of the agent is gone before the tests arrive) and gives the
+   sandbox the verifier runs in, the tests read-only there. Docker: a fresh container of the agent's
+   committed filesystem, no agent process in it, the tests on a read-only mount, ``/logs`` root's (mode
+   0700), everything below run as root, as Harbor runs it (``t1_sandbox.docker.sealed``). Local and
+   Daytona: the agent's own stopped sandbox, the tests uploaded with ``read_only=True``, the verifier run
+   as ``exec_verifier`` runs it (local: the agent's uid). Everything below runs in that sandbox, which is
+   reclaimed at the end (also on error or cancellation);
+2. (the wheelhouse of what ``test.sh`` installs is uploaded read-only: ``t1_rollout.verifier_toolchain``);
 3. a fresh ``/logs/verifier`` is made and ``bash /tests/test.sh`` runs through ``exec_verifier`` (the
    verifier toolchain is visible to that launch only), its output's head and tail kept
    (``t1_rollout.verifier_capture``);
@@ -25,8 +32,10 @@ Who is to blame for the result (the environment, the agent, a forger) is worked 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import hashlib
+import logging
 import tempfile
 import time
 from dataclasses import dataclass
@@ -69,6 +78,7 @@ CAPTURED_LOG = "test-stdout.txt"
 #: Where a ``test-stdout.txt`` that test.sh wrote into /logs/verifier itself is kept instead.
 OWN_LOG = "verifier-test-stdout.txt"
 _STAGE_DIR = "/tmp/.t1-verifier-out"
+_log = logging.getLogger("t1.rollout.verify")
 _STAGE_SCRIPT = "/tmp/.t1-verifier-stage.sh"
 _INLINE_SCRIPT_BYTES = 32 * 1024
 _TAIL_CHARS = 4000
@@ -169,12 +179,14 @@ async def run_verifier(
     """Run the task's held-out tests in ``sandbox`` with the integrity sequence of the module docstring.
 
     Call it only after the agent has finished: the tests are not in the sandbox before this call, and the
-    call first ends the agent phase (``sandbox.stop_agent()``: the shell and anything the agent left running
-    are killed), uploads the tests read-only and empties ``/logs/verifier`` so that no agent-written report
-    is read. ``test.sh`` runs through ``sandbox.exec_verifier`` (the verifier toolchain, python3 with pytest
-    and pytest-json-ctrf, for that launch only). Its stdout and stderr, in order, are saved as
-    ``test-stdout.txt`` in ``out_dir``: all of it, or its head and tail around a ``[... N bytes omitted``
-    line (``t1_rollout.verifier_capture``), so pytest's closing line survives output printed before it.
+    call first ends the agent phase and takes the verifier's sandbox (``sandbox.sealed_verifier``: the shell
+    and anything the agent left running are killed, the tests put in read-only; on Docker a fresh container
+    of the agent's final filesystem where the verifier runs as root), and empties ``/logs/verifier`` so that
+    no agent-written report is read. ``test.sh`` runs through that sandbox's ``exec_verifier`` (the verifier
+    toolchain, python3 with pytest and pytest-json-ctrf, for that launch only). Its stdout and stderr, in
+    order, are saved as ``test-stdout.txt`` in ``out_dir``: all of it, or its head and tail around a ``[... N
+    bytes omitted`` line (``t1_rollout.verifier_capture``), so pytest's closing line survives output printed
+    before it.
 
     Only what the reward reader uses and what helps debugging is copied back from ``/logs/verifier``: its
     top-level regular files named like `REPORT_PATTERNS` (``ctrf.json``, ``reward.json``, ``reward.txt``,
@@ -228,13 +240,16 @@ async def run_verifier(
     evidence: list[TamperEvidence] = []
     control_s = max(1.0, min(60.0, timeout_s))
     expected: dict[str, str] = {}
+    box = sandbox  # the sandbox the verifier runs in: the agent's own, or a sealed box (sealed_verifier)
+    stack = contextlib.AsyncExitStack()
     try:
         if not Path(task.tests_dir).is_dir():
             raise SandboxError(f"upload: the task's tests {task.tests_dir} are not a directory")
         expected = await asyncio.to_thread(tree_digest, Path(task.tests_dir))
-        await sandbox.stop_agent()
-        await sandbox.upload(task.tests_dir, TESTS_DIR, timeout_s=control_s, read_only=True)
-        given = await provision(sandbox, Path(task.tests_dir), network=sandbox_network(sandbox))
+        box = await stack.enter_async_context(
+            sandbox.sealed_verifier(Path(task.tests_dir), TESTS_DIR, timeout_s=control_s)
+        )
+        given = await provision(box, Path(task.tests_dir), network=sandbox_network(sandbox))
         toolchain = given.describe()
         # Whatever the agent left in /logs/verifier (a forged ctrf.json or reward.json) is removed first.
         # So is uv's state of the verifier's launch (UV_ISOLATION): the agent may have planted it in /tmp.
@@ -244,13 +259,13 @@ async def run_verifier(
             f"bash {TESTS_DIR}/test.sh", inner_deadline(timeout_s), min(max_file_bytes, MAX_FILE_BYTES)
         )
         try:
-            result = await sandbox.exec_verifier(
+            result = await box.exec_verifier(
                 f"chmod -R u+rwx {fresh} 2>/dev/null; rm -rf {fresh} && mkdir -p {VERIFIER_LOG_DIR} "
                 f"&& {{ {given.prelude} {run_tests}; }}",
                 timeout_s=timeout_s,  # no cwd: test.sh runs in the environment's WORKDIR, as Harbor runs it
             )
         except SandboxError as exc:
-            if not isinstance(exc, SandboxTimeout) and await _workdir_broken(sandbox, control_s):
+            if not isinstance(exc, SandboxTimeout) and await _workdir_broken(box, control_s):
                 broken = True  # the agent removed or replaced its WORKDIR: its doing (`_blame`), not ours
             raise
         exit_code, timed_out = result.exit_code, result.timed_out
@@ -264,34 +279,45 @@ async def run_verifier(
         (out_dir / CAPTURED_LOG).write_bytes(log)
         log_bytes = len(log)
         ran = True
-        first = await _seal_report(sandbox)
-        await sandbox.stop_agent()  # whatever test.sh or the program under test started is gone now
+        first = await _seal_report(box)
+        await box.stop_agent()  # whatever test.sh or the program under test started is gone now
     except (SandboxError, OSError) as exc:
         error = f"verifier of task {task.id} could not run: {type(exc).__name__}: {exc}"
         if ran or broken:
-            error, sabotage = await _blame(sandbox, error)
+            error, sabotage = await _blame(box, error)
+    except BaseException:
+        await stack.aclose()  # cancelled: the sealed box is reclaimed all the same
+        raise
     omitted: str | None = None
-    if error is None and sabotage is None:
+    try:
+        if error is None and sabotage is None:
+            try:
+                omitted, copied = await _copy_back(
+                    box,
+                    out_dir,
+                    max_file_bytes=max_file_bytes,
+                    max_total_bytes=max_total_bytes,
+                    used=log_bytes,
+                )
+                if first is not None:
+                    found = {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in copied}
+                    # a report file too big to copy whole is compared by presence only
+                    found |= {n: first[n] for n in set(first) - set(copied) if (out_dir / n).exists()}
+                    if changes := _changed(first, found):
+                        evidence.append(
+                            _evidence("report_changed", "report files", changes, "after test.sh exited")
+                        )
+                evidence += await _check_tests(box, expected)
+            except SandboxError as exc:
+                error = (
+                    f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
+                )
+                error, sabotage = await _blame(box, error)
+    finally:
         try:
-            omitted, copied = await _copy_back(
-                sandbox,
-                out_dir,
-                max_file_bytes=max_file_bytes,
-                max_total_bytes=max_total_bytes,
-                used=log_bytes,
-            )
-            if first is not None:
-                found = {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in copied}
-                # a report file too big to copy whole is compared by presence only
-                found |= {n: first[n] for n in set(first) - set(copied) if (out_dir / n).exists()}
-                if changes := _changed(first, found):
-                    evidence.append(
-                        _evidence("report_changed", "report files", changes, "after test.sh exited")
-                    )
-            evidence += await _check_tests(sandbox, expected)
-        except SandboxError as exc:
-            error = f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
-            error, sabotage = await _blame(sandbox, error)
+            await stack.aclose()  # the sealed box, when there is one, is reclaimed (also on cancellation)
+        except SandboxError as exc:  # the verdict stands; what the daemon kept is retried at exit
+            _log.warning("verifier of task %s: %s", task.id, exc)
     return VerifierRun(
         out_dir=out_dir,
         exit_code=exit_code,

@@ -8,6 +8,8 @@ Harbor's ``BaseEnvironment`` (``exec``, ``upload``, ``download``); T1 §6 (sandb
 from __future__ import annotations
 
 import abc
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -202,6 +204,37 @@ class Sandbox(abc.ABC):
         return await self.exec(
             command, timeout_s=timeout_s, cwd=cwd, env=self.verifier_env(), cpu_time_s=timeout_s
         )
+
+    @contextlib.asynccontextmanager
+    async def sealed_verifier(self, tests: Path, remote: str, *, timeout_s: float) -> AsyncIterator[Sandbox]:
+        """End the agent phase and give the sandbox the verifier runs in, the tests at ``remote`` read-only.
+
+        Everything the verifier run does after the agent (``exec_verifier``, hashing, copy-back) goes through
+        the yielded sandbox, which is reclaimed on exit (also on error or cancellation). The default is
+        the agent's own sandbox: ``stop_agent()``, then ``upload(tests, remote, read_only=True)``; the
+        verifier then runs there as ``exec_verifier`` runs it (the local backend: the agent's uid). The Docker
+        backend yields a fresh container of the agent's committed filesystem where the verifier runs as root
+        (``t1_sandbox.docker.sealed``), as Harbor runs it.
+
+        Args:
+            tests: the task's held-out ``tests/`` directory on the host.
+            remote: the absolute path the tests get in the verifier's sandbox (``/tests``).
+            timeout_s: deadline of each control call (upload, setup), seconds.
+
+        Raises:
+            SandboxError: ending the agent phase, or putting the tests in place, failed.
+        """
+        await self.stop_agent()
+        await self.upload(tests, remote, timeout_s=timeout_s, read_only=True)
+        yield self
+
+    async def exec_solution(self, command: str, *, timeout_s: float) -> ExecResult:
+        """Run the reference solution (``bash /solution/solve.sh``) in the task root, at most ``timeout_s``.
+
+        Harbor runs it as root; the default runs it as ``exec`` does (the local backend: the agent's uid).
+        The Docker backend runs it as the container's root.
+        """
+        return await self.exec(command, timeout_s=timeout_s)
 
     def verifier_env(self) -> dict[str, str]:
         """Environment variables that put the verifier toolchain (python3 with pytest) on PATH for ``exec``.

@@ -27,13 +27,7 @@ from t1_sandbox.docker.launch import ROOT_ENV, Launches
 from t1_sandbox.docker.security import CAPS, seccomp_profile
 from t1_sandbox.docker.shell import DockerShell
 from t1_sandbox.docker.stream import exec_socket
-from t1_sandbox.docker.toolchain import (
-    LAUNCH,
-    MOUNT,
-    VERIFIER_GID,
-    ensure_volume,
-    verifier_env,
-)
+from t1_sandbox.docker.toolchain import LAUNCH, MOUNT, VERIFIER_GID, ensure_volume, verifier_env
 from t1_sandbox.terminal import new_nonce, prompt_env
 from t1_sandbox.transfer import download_command, shell_quote, unpack_download, upload_plan
 from t1_spec import DockerSandboxSpec, Recipe
@@ -208,6 +202,20 @@ class DockerSandbox(Launches, Sandbox):
     def _api(self) -> Any:
         return dc.api_client(self.host)
 
+    _run_uid = AGENT_UID  # of exec and exec_verifier (root in the sealed verifier's box)
+
+    def sealed_verifier(self, tests: Path, remote: str, *, timeout_s: float) -> Any:
+        """A fresh container of the agent's committed filesystem, verified as root (``docker/sealed.py``)."""
+        from t1_sandbox.docker.sealed import sealed_box  # the box is a DockerSandbox: imported at use
+
+        return sealed_box(self, tests, remote, timeout_s=timeout_s)
+
+    async def exec_solution(self, command: str, *, timeout_s: float) -> ExecResult:
+        """Run the reference solution as the container's root in the task root, as Harbor does."""
+        return await self._exec(
+            command, timeout_s, None, {"HOME": "/root", "USER": "root"}, None, None, gid=0, uid=0
+        )
+
     # ------------------------------------------------------------------ start
     async def start(self, environment_dir: Path, *, timeout_s: float) -> None:
         """Build (or find) the task's image and start its container with the limits, then lay out its folders.
@@ -371,6 +379,7 @@ class DockerSandbox(Launches, Sandbox):
         cpu_time_s: float | None,
         *,
         gid: int,
+        uid: int | None = None,
     ) -> ExecResult:
         where = cwd or self._workdir
         if not where.startswith("/"):
@@ -381,7 +390,7 @@ class DockerSandbox(Launches, Sandbox):
             timeout_s=timeout_s,
             cwd=where,
             env=self._merged_env(env),
-            uid=AGENT_UID,
+            uid=self._run_uid if uid is None else uid,
             gid=gid,
             stdin=stdin,
             cpu_time_s=cpu,
@@ -487,18 +496,7 @@ class DockerSandbox(Launches, Sandbox):
         tag = secrets.token_hex(8)
         env = self._merged_env(prompt_env(nonce))
         bash = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
-        cmd = [
-            *LAUNCH,
-            "run",
-            tag,
-            str(AGENT_UID),
-            str(AGENT_UID),
-            "-",
-            self._workdir,
-            "0",
-            "--",
-            *bash,
-        ]
+        cmd = [*LAUNCH, "run", tag, str(AGENT_UID), str(AGENT_UID), "-", self._workdir, "0", "--", *bash]
         api = self._api()
         exec_id = (
             await asyncio.to_thread(
