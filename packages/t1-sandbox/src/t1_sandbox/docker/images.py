@@ -6,7 +6,8 @@
 `resolve_image` picks the image a trial runs: the task's ``docker_image`` when the daemon has it (directly
 or through the recipe's ``sandbox.images`` map), else the task's Dockerfile built as written, every ``FROM``
 whose base the map names replaced by its target (a stand-in: recorded in `ImageChoice.stand_ins` and in the
-image's ``t1.stand_in`` label). Built images are tagged by a digest of the build context and the
+image's ``t1.stand_in`` label; what it differs in, read from T1's labels on it, is logged as a warning naming
+the task: ``stand_ins.py``). Built images are tagged by a digest of the build context and the
 substitutions (`context_digest`: links by their target text, never followed; files streamed), so a task is
 built once per daemon. Source: Harbor's task model (``EnvironmentConfig``), the
 Docker Engine API.
@@ -30,6 +31,7 @@ from t1_sandbox.base import (
     UnsupportedDockerfileInstruction,
     format_seconds,
 )
+from t1_sandbox.docker.stand_ins import check_stand_in
 from t1_sandbox.unreached import unreached_cause
 
 __all__ = [
@@ -206,6 +208,8 @@ def resolve_image(
         for ref in (target, env.docker_image):
             if ref and _has_image(api, ref):
                 swaps = ((env.docker_image, ref),) if ref != env.docker_image else ()
+                for base, stand_in in swaps:
+                    check_stand_in(api, str(environment_dir), base, stand_in)
                 return ImageChoice(ref, "docker_image", swaps), "", [], ""
     dockerfile = Path(environment_dir) / "Dockerfile"
     if not dockerfile.is_file():
@@ -219,6 +223,16 @@ def resolve_image(
             "the bundle are not followed"
         )
     text, swaps, kept = _rewrite(dockerfile, images)
+    absent = sorted({f"{t} (for {b})" for b, t in swaps if not _has_image(api, t)})
+    if absent:
+        raise SandboxError(
+            f"{dockerfile}: stand-in image {', '.join(absent)} named by sandbox.images is not in the Docker "
+            "daemon; build it (tools/docker/build_base_images.sh <suite> builds t1-local/debian:<suite>, "
+            "tools/docker/build_python_images.sh X.Y-<suite> builds t1-local/python:X.Y-slim-<suite>) or "
+            "map the base to an image the daemon has"
+        )
+    for base, stand_in in swaps:
+        check_stand_in(api, str(environment_dir), base, stand_in)  # a warning naming what differs
     missing = [b for b in kept if not _has_image(api, b.split(" (line")[0])]
     if missing:
         raise SandboxError(
