@@ -85,6 +85,14 @@ def is_under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _host_path(inner: str, binds: Sequence[tuple[str, str]]) -> str:
+    """The host path a sandbox path shows: through the deepest of ``binds`` holding it, else the same."""
+    for host, dest in sorted(binds, key=lambda b: len(b[1]), reverse=True):
+        if is_under(inner, dest):
+            return host + inner[len(dest) :]
+    return inner
+
+
 def bwrap_argv(
     command: Sequence[str],
     *,
@@ -108,7 +116,7 @@ def bwrap_argv(
             keystrokes into (``TIOCSTI``); off for the interactive shell, which owns its pseudo-terminal.
         verifier: bind the verifier toolchain (the verifier's launch; never the agent's).
         masks: sandbox paths covered by an empty read-only tmpfs (T1's installed task bundles,
-            ``toolchain.bundle_masks``).
+            ``toolchain.bundle_masks``); one whose directory no longer exists at this call is skipped.
     """
     argv = [
         bwrap_path(),
@@ -134,16 +142,21 @@ def bwrap_argv(
         argv.append("--share-net")
     if new_session:
         argv.append("--new-session")  # no controlling terminal to inject keystrokes into (TIOCSTI)
+    binds: tuple[tuple[str, str], ...] = ()
     if verifier:
         tc = toolchain()
-        for host, inner in tc.binds:
+        binds = tc.binds
+        for host, inner in binds:
             argv += ["--ro-bind", host, inner]
         for target, inner in tc.symlinks:
             argv += ["--symlink", target, inner]
     for inner in sorted(mounts):  # parents before children
         argv += ["--bind", str(mounts[inner]), inner]
     for inner in masks:
-        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", inner, "--remount-ro", inner]
+        # a bundle directory removed since it was listed (a package uninstalled or reinstalled) has nothing
+        # left to hide, and bwrap cannot create its mount point in the read-only bind: skipped
+        if os.path.isdir(_host_path(inner, binds)):
+            argv += ["--perms", "0555", "--size", "4096", "--tmpfs", inner, "--remount-ro", inner]
     # /dev/shm sized (bwrap's /dev tmpfs has no size: half the host's RAM); / and /dev read-only
     argv += ["--perms", "1777", "--size", str(SHM_MB * 1024 * 1024), "--tmpfs", "/dev/shm"]
     argv += ["--remount-ro", "/dev", "--remount-ro", "/"]

@@ -1,7 +1,9 @@
 """Process launch and kill for the local sandbox: limits, the uid switch, one ``bwrap`` launch to completion.
 
-Limits come in two lines. The first is per sandbox: every launch joins the sandbox's cgroup (``cgroups.py``:
-memory including tmpfs, processes, CPU share) in the forked child before ``exec``, and the sandbox's files
+Every launch is forked and exec'd by the launch server (``spawner.py``, ``spawnd.py``), a small process, never
+by this one: forking a trainer of gigabytes for each launch stalled it. Limits come in two lines. The first is
+per sandbox: every launch joins the sandbox's cgroup (``cgroups.py``: memory including tmpfs, processes, CPU
+share) in the forked child before ``exec``, and the sandbox's files
 live on a tmpfs of ``disk_mb`` MiB (``rootfs.py``). The second is per process: ``RLIMIT_CPU``, ``RLIMIT_AS``,
 ``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (per host uid, i.e. per sandbox). Every launch also gets the seccomp
 filter (``seccomp.py``) on a pipe that ``bwrap --seccomp`` reads.
@@ -16,14 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import resource
 import secrets
 import signal
-import termios
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from t1_sandbox.base import SandboxError
 from t1_sandbox.local.cgroups import SandboxCgroup
 from t1_sandbox.local.rootfs import mount_root, mounted_roots, release_root
 from t1_sandbox.local.seccomp import seccomp_program
+from t1_sandbox.local.spawner import SpawnedProcess, spawner
 from t1_sandbox.local.uids import UidSlot, kill_tagged
 
 __all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
@@ -56,7 +56,7 @@ class Launcher:
     _slot: UidSlot | None
     _root: Path | None
     _closed: bool
-    _procs: set[asyncio.subprocess.Process]
+    _procs: set[SpawnedProcess]
     _cgroup: SandboxCgroup | None
 
     def _apply_limits(self) -> None:
@@ -97,48 +97,21 @@ class Launcher:
             )
         return self._cgroup
 
-    def _preexec(
-        self,
-        *,
-        controlling_tty: bool = False,
-        cpu_time_s: float | None = None,
-        cgroup_procs: tuple[str, ...] = (),
-    ) -> Callable[[], None]:
-        """The ``preexec_fn`` of one launch: join the cgroup, new session, the rlimits, then the uid switch.
+    def _rlimits(self, cpu_time_s: float | None) -> tuple[tuple[int, int, int], ...]:
+        """The per-process limits of one launch, ``(resource, soft, hard)``, set before the uid switch.
 
-        The cgroup is joined first (as root, which may write ``cgroup.procs``), so that bubblewrap's own
-        set-up is charged to the sandbox too; a failure to join fails the launch rather than run it unlimited.
-        ``RLIMIT_CPU`` is ``cpu_time_s`` (this launch's, else the sandbox's) in whole seconds; ``RLIMIT_AS``
-        and ``RLIMIT_FSIZE`` are the MiB limits in bytes; ``RLIMIT_NPROC`` counts the whole sandbox (one uid).
+        ``RLIMIT_CPU`` is ``cpu_time_s`` (this launch's, else the sandbox's) in whole seconds (soft: SIGXCPU;
+        hard, one second later: SIGKILL); ``RLIMIT_AS`` and ``RLIMIT_FSIZE`` are the MiB limits in bytes;
+        ``RLIMIT_NPROC`` counts the whole sandbox (one uid); no core files.
         """
-        assert self._slot is not None
-        uid = self._slot.uid
-        cpu = self.cpu_time_s if cpu_time_s is None else cpu_time_s
-        limits = (
-            (resource.RLIMIT_NPROC, self.max_processes),
-            (resource.RLIMIT_CPU, max(1, int(cpu))),  # soft: SIGXCPU; hard (+1 s): SIGKILL
-            (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024),
-            (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024),
-            (resource.RLIMIT_CORE, 0),
+        cpu = max(1, int(self.cpu_time_s if cpu_time_s is None else cpu_time_s))
+        return (
+            (resource.RLIMIT_NPROC, self.max_processes, self.max_processes),
+            (resource.RLIMIT_CPU, cpu, cpu + 1),
+            (resource.RLIMIT_AS, self.memory_mb * 1024 * 1024, self.memory_mb * 1024 * 1024),
+            (resource.RLIMIT_FSIZE, self.disk_mb * 1024 * 1024, self.disk_mb * 1024 * 1024),
+            (resource.RLIMIT_CORE, 0, 0),
         )
-
-        def preexec() -> None:  # runs in the forked child before exec: no allocation-heavy work
-            for path in cgroup_procs:  # "0": the writing process itself
-                fd = os.open(path, os.O_WRONLY)
-                try:
-                    os.write(fd, b"0")
-                finally:
-                    os.close(fd)
-            os.setsid()
-            if controlling_tty:
-                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-            for res, value in limits:
-                resource.setrlimit(res, (value, value + 1 if res == resource.RLIMIT_CPU else value))
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-
-        return preexec
 
     async def _spawn(
         self,
@@ -147,63 +120,75 @@ class Launcher:
         controlling_tty: bool = False,
         cpu_time_s: float | None = None,
         **streams: int,
-    ) -> tuple[asyncio.subprocess.Process, str]:
+    ) -> tuple[SpawnedProcess, str]:
         """Launch ``argv`` (a bwrap command line) under a unique ``argv[0]`` tag; safe to cancel at any point.
 
-        ``asyncio.create_subprocess_exec``, cancelled while it connects the pipes, SIGKILLs the launcher only
-        and then waits until the pipes close; bwrap arms ``--die-with-parent`` in the sandbox's pid 1 only
-        after its set-up, so a launcher killed during the set-up leaves pid 1 (and the command) running and
-        that wait lasts as long as the command (or forever). Here the launch runs shielded and, on
-        cancellation or error, every process of this launch is killed (``kill_tagged``) before the exception
+        The launch server (`spawner`) forks and execs it: it joins the sandbox's cgroup first (as root, so
+        that bubblewrap's own set-up is charged to the sandbox too; a failure to join fails the launch rather
+        than run it unlimited), starts a new session, takes a controlling terminal when asked, sets the
+        `_rlimits` and switches to the sandbox's uid. bwrap gets the seccomp program on a pipe and none of
+        this process's environment. The launch runs shielded; on cancellation or error every process of it
+        is killed (``kill_tagged``: bwrap arms ``--die-with-parent`` in the sandbox's pid 1 only after its
+        set-up, so a launch cut short during the set-up can leave pid 1 running) before the exception
         propagates.
 
         Args:
             argv: the bwrap command line (``argv[0]`` is the executable; the tag replaces it).
             controlling_tty: make the launch's standard input its controlling terminal (the shell).
             cpu_time_s: this launch's CPU-time limit in seconds (None: the sandbox's).
-            **streams: ``stdin``, ``stdout`` and ``stderr`` for ``asyncio.create_subprocess_exec`` (a file
-                descriptor or ``asyncio.subprocess.PIPE`` / ``DEVNULL``).
+            **streams: ``stdin``, ``stdout`` and ``stderr``: a file descriptor (kept open: the caller's), or
+                ``asyncio.subprocess.PIPE`` (the process's ``stdin`` / ``stdout`` / ``stderr`` streams) or
+                ``asyncio.subprocess.DEVNULL``.
 
         Returns:
-            The process (the launcher) and its tag.
+            The process (the launcher, bwrap) and its tag.
 
         Raises:
-            SandboxError: the sandbox was closed before the launch.
+            SandboxError: the sandbox was closed before the launch, or the launch failed (the message names
+                the step: the cgroup join, the uid switch, the exec; or the launch server's death).
         """
         assert self._slot is not None
         uid = self._slot.uid
         tag = f"bwrap-t1-{secrets.token_hex(8)}"
 
-        async def launch() -> asyncio.subprocess.Process:
-            # checked here, right before the fork (no await in between): a close that ran after the caller's
-            # check must not be followed by a launch under a uid that is being given back
+        async def launch() -> SpawnedProcess:
+            # checked here, right before the request (no await in between): a close that ran after the
+            # caller's check must not be followed by a launch under a uid that is being given back
             if self._closed:
                 raise SandboxError("the sandbox was closed while a process was being started")
             cgroup = self._ensure_cgroup()
-            preexec = self._preexec(
-                controlling_tty=controlling_tty, cpu_time_s=cpu_time_s, cgroup_procs=cgroup.procs_files
-            )
-            program, writer = os.pipe()  # bwrap reads the filter to EOF; it fits in the pipe's buffer
+            pipes = _Pipes(streams)
             try:
+                program, writer = pipes.extra()  # bwrap reads the filter to EOF; it fits in the pipe's buffer
                 try:
                     os.write(writer, seccomp_program())
                 finally:
                     os.close(writer)
-                return await asyncio.create_subprocess_exec(
-                    tag,
-                    "--seccomp",
-                    str(program),
-                    *argv[1:],
+                proc = await spawner().spawn(
+                    [tag, "--seccomp", "3", *argv[1:]],  # the program's pipe is the child's descriptor 3
                     executable=argv[0],
-                    preexec_fn=preexec,
-                    pass_fds=(program,),
-                    # bwrap's own process is the sandbox's pid 1, whose /proc/1/environ the command can read:
-                    # it gets none of the trainer's variables (the command's are --setenv'd, `bwrap_argv`)
+                    fds=[*pipes.child, program],
+                    uid=uid,
+                    cgroup_procs=cgroup.procs_files,
+                    rlimits=self._rlimits(cpu_time_s),
+                    tty=controlling_tty,
+                    # bwrap's own process is the sandbox's pid 1, whose /proc/1/environ the command can read
                     env=LAUNCH_ENV,
-                    **streams,
                 )
+            except BaseException:
+                pipes.close_ours()
+                raise
             finally:
-                os.close(program)
+                pipes.close_child_ends()
+            try:
+                if self._closed:  # closed while the server started it: the close may have missed it
+                    raise SandboxError("the sandbox was closed while a process was being started")
+                await pipes.attach(proc)
+            except BaseException:
+                pipes.close_ours()
+                kill_launch(proc, uid, tag)
+                raise
+            return proc
 
         spawn = asyncio.ensure_future(launch())
         try:
@@ -262,7 +247,7 @@ class Launcher:
             self._procs.discard(proc)
 
 
-async def _abort_spawn(spawn: asyncio.Future[asyncio.subprocess.Process], uid: int, tag: str) -> None:
+async def _abort_spawn(spawn: asyncio.Future[SpawnedProcess], uid: int, tag: str) -> None:
     """Clean up a launch whose caller was cancelled (or failed): let it finish, killing what it started."""
     while not spawn.done():
         kill_tagged(uid, tag, deadline_s=0)  # its pipes close only once every process of the launch is dead
@@ -276,7 +261,7 @@ async def _abort_spawn(spawn: asyncio.Future[asyncio.subprocess.Process], uid: i
     kill_launch(spawn.result(), uid, tag)
 
 
-def kill_launch(proc: asyncio.subprocess.Process, uid: int, tag: str) -> None:
+def kill_launch(proc: SpawnedProcess, uid: int, tag: str) -> None:
     """SIGKILL one bwrap launch: the launcher's group and every process tagged with its ``argv[0]``."""
     killpg(proc.pid)
     left = kill_tagged(uid, tag, also=(proc.pid,))
@@ -284,12 +269,75 @@ def kill_launch(proc: asyncio.subprocess.Process, uid: int, tag: str) -> None:
         raise SandboxError(f"sandbox uid {uid}: processes {left} survived SIGKILL")
 
 
+class _Pipes:
+    """The standard streams of one launch: the child's ends to send, this process's ends to attach."""
+
+    def __init__(self, streams: dict[str, int]) -> None:
+        self.child: list[int] = []  # the child's descriptors 0, 1, 2
+        self.ours: dict[str, int] = {}  # stream name -> this process's end of its pipe
+        self._opened: list[int] = []  # child ends opened here: closed once sent
+        try:
+            for name in ("stdin", "stdout", "stderr"):
+                how = streams.get(name, asyncio.subprocess.DEVNULL)
+                if how == asyncio.subprocess.PIPE:
+                    read, write = os.pipe()
+                    self.ours[name], child = (write, read) if name == "stdin" else (read, write)
+                    self._opened.append(child)
+                elif how == asyncio.subprocess.DEVNULL:
+                    child = os.open(os.devnull, os.O_RDWR)
+                    self._opened.append(child)
+                else:
+                    child = how
+                self.child.append(child)
+        except BaseException:
+            self.close_child_ends()
+            self.close_ours()
+            raise
+
+    def extra(self) -> tuple[int, int]:
+        """Another pipe ``(read, write)`` whose read end goes to the child (closed here once sent)."""
+        read, write = os.pipe()
+        self._opened.append(read)
+        return read, write
+
+    def close_child_ends(self) -> None:
+        for fd in self._opened:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._opened = []
+
+    def close_ours(self) -> None:
+        """Close this process's ends not attached (the launch failed)."""
+        for fd in self.ours.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.ours = {}
+
+    async def attach(self, proc: SpawnedProcess) -> None:
+        """Give ``proc`` its ``stdin`` / ``stdout`` / ``stderr`` streams over this process's pipe ends."""
+        loop = asyncio.get_running_loop()
+        ours, self.ours = self.ours, {}  # owned by the transports from here on
+        for name, fd in ours.items():
+            if name == "stdin":
+                transport, protocol = await loop.connect_write_pipe(
+                    asyncio.streams.FlowControlMixin, os.fdopen(fd, "wb", buffering=0)
+                )
+                proc.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+            else:
+                reader = asyncio.StreamReader(loop=loop)
+                await loop.connect_read_pipe(
+                    lambda r=reader: asyncio.StreamReaderProtocol(r, loop=loop),
+                    os.fdopen(fd, "rb", buffering=0),
+                )
+                setattr(proc, name, reader)
+
+
 def _consume(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()  # retrieved: no "exception was never retrieved" noise for an abandoned exec
 
 
-async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+async def _feed(proc: SpawnedProcess, data: bytes | None) -> None:
     if proc.stdin is None:
         return
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):

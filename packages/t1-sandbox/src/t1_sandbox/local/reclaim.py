@@ -24,6 +24,7 @@ from t1_sandbox.base import SandboxError
 from t1_sandbox.local import hostfs
 from t1_sandbox.local.process import killpg
 from t1_sandbox.local.rootfs import release_root
+from t1_sandbox.local.spawner import SpawnedProcess
 from t1_sandbox.local.uids import UidSlot, hold_if_free, kill_uid, sweep_stale_sandboxes
 from t1_sandbox.watchdog import arm_local
 
@@ -120,7 +121,7 @@ class Reclaimer:
     _mounts: dict[str, Path]
     _workdir: str
     _shell: LocalShell | None
-    _procs: set[asyncio.subprocess.Process]
+    _procs: set[SpawnedProcess]
     _closed: bool
     _reclaimed: bool
     _reclaim_lock: threading.Lock

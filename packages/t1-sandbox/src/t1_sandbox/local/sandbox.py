@@ -39,6 +39,7 @@ from t1_sandbox.local.reclaim import DIR_PREFIX, LIVE, Reclaimer, sweep_stale
 from t1_sandbox.local.rootfs import release_root
 from t1_sandbox.local.seal import seal_tree
 from t1_sandbox.local.shell import LocalShell, open_pty
+from t1_sandbox.local.spawner import SpawnedProcess
 from t1_sandbox.local.toolchain import bundle_masks, toolchain
 from t1_sandbox.local.uids import UidSlot, acquire_uid_slot, kill_uid
 from t1_sandbox.terminal import new_nonce, prompt_env
@@ -147,7 +148,7 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         self._task_root = DEFAULT_TASK_ROOT
         self._workdir = DEFAULT_TASK_ROOT
         self._env: dict[str, str] = dict(DEFAULT_ENV)
-        self._procs: set[asyncio.subprocess.Process] = set()
+        self._procs: set[SpawnedProcess] = set()
         self._shell: LocalShell | None = None
         self._closed = False
         self._reclaimed = False  # set once processes, directories and slot are all gone

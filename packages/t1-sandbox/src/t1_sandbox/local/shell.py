@@ -15,6 +15,7 @@ from collections.abc import Callable
 from t1_sandbox.base import SandboxError, SandboxTimeout, Shell, ShellDied, format_seconds
 from t1_sandbox.bash_view import BashView
 from t1_sandbox.local.process import killpg
+from t1_sandbox.local.spawner import SpawnedProcess
 from t1_sandbox.terminal import MAX_UNREAD, POLL_S, TerminalOutput, settle, translate_keys
 
 __all__ = ["LocalShell", "open_pty"]
@@ -54,7 +55,7 @@ class LocalShell(Shell):
 
     def __init__(
         self,
-        proc: asyncio.subprocess.Process,
+        proc: SpawnedProcess,
         master: int,
         slave: int,
         *,
