@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -163,3 +164,18 @@ async def test_a_mask_path_removed_between_listing_and_launch_is_skipped(tmp_pat
             assert "ok" in await shell.send("echo ok\n", duration_s=5, max_wait_s=10)
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+async def test_start_sets_the_sandbox_up_off_the_event_loop(tmp_path, monkeypatch):
+    threads = []
+    acquire = sandbox_module.acquire_uid_slot
+
+    def recorded():
+        threads.append(threading.current_thread())
+        return acquire()
+
+    monkeypatch.setattr(sandbox_module, "acquire_uid_slot", recorded)
+    async with LocalSandbox() as sb:
+        await sb.start(_env(tmp_path), timeout_s=30)
+        assert (await sb.exec("echo up", timeout_s=30)).stdout == "up\n"
+    assert threads and threads[0] is not threading.current_thread()  # the uid slot's /proc scan, the mounts

@@ -23,6 +23,7 @@ import resource
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from t1_sandbox.local.seccomp import seccomp_program
 from t1_sandbox.local.spawner import SpawnedProcess, spawner
 from t1_sandbox.local.uids import UidSlot, kill_tagged
 
-__all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg"]
+__all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg", "off_loop"]
 
 MAX_EXEC_OUTPUT = 8 * 1024 * 1024  # bytes kept per stream of one exec
 #: The whole environment of the ``bwrap`` process itself: nothing of the host's (the trainer's tokens).
@@ -259,6 +260,24 @@ async def _abort_spawn(spawn: asyncio.Future[SpawnedProcess], uid: int, tag: str
         kill_tagged(uid, tag)
         return
     kill_launch(spawn.result(), uid, tag)
+
+
+async def off_loop[T](fn: Callable[[], T]) -> T:
+    """``fn()`` in a worker thread; a cancellation waits for it to finish, then propagates.
+
+    For set-up that must not stall the event loop (``/proc`` scans, mounts, cgroup files) and must not be
+    left running behind a clean-up that follows the cancellation.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(fn))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({work})
+        if not work.cancelled():
+            work.exception()  # retrieved: the cancellation is what propagates
+        raise
 
 
 def kill_launch(proc: SpawnedProcess, uid: int, tag: str) -> None:

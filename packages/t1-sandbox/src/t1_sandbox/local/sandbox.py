@@ -34,7 +34,7 @@ from t1_sandbox.local.bwrap import (
 )
 from t1_sandbox.local.cgroups import SandboxCgroup, cgroup_problems
 from t1_sandbox.local.environment import environment_problems
-from t1_sandbox.local.process import Launcher, kill_launch, killpg
+from t1_sandbox.local.process import Launcher, kill_launch, killpg, off_loop
 from t1_sandbox.local.reclaim import DIR_PREFIX, LIVE, Reclaimer, sweep_stale
 from t1_sandbox.local.rootfs import release_root
 from t1_sandbox.local.seal import seal_tree
@@ -315,7 +315,7 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         instructions = parse_dockerfile(dockerfile)
         await asyncio.to_thread(sweep_stale, Path(self._work_dir or tempfile.gettempdir()))
         try:
-            self._prepare()
+            await off_loop(self._prepare)  # uid slot, /proc scan, tmpfs, cgroup: not on the event loop
             await self._build(instructions, environment_dir, dockerfile, timeout_s)
         except BaseException:  # failed or cancelled: nothing is left behind, even outside ``async with``
             await self._reclaim_off_loop()

@@ -129,9 +129,10 @@ def acquire_uid_slot() -> UidSlot:
     directory = SLOT_DIR
     directory.mkdir(mode=0o700, exist_ok=True)
     _prune_slot_files(directory)
-    # One /proc scan up front, so that a run of recently released slots (zombies waiting for init, which can
-    # take seconds) costs one scan rather than one per slot; the check after locking is the one that counts.
-    zombie_uids = _uids_with_zombies()
+    # One /proc scan per slot locked, taken after the lock (no process of a locked uid can appear after it:
+    # only the slot's holder launches under it). The uids with zombies it saw are skipped without a lock, so
+    # a run of recently released slots (zombies waiting for init, which can take seconds) costs one scan.
+    zombie_uids: set[int] = set()
     for slot in range(UID_SLOTS):
         if UID_BASE + slot in zombie_uids:
             continue
@@ -140,7 +141,9 @@ def acquire_uid_slot() -> UidSlot:
         if fd is None:
             continue
         held = UidSlot(uid=UID_BASE + slot, fd=fd, path=path)
-        procs = pids_of_uid(held.uid, include_zombies=True)
+        seen = list(_proc_uids())
+        zombie_uids |= {uid for _, uid, state in seen if state == b"Z"}
+        procs = [pid for pid, uid, _ in seen if uid == held.uid]
         # Leftovers of a process that died without reclaiming are killed: a uid is never handed out while a
         # process of it is alive (it would count against the new sandbox's RLIMIT_NPROC, be killed by its
         # close and could be mistaken for one of its processes). A survivor of SIGKILL (D state) or a zombie
@@ -238,11 +241,6 @@ def _proc_uids() -> Iterator[tuple[int, int, bytes | None]]:
 def _uids_in_range() -> set[int]:
     """Real uids of processes (zombies included) that are sandbox uids (one pass over ``/proc``)."""
     return {uid for _, uid, _ in _proc_uids() if 0 <= uid - UID_BASE < UID_SLOTS}
-
-
-def _uids_with_zombies() -> set[int]:
-    """Real uids that own at least one zombie (one pass over ``/proc``)."""
-    return {uid for _, uid, state in _proc_uids() if state == b"Z"}
 
 
 def pids_of_uid(uid: int, *, include_zombies: bool = False) -> list[int]:
