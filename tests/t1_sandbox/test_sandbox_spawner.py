@@ -179,3 +179,19 @@ async def test_start_sets_the_sandbox_up_off_the_event_loop(tmp_path, monkeypatc
         await sb.start(_env(tmp_path), timeout_s=30)
         assert (await sb.exec("echo up", timeout_s=30)).stdout == "up\n"
     assert threads and threads[0] is not threading.current_thread()  # the uid slot's /proc scan, the mounts
+
+
+async def test_a_launch_holds_no_descriptor_of_the_server_or_of_another_launch(tmp_path):
+    async with LocalSandbox() as sb:
+        await sb.start(_env(tmp_path), timeout_s=30)
+        other = asyncio.ensure_future(sb.exec("sleep 30", timeout_s=60))  # its connection is open meanwhile
+        while not sb._procs:
+            await asyncio.sleep(0.01)
+        r = await sb.exec("ls -l /proc/1/fd/ /proc/self/fd/", timeout_s=30)
+        assert "socket:" not in r.stdout and r.exit_code == 0
+        for proc in list(sb._procs):  # the host's view of each bwrap: no socket (the launch server's) open
+            held = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
+            assert not [h for h in held if h.startswith("socket:")], held
+        other.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await other

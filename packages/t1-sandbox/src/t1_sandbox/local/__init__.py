@@ -43,7 +43,8 @@ the files it copies) is used. Deadlines are the caller's too (the recipe's ``rol
 Modules, one trade each: ``bwrap.py`` (the ``bwrap`` command line and mounts, host prerequisites),
 ``toolchain.py`` (the verifier's read-only Python, the bundle masks), ``cgroups.py`` (per-sandbox control
 groups), ``rootfs.py`` (the size-limited tmpfs of its files), ``seccomp.py`` (the syscall filter), ``uids.py``
-(per-sandbox host uids, ``/proc`` sweeps), ``process.py`` (launch and kill), ``build.py`` (the Dockerfile
+(per-sandbox host uids, ``/proc`` sweeps), ``process.py`` (launch and kill), ``spawner.py`` and ``spawnd.py``
+(the small launch server that forks every launch, so the trainer never forks), ``build.py`` (the Dockerfile
 build), ``shell.py`` (the persistent shell) and ``sandbox.py`` (``LocalSandbox``, tying them together). What
 another backend can reuse lives beside ``base.py`` instead: the Dockerfile parser (``sandbox/dockerfile.py``)
 and the tar transfer (``sandbox/transfer.py``).

@@ -2,8 +2,8 @@
 
 Every local sandbox gets one group (`SandboxCgroup`), created at its first launch and removed at reclaim;
 every ``bwrap`` launch joins it in the forked child before ``exec`` (`SandboxCgroup.procs_files`, written by
-the launch's ``preexec_fn`` while it is still root), so bubblewrap, the command and everything they start
-are charged to it. The limits hold for the whole sandbox, not per process:
+the launch server's child, ``spawnd.py``, while it is still root), so bubblewrap, the command and everything
+they start are charged to it. The limits hold for the whole sandbox, not per process:
 
 - memory: ``memory_mb`` MiB for all its processes together, including the tmpfs and ``/dev/shm`` pages
   they write (the kernel charges shared-memory pages to the writer's group) and without swap; past it the
@@ -279,7 +279,7 @@ class SandboxCgroup:
         except OSError as exc:
             self.remove()
             raise SandboxError(f"cannot set up the sandbox's cgroup {self.name}: {exc}") from exc
-        #: the files a launch writes its pid to (``preexec_fn``, as root, before ``exec``)
+        #: the files a launch writes its pid to (the launch server's child, as root, before ``exec``)
         self.procs_files = tuple(str(d / "cgroup.procs") for d in self.dirs)
 
     def _dir(self, controller: str) -> Path:
