@@ -39,7 +39,7 @@ from t1_sandbox.local.reclaim import DIR_PREFIX, LIVE, Reclaimer, sweep_stale
 from t1_sandbox.local.rootfs import release_root
 from t1_sandbox.local.seal import seal_tree
 from t1_sandbox.local.shell import LocalShell, open_pty
-from t1_sandbox.local.spawner import SpawnedProcess
+from t1_sandbox.local.spawner import SpawnedProcess, start_spawner
 from t1_sandbox.local.toolchain import bundle_masks, toolchain
 from t1_sandbox.local.uids import UidSlot, acquire_uid_slot, kill_uid
 from t1_sandbox.terminal import new_nonce, prompt_env
@@ -173,6 +173,17 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
             "cpus": spec.cpus,
         }
         return cls(**(options | overrides))
+
+    @classmethod
+    def run_options(cls, recipe: Recipe, *, run_id: str) -> dict[str, object]:
+        """None to pass; starts the launch server (`spawner.start_spawner`) with the run, from its thread.
+
+        Raises:
+            SandboxError: the launch server could not be started.
+        """
+        del recipe, run_id
+        start_spawner()
+        return {}
 
     @classmethod
     def preflight(cls, recipe: Recipe) -> list[str]:

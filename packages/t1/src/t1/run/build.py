@@ -157,6 +157,7 @@ def build(recipe: Recipe) -> Components:
 
     r = recipe
     pool, warmup_pool, warm = load_pools(r)
+    make_sandbox = sandbox_factory(r)  # before the model: the local launch server starts with the run
     tito = build_tito(r)
     model, engine = build_engine(r, r.model.checkpoint if r.model.init == "checkpoint" else None)
     backend = TRAINER_BACKENDS.load(r.trainer.backend).from_spec(r, actor=copy.deepcopy(model))
@@ -167,7 +168,7 @@ def build(recipe: Recipe) -> Components:
         tito=tito,
         engine=engine,
         backend=backend,
-        sandbox_factory=sandbox_factory(r),
+        sandbox_factory=make_sandbox,
         sampling=SamplingParams.from_spec(
             r.engine.sampling, max_new_tokens=r.rollout.max_new_tokens, seed=r.seed
         ),
