@@ -44,13 +44,49 @@ def test_tiny_ray_passes_the_preflight():
 @pytest.mark.parametrize(
     ("override", "field"),
     [
-        ("runtime.ray.trainer_workers=2", "runtime.ray.trainer_workers 2"),
         ("engine.device=cuda", "engine.device 'cuda'"),
+        # data-parallel ranks: the torch backend and GAE only, and at least one sample per rank
+        ("runtime.ray.trainer_workers=3", "runtime.ray.trainer_workers 3: rollout.admitted 2 samples"),
+        (
+            "runtime.ray.trainer_workers=2 ppo.advantage.estimator=grpo ppo.advantage.group_size=2 "
+            "ppo.samples_per_task=2 rollout.launched=4 rollout.admitted=4 critic_warmup.enabled=false",
+            "runtime.ray.trainer_workers 2: advantage.estimator 'grpo' over ranks is not built",
+        ),
     ],
 )
 def test_ray_refuses_what_it_does_not_run_by_name(override, field):
     lines = runtime_problems(load_recipe(TINY_RAY, override.split()))
     assert any(line.startswith(field) for line in lines), lines
+
+
+def test_data_parallel_ranks_of_the_megatron_backend_are_refused_by_name():
+    recipe = load_recipe(
+        REPO / "recipes" / "t1-122b.yaml",
+        ["runtime.kind=ray", "runtime.ray.engine_replicas=8", "runtime.ray.trainer_workers=2"],
+    )
+    lines = runtime_problems(recipe)
+    refused = "runtime.ray.trainer_workers 2: data-parallel ranks are built for trainer.backend 'torch' only"
+    assert any(line.startswith(refused) for line in lines), lines
+
+
+def test_two_trainer_ranks_pass_the_preflight_and_the_dp2_recipe_is_tiny_ray_with_two_ranks():
+    dp2 = load_recipe(REPO / "recipes" / "tiny-ray-dp2.yaml")
+    assert dp2.runtime.ray.trainer_workers == 2 and dp2.runtime.mode == "async"
+    assert dp2.runtime.max_staleness == 1
+    verdict = preflight(dp2)
+    assert verdict.ok, verdict.message()
+    assert not runtime_problems(load_recipe(TINY_RAY, ["runtime.ray.trainer_workers=2"]))
+
+
+def test_the_rendezvous_port_is_a_tcp_port_or_zero():
+    from t1_spec import RecipeError
+
+    assert load_recipe(TINY_RAY, ["runtime.ray.trainer_port=29500"]).runtime.ray.trainer_port == 29500
+    for bad in ("-1", "65536"):
+        with pytest.raises(RecipeError, match="trainer_port"):
+            load_recipe(TINY_RAY, [f"runtime.ray.trainer_port={bad}"])
+    with pytest.raises(RecipeError, match="trainer_address"):
+        load_recipe(TINY_RAY, ["runtime.ray.trainer_address=''"])
 
 
 def test_ray_runs_checkpoints_and_their_resume():
@@ -123,3 +159,14 @@ def test_placement_gives_the_trainer_the_training_partition_on_cuda():
     assert placement.bundles[trainer] == {"CPU": 1.0, "GPU": 4.0}
     assert all("GPU" not in placement.bundles[i] for i in placement.roles["engine"])
     assert len(placement.roles["sandbox"]) == 3
+
+
+def test_placement_splits_the_training_partition_over_the_trainer_ranks_on_cuda():
+    cuda = ["trainer.device=cuda", "plan.devices=4", "plan.dp=4", "ppo.batch_size=4", "rollout.launched=5"]
+    placement = placement_for(load_recipe(TINY_RAY, [*cuda, "runtime.ray.trainer_workers=2"]))
+    assert [placement.bundles[i] for i in placement.roles["trainer"]] == [{"CPU": 1.0, "GPU": 2.0}] * 2
+    assert placement.num_gpus == 4
+    lines = runtime_problems(load_recipe(TINY_RAY, [*cuda, "runtime.ray.trainer_workers=3"]))
+    assert any("plan.training_devices 4 do not split evenly" in line for line in lines), lines
+    on_cpu = placement_for(load_recipe(TINY_RAY, ["runtime.ray.trainer_workers=2"]))
+    assert on_cpu.roles["trainer"] == (2, 3) and on_cpu.num_cpus == 5

@@ -21,9 +21,9 @@ class RaySpec(Spec):
     """The Ray cluster of a ``runtime.kind: ray`` run and how many actors of each role it places.
 
     Built: liveness probes of the engine replicas and sandbox hosts (the ``liveness`` section; a lost one is
-    dropped and the run goes on with the rest) and checkpoints with ``t1 train --resume``. Not built:
-    replacing a lost actor, probing the trainer worker (its loss fails the run), data-parallel trainer
-    workers and NCCL weight publication.
+    dropped and the run goes on with the rest), checkpoints with ``t1 train --resume``, and data-parallel
+    trainer ranks (``trainer_workers`` > 1, torch backend, GAE). Not built: replacing a lost actor, probing
+    the trainer ranks (the loss of one fails the step and the run) and NCCL weight publication.
     """
 
     address: str | None = Field(default=None, min_length=1)
@@ -46,8 +46,19 @@ class RaySpec(Spec):
     trials (hosts). The paper hosts sandboxes per node under a per-node cap (T1 §7.4)."""
 
     trainer_workers: int = Field(default=1, gt=0)
-    """Trainer worker actors (workers). Only 1 is built: data-parallel training across workers is not, and
-    more are refused by name."""
+    """Trainer rank actors (ranks). N > 1 places N actors that form one ``torch.distributed`` group (gloo on
+    CPU, NCCL on CUDA) and train each step data-parallel: each rank its token-balanced shard of the batch,
+    gradients summed over the group (`t1_trainer.data_parallel`); rank 0 publishes and checkpoints. Every
+    collective carries ``liveness.collective_timeout_s`` (T1 §7.3). Needs the torch backend and GAE, and at
+    least N samples a step."""
+
+    trainer_address: str | None = Field(default=None, min_length=1)
+    """Rendezvous host of the trainer ranks' process group (rank 0 listens there; with ``trainer_workers``
+    > 1 only); ``null`` = the IP address of rank 0's Ray node."""
+
+    trainer_port: int = Field(default=0, ge=0, le=65535)
+    """Rendezvous TCP port of the trainer ranks' process group (port; with ``trainer_workers`` > 1 only);
+    0 = a port free on rank 0's node, picked when the group forms."""
 
 
 class RuntimeSpec(Spec):

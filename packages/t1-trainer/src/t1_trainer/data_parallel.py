@@ -38,13 +38,15 @@ raises the same error and none waits on another. A rank that dies makes the othe
 with a `t1_trainer.distributed.CollectiveError` within the group's deadline.
 
 Built: this library piece (`DataParallelTorchBackend`, `data_parallel_ppo_step`,
-`data_parallel_critic_warmup_step`). Not built: the Ray placement of the ranks and the run's use of them
-(``runtime.ray.trainer_workers`` > 1 stays refused), publication of the weights from rank 0, packed
-micro-batches, and the GRPO estimator over ranks (its groups would be split across shards).
+`data_parallel_critic_warmup_step`), and its use by a Ray run's trainer ranks (``runtime.ray.trainer_workers``
+> 1, `t1.run.ray.trainer_group`: placement, rendezvous, the batch to every rank, publication and checkpoints
+from rank 0). Not built: packed micro-batches over ranks, and the GRPO estimator over ranks (its groups
+would be split across shards; the run refuses it by name).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from types import SimpleNamespace
@@ -56,7 +58,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from t1_spec import GAEAdvantageSpec, PPOSpec
+from t1_spec import GAEAdvantageSpec, PPOSpec, Recipe
 from t1_trainer.algorithms import explained_variances
 from t1_trainer.distributed import RankGroup, shard_by_tokens
 from t1_trainer.errors import TrainerConfigError
@@ -161,6 +163,17 @@ class DataParallelTorchBackend(TorchBackend):
         self.hook_state = HookState()
         self.actor_ddp.register_comm_hook(self.hook_state, sum_gradients_hook)
         self.critic_ddp.register_comm_hook(self.hook_state, sum_gradients_hook)
+
+    @classmethod
+    def for_rank(
+        cls, group: RankGroup, recipe: Recipe, *, actor: nn.Module | None = None
+    ) -> DataParallelTorchBackend:
+        """This rank's backend of ``recipe``: `TorchBackend.from_spec`'s arguments, over ``group``.
+
+        Raises:
+            TrainerConfigError: as the class.
+        """
+        return TorchBackend.from_spec.__func__(functools.partial(cls, group), recipe, actor=actor)
 
     def _ddp(self, network: Network) -> DistributedDataParallel:
         return self.actor_ddp if network == "actor" else self.critic_ddp

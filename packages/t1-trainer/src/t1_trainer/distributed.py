@@ -10,9 +10,9 @@ collective fail by that deadline at the latest (sooner when the transport sees t
 and `RankGroup.collective` turns the failure into a `CollectiveError` that names the rank, the group, the
 operation and the deadline.
 
-Built here: the group, the token-balanced shard (`shard_by_tokens`) and the typed failure. Not built: the
-placement of the group's ranks as Ray actors and the run driver's use of it (``runtime.ray.trainer_workers``
-> 1 is still refused by the run's placement check), and publication of the weights from rank 0.
+Built here: the group, the token-balanced shard (`shard_by_tokens`) and the typed failure. The Ray run places
+the ranks as actors, joins them here and publishes from rank 0 (`t1.run.ray.trainer_group`,
+``runtime.ray.trainer_workers`` > 1).
 """
 
 from __future__ import annotations

@@ -84,11 +84,13 @@ class Publication:
         wall_s: its wall times, seconds: ``publish`` (pause to resume), and the runtime's own parts (e.g.
             ``put``, seconds spent putting the weights into Ray's object store).
         objects: copies of the weights put into a shared store (1 on Ray), or None where nothing is put.
+        bytes: tensor bytes of the weights put into that store (bytes), or None where nothing is put.
     """
 
     version: int
     wall_s: dict[str, float]
     objects: int | None = None
+    bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ it in its bundle, so this module imports Ray only inside the calls that need it.
   partial-rollout continuation it parks a trial on request and keeps its coroutine alive across steps
   (`SandboxHost.park`, ``wait_parked``, ``resume``; the driver's side is `t1.run.ray.rollout`).
 
-Every actor answers ``stats`` (the liveness probe of `t1.run.ray.liveness`). Not built: NCCL publication.
+Data-parallel trainer ranks (``runtime.ray.trainer_workers`` > 1) are `t1.run.ray.trainer_group.TrainerRank`,
+a `TrainerWorker` whose backend trains over a process group. Every actor answers ``stats`` (the liveness probe
+of `t1.run.ray.liveness`). Not built: NCCL publication.
 """
 
 from __future__ import annotations
@@ -189,6 +191,7 @@ class _ObjectStoreChannel:
         self._held: tuple[int, Any] | None = None
         self.puts = 0
         self.put_s = 0.0
+        self.bytes = 0  # tensor bytes put (the weights' size, once per publication)
 
     def ref(self, state_dict: Mapping[str, Any]) -> Any:
         import ray
@@ -198,6 +201,7 @@ class _ObjectStoreChannel:
             self._held = (id(state_dict), ray.put(dict(state_dict)))
             self.put_s += time.monotonic() - t0
             self.puts += 1
+            self.bytes += sum(int(t.numel()) * int(t.element_size()) for t in state_dict.values())
         return self._held[1]
 
 
@@ -236,6 +240,23 @@ class ReplicaReceiver:
         self.weight_version = ray.get(self.handle.update_weights.remote(ref, weight_version))
 
 
+def trainer_policy(recipe: Recipe, actor_weights: str | None = None) -> Any:
+    """The policy a trainer process trains: built as the embedded run builds it, then deep-copied.
+
+    With the embedded engine it is `t1.run.build.build_engine`'s model (so the replicas' version 0 is exactly
+    the trainer's); with a server engine `t1.run.build.build_policy` (building the engine here would join
+    the replicas' servers a second time).
+    """
+    from t1.run.build import build_engine, build_policy
+
+    if recipe.engine.kind == "embedded":
+        model, engine = build_engine(recipe, actor_weights)
+        engine.close()  # only the model is wanted; the engine's one-thread setting stays, as embedded
+    else:
+        model = build_policy(recipe, actor_weights)
+    return copy.deepcopy(model)
+
+
 class TrainerWorker:
     """The trainer backend (``trainer.backend``) in its own actor, on the policy the replicas start from.
 
@@ -248,17 +269,11 @@ class TrainerWorker:
     """
 
     def __init__(self, recipe: Recipe, actor_weights: str | None = None) -> None:
-        from t1.run.build import build_engine, build_policy
         from t1_trainer.base import TRAINER_BACKENDS
 
-        if recipe.engine.kind == "embedded":
-            model, engine = build_engine(recipe, actor_weights)
-            engine.close()  # only the model is wanted; the engine's one-thread setting stays, as embedded
-        else:  # a server engine: building it here would join the replicas' servers a second time
-            model = build_policy(recipe, actor_weights)
         self.recipe = recipe
         self.backend = TRAINER_BACKENDS.load(recipe.trainer.backend).from_spec(
-            recipe, actor=copy.deepcopy(model)
+            recipe, actor=trainer_policy(recipe, actor_weights)
         )
 
     def ppo_step(
@@ -301,7 +316,8 @@ class TrainerWorker:
 
         Returns:
             ``publish`` (wall time pause to resume, seconds), ``put`` (seconds spent in ``ray.put``),
-            ``puts`` (objects put: 1 per publication) and ``version`` (the new weight version).
+            ``puts`` (objects put: 1 per publication), ``bytes`` (tensor bytes put, the actor's weights) and
+            ``version`` (the new weight version).
         """
         from t1_trainer.publish import publish_weights
 
@@ -312,6 +328,7 @@ class TrainerWorker:
             "publish": wall,
             "put": channel.put_s,
             "puts": channel.puts,
+            "bytes": channel.bytes,
             "version": int(getattr(self.backend, "policy_version", 0)),
         }
 
@@ -530,4 +547,5 @@ __all__ = [
     "TrainerWorker",
     "TrialOrder",
     "replica_recipe",
+    "trainer_policy",
 ]

@@ -4,10 +4,11 @@ The plan splits the G devices into n for inference and G - n for training (T1 §
 ``plan.inference_devices``). Each role gets its own bundles: one per engine replica
 (``runtime.ray.engine_replicas``), one per trainer worker (``runtime.ray.trainer_workers``) and one per
 sandbox host (``runtime.ray.sandbox_hosts``). On a CPU box every bundle is one logical CPU; where the
-trainer runs on CUDA its bundle also holds the G - n training devices. The embedded engine is co-located
-by the spec (n = 0), so its replicas stay on CPU bundles. An SGLang replica is the client of one server
-joined by URL (``engine.urls[i]``), so its bundle is one CPU too: the server holds the devices; launching
-the servers inside the bundles is not built.
+trainer runs on CUDA the G - n training devices are split evenly over its ranks' bundles (one device per
+rank or more; the ranks form one process group, `t1.run.ray.trainer_group`). The embedded engine is
+co-located by the spec (n = 0), so its replicas stay on CPU bundles. An SGLang replica is the client of one
+server joined by URL (``engine.urls[i]``), so its bundle is one CPU too: the server holds the devices;
+launching the servers inside the bundles is not built.
 
 `RayCluster.start` starts a local cluster with the dashboard off. On a loaded box the raylet waits a fixed
 time (about 18 s, not configurable in ray 2.60) for the dashboard agent to write its port files and aborts
@@ -89,9 +90,9 @@ def placement_for(recipe: Recipe) -> Placement:
 
     Returns:
         The `Placement`. Engine bundles hold ``plan.inference_devices / engine_replicas`` GPUs each when the
-        embedded engine runs on CUDA and n > 0, else one CPU (an SGLang replica, a client, included); the
-        trainer bundle holds ``plan.training_devices`` GPUs when ``trainer.device`` is CUDA; sandbox hosts
-        take one CPU each.
+        embedded engine runs on CUDA and n > 0, else one CPU (an SGLang replica, a client, included); each
+        trainer rank's bundle holds ``plan.training_devices / trainer_workers`` GPUs when ``trainer.device``
+        is CUDA; sandbox hosts take one CPU each.
     """
     ray_spec, plan = recipe.runtime.ray, recipe.plan
     bundles: list[dict[str, float]] = []
@@ -109,7 +110,7 @@ def placement_for(recipe: Recipe) -> Placement:
         engine["GPU"] = plan.inference_devices / ray_spec.engine_replicas
     trainer: dict[str, float] = {"CPU": 1.0}
     if recipe.trainer.device.startswith("cuda"):
-        trainer["GPU"] = float(plan.training_devices)
+        trainer["GPU"] = plan.training_devices / ray_spec.trainer_workers
     add("engine", ray_spec.engine_replicas, engine)
     add("trainer", ray_spec.trainer_workers, trainer)
     add("sandbox", ray_spec.sandbox_hosts, {"CPU": 1.0})
@@ -123,10 +124,7 @@ def ray_problems(recipe: Recipe) -> list[str]:
     if importlib.util.find_spec("ray") is None:
         problems.append("runtime.kind 'ray': the ray package is not installed (install the t1[ray] extra)")
     if rt.ray.trainer_workers > 1:
-        problems.append(
-            f"runtime.ray.trainer_workers {rt.ray.trainer_workers}: data-parallel training across "
-            "trainer workers is not built; set it to 1"
-        )
+        problems += _rank_group_problems(recipe)
     if recipe.engine.kind == "sglang":
         problems += _sglang_problems(recipe)
     elif recipe.engine.device != "cpu":
@@ -141,6 +139,35 @@ def ray_problems(recipe: Recipe) -> list[str]:
         problems.append(
             f"runtime.ray.num_cpus {rt.ray.num_cpus}: the local cluster needs {needed} logical CPUs, "
             "one per actor (engine replicas, trainer workers, sandbox hosts); raise it or set it to null"
+        )
+    return problems
+
+
+def _rank_group_problems(recipe: Recipe) -> list[str]:
+    """What data-parallel trainer ranks (``runtime.ray.trainer_workers`` > 1) need of ``recipe``."""
+    n, problems = recipe.runtime.ray.trainer_workers, []
+    head = f"runtime.ray.trainer_workers {n}"
+    if recipe.trainer.backend != "torch":
+        problems.append(
+            f"{head}: data-parallel ranks are built for trainer.backend 'torch' only, not "
+            f"'{recipe.trainer.backend}'; set trainer_workers to 1"
+        )
+    estimator = recipe.ppo.advantage.estimator
+    if estimator != "gae":
+        problems.append(
+            f"{head}: advantage.estimator '{estimator}' over ranks is not built (its groups would be split "
+            "across the ranks' shards); use gae or one trainer worker"
+        )
+    if recipe.rollout.admitted < n:
+        problems.append(
+            f"{head}: rollout.admitted {recipe.rollout.admitted} samples a step for {n} ranks; every rank "
+            "needs at least one sample (raise ppo.batch_size or lower trainer_workers)"
+        )
+    devices = recipe.plan.training_devices
+    if recipe.trainer.device.startswith("cuda") and (devices < n or devices % n):
+        problems.append(
+            f"{head}: plan.training_devices {devices} do not split evenly into one or more per rank; "
+            "make them a multiple of trainer_workers"
         )
     return problems
 

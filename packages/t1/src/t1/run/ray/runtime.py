@@ -1,11 +1,12 @@
-"""The Ray runtime (``runtime.kind: ray``): engine replicas, a trainer worker and sandbox hosts (T1 §7).
+"""The Ray runtime (``runtime.kind: ray``): engine replicas, the trainer and sandbox hosts (T1 §7).
 
 The step loop is the driver's (`t1.run.driver`); this runtime places the actors (`t1.run.ray.placement`,
 `t1.run.ray.actors`), runs each trial on a sandbox host against an engine replica (`t1.run.ray.rollout`,
 with re-queueing on a lost participant and the parking handshake of partial-rollout continuation), trains
-on the trainer worker (a remote call the driver waits on at the barrier, so with ``runtime.mode: async`` the
-rollout of the next step overlaps the training), and publishes the weights to every live replica at the
-barrier: exported once, put once into Ray's object store, loaded by each replica with generation quiesced,
+on the trainer (one worker, or with ``runtime.ray.trainer_workers`` > 1 a group of data-parallel ranks,
+`t1.run.ray.trainer_group`; remote calls the driver waits on at the barrier, so with ``runtime.mode: async``
+the rollout of the next step overlaps the training), and publishes rank 0's weights to every live replica at
+the barrier: exported once, put once into Ray's object store, loaded by each replica with generation quiesced,
 so no request spans two versions. Evaluation during training runs in the driver's process, its sandboxes
 here and its generation on a live replica holding the weights just published.
 
@@ -14,17 +15,18 @@ with ``runtime.ray.address`` the run joins that cluster and kills only its own a
 
 Liveness (T1 §7.3, `t1.run.ray.liveness`): engine replicas and sandbox hosts are probed on the recipe's
 ``liveness`` schedule; a lost one is killed when the driver acts on the loss, and the run goes on with the
-rest. The trainer worker is not probed (its loss fails the run). Local sandboxes of a lost host die with its
+rest. The trainer's ranks are not probed (the loss of one fails the step and the run,
+`t1.run.ray.trainer_group.TrainerRankLost`). Local sandboxes of a lost host die with its
 process; Docker and Daytona sandboxes of a lost host carry the run's label but are not reclaimed here (their
 backends' ``reclaim_run`` removes them).
 
-Checkpoints are taken at the barrier in `t1.run.resume`'s format: the trainer worker writes its part
+Checkpoints are taken at the barrier in `t1.run.resume`'s format: the trainer (rank 0) writes its part
 (weights, optimizer states, counters, RNG), the driver the rest and the rollout buffer (the asynchronous
 loop's batch in flight). Not kept across a resume: the replicas' request counters, the routing history,
 and lost participants (the resumed run places all of them anew).
 
-Not built: replacing a lost actor with a new one, data-parallel trainer workers, NCCL publication, and
-SGLang replicas (refused in `preflight`).
+Not built: replacing a lost actor with a new one, NCCL publication, and launching SGLang servers in the
+replicas' bundles (refused in `preflight`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from t1.run.phases import PhaseClock
 from t1.run.ray.liveness import LivenessMonitor, ask_live, wait_publication
 from t1.run.ray.placement import Placement, RayCluster, placement_for, ray_problems, reap, reserve
 from t1.run.ray.rollout import ParticipantsLost, RayTrials
+from t1.run.ray.trainer_group import GroupTrain, TrainerGroup
 from t1.run.runtime import EvaluationParts, Publication, RunContext, RunInputs
 from t1.run.steps import InFlight
 from t1_spec import Recipe
@@ -56,25 +59,8 @@ ACTOR_START_TIMEOUT_S = 900.0
 loaded 2-core box four processes importing torch and building a model took about 2-3 minutes."""
 
 
-class RemoteTrain:
-    """A training step running on the trainer worker; `result` waits for it (a `PendingTrain`)."""
-
-    def __init__(self, ref: Any, on_result: Callable[[float], None] | None = None) -> None:
-        self.ref = ref
-        self._on_result = on_result
-
-    def result(self) -> tuple[dict[str, Any], float]:
-        """The step's metrics and the worker's wall time (seconds)."""
-        import ray
-
-        metrics, train_s = ray.get(self.ref)
-        if self._on_result is not None:
-            self._on_result(train_s)
-        return metrics, train_s
-
-
 class RayRuntime:
-    """Engine replicas, a trainer worker and sandbox hosts on Ray (`t1.run.runtime.Runtime`).
+    """Engine replicas, the trainer (a worker or N ranks) and sandbox hosts on Ray (`t1.run.runtime.Runtime`).
 
     Args:
         recipe: the validated recipe.
@@ -88,7 +74,7 @@ class RayRuntime:
         self.cluster: RayCluster | None = None
         self.replicas: list[Any] = []
         self.hosts: list[Any] = []
-        self.trainer: Any = None
+        self.trainer: TrainerGroup | None = None
         self.actor_pids: list[int] = []
         self.liveness: LivenessMonitor | None = None
         self.trials: RayTrials | None = None
@@ -133,7 +119,7 @@ class RayRuntime:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from t1.run.ray.actors import EngineReplica, SandboxHost, TrainerWorker
+        from t1.run.ray.actors import EngineReplica, SandboxHost
         from t1.run.ray.liveness import LivenessMonitor, Participant
 
         r, roles = self.recipe, self.placement.roles
@@ -154,15 +140,15 @@ class RayRuntime:
         self.replicas = [
             replica_cls.options(**options(b)).remote(r, i, weights) for i, b in enumerate(roles["engine"])
         ]
-        (b,) = roles["trainer"]
-        self.trainer = ray.remote(TrainerWorker).options(**options(b)).remote(r, weights)
+        self.trainer = TrainerGroup.place(r, roles["trainer"], options, weights)
         host_cls = ray.remote(SandboxHost)
         self.hosts = [
             host_cls.options(**options(b)).remote(r, self.replicas, run_id) for b in roles["sandbox"]
         ]
-        calls = [a.stats.remote() for a in self.replicas + self.hosts] + [self.trainer.pid.remote()]
+        calls = [a.stats.remote() for a in self.replicas + self.hosts] + self.trainer.pid_calls()
         answers = ray.get(calls, timeout=ACTOR_START_TIMEOUT_S)
         self.actor_pids = [a["pid"] if isinstance(a, dict) else int(a) for a in answers]
+        self.trainer.form(self.actor_pids[-self.trainer.size :])  # N > 1: the ranks' process group
         self.liveness = LivenessMonitor(
             r.liveness,
             [Participant("engine", i, h) for i, h in enumerate(self.replicas)]
@@ -177,10 +163,11 @@ class RayRuntime:
             self.trials.context = context
 
     def describe(self) -> str:
-        """`` on Ray (<mode>, N engine replicas, M sandbox hosts)``."""
-        n = len(self.hosts)
+        """`` on Ray (<mode>, N engine replicas[, K trainer ranks], M sandbox hosts)``."""
+        n, k = len(self.hosts), self.recipe.runtime.ray.trainer_workers
+        ranks = f"{k} trainer ranks, " if k > 1 else ""
         return (
-            f" on Ray ({self.recipe.runtime.mode}, {len(self.replicas)} engine replicas, {n} sandbox "
+            f" on Ray ({self.recipe.runtime.mode}, {len(self.replicas)} engine replicas, {ranks}{n} sandbox "
             f"host{'s' * (n != 1)})"
         )
 
@@ -193,12 +180,13 @@ class RayRuntime:
         if self.liveness is not None:
             self.liveness.close()
         if ray.is_initialized():
-            for actor in [*self.hosts, *self.replicas, self.trainer]:
-                if actor is not None:
-                    try:
-                        ray.kill(actor, no_restart=True)
-                    except Exception:  # already dead: nothing to kill
-                        pass
+            if self.trainer is not None:
+                self.trainer.kill()
+            for actor in [*self.hosts, *self.replicas]:
+                try:
+                    ray.kill(actor, no_restart=True)
+                except Exception:  # already dead: nothing to kill
+                    pass
             if self._group is not None:
                 from ray.util.placement_group import remove_placement_group
 
@@ -262,28 +250,32 @@ class RayRuntime:
 
     def train_ppo(
         self, samples: Sequence[Sample], *, staleness: int, continuation_lag: int, max_staleness: int
-    ) -> RemoteTrain:
-        """Submit a PPO step to the trainer worker; the driver rolls out meanwhile (async mode).
+    ) -> GroupTrain:
+        """Submit a PPO step to the trainer's ranks; the driver rolls out meanwhile (async mode).
 
-        Its timeline window runs from the submission for the worker's own wall seconds (the worker is idle
-        when a step is submitted, so it starts then, give or take the transfer of the samples).
+        Its timeline window runs from the submission for the slowest rank's wall seconds (the ranks are idle
+        when a step is submitted, so they start then, give or take the transfer of the samples).
+        `t1.run.ray.trainer_group.GroupTrain.result` raises `TrainerRankLost` when a rank is lost.
         """
         submitted = self.phases.now()
-        return RemoteTrain(
-            self.trainer.ppo_step.remote(list(samples), staleness, continuation_lag, max_staleness),
+        return self.trainer.ppo_step(
+            samples,
+            staleness=staleness,
+            continuation_lag=continuation_lag,
+            max_staleness=max_staleness,
             on_result=lambda train_s: self.phases.record("train", submitted, submitted + train_s),
         )
 
-    def train_critic(self, samples: Sequence[Sample]) -> RemoteTrain:
-        """Submit a critic warm-up step to the trainer worker."""
-        return RemoteTrain(self.trainer.critic_warmup_step.remote(list(samples)))
+    def train_critic(self, samples: Sequence[Sample]) -> GroupTrain:
+        """Submit a critic warm-up step to the trainer's ranks."""
+        return self.trainer.critic_warmup_step(samples)
 
     def publish(self) -> Publication:
-        """Publish the trainer's weights to every live replica at the barrier (T1 Appendix 12).
+        """Publish rank 0's weights to every live replica at the barrier (T1 Appendix 12).
 
-        A replica lost during publication is probed out and the publication retried once, to the replicas
-        still behind the trainer's next version only (those a partial publication updated keep it), so every
-        live replica ends on one version.
+        The other trainer ranks then take the new version. A replica lost during publication is probed out and
+        the publication retried once, to the replicas still behind the trainer's next version only (those a
+        partial publication updated keep it), so every live replica ends on one version.
         """
         import ray
         from ray.exceptions import RayError
@@ -294,10 +286,10 @@ class RayRuntime:
             self.reclaim_lost()
             targets = self.liveness.live("engine")
             if attempt:  # after a partial publication: only the replicas still behind the next version
-                version = ray.get(self.trainer.policy_version.remote(), timeout=deadline) + 1
+                version = ray.get(self.trainer.lead.policy_version.remote(), timeout=deadline) + 1
                 held = ask_live(self.liveness, "engine", self.replicas, "weight_version", deadline)
                 targets = [i for i in self.liveness.live("engine") if held.get(i, version) < version]
-            ref = self.trainer.publish.remote([self.replicas[i] for i in targets])
+            ref = self.trainer.lead.publish.remote([self.replicas[i] for i in targets])
             try:
                 answer = wait_publication(self.liveness, ref, targets, self.replicas)
             except RayError:
@@ -308,11 +300,13 @@ class RayRuntime:
                     raise  # no replica was lost: the failure is the trainer's own
                 continue
             self._version = int(answer["version"])
+            self.trainer.published(self._version)
             self.phases.end("publish")
             return Publication(
                 version=self._version,
                 wall_s={"publish": answer["publish"], "put": answer["put"]},
                 objects=int(answer["puts"]),
+                bytes=int(answer["bytes"]),
             )
         raise AssertionError("unreachable")
 
@@ -337,6 +331,8 @@ class RayRuntime:
                 int(stats[i]["requests"]) if i in stats else None for i in range(len(self.replicas))
             ],
             "publish_objects": publication.objects,
+            "publish_bytes": publication.bytes,
+            "trainer/ranks": self.trainer.size,
             "trials_requeued": batch.requeued,
             "participants_lost": self.liveness.summary(),
             "timeline_s": self.phases.row(),
@@ -364,16 +360,15 @@ class RayRuntime:
     # ---- checkpoints
 
     def checkpoint_parts(self, checkpoint: Path) -> dict[str, Any]:
-        """The trainer worker writes its part (`TrainerWorker.save_checkpoint`); the version served."""
+        """Rank 0 writes the trainer's part (`TrainerWorker.save_checkpoint`); the version served."""
         import ray
 
-        part = ray.get(
-            self.trainer.save_checkpoint.remote(str(checkpoint), self.recipe.trainer.checkpoint_optimizer)
-        )
+        optimizer = self.recipe.trainer.checkpoint_optimizer
+        part = ray.get(self.trainer.lead.save_checkpoint.remote(str(checkpoint), optimizer))
         return {"trainer": part, "weight_version": self._version}
 
     def restore(self, state: RunState, stream: StepTasks) -> None:
-        """The trainer worker loads its part, every replica the restored weights under the saved version.
+        """Every trainer rank loads its part, every replica rank 0's restored weights under the saved version.
 
         Raises:
             RuntimeError: a replica does not serve the restored version after loading it.
@@ -382,8 +377,9 @@ class RayRuntime:
 
         from t1.run.resume import restore_stream
 
-        ray.get(self.trainer.restore_checkpoint.remote(state))
-        ray.get(self.trainer.load_replicas.remote(self.replicas, state.weight_version))  # bulk: no deadline
+        self.trainer.restore(state)
+        lead = self.trainer.lead
+        ray.get(lead.load_replicas.remote(self.replicas, state.weight_version))  # bulk: no deadline
         deadline = self.recipe.liveness.probe_deadline_s
         versions = ray.get([h.weight_version.remote() for h in self.replicas], timeout=deadline)
         if set(versions) != {state.weight_version}:
@@ -395,10 +391,10 @@ class RayRuntime:
         restore_stream(state, stream)
 
     def save_weights(self, run_dir: Path) -> None:
-        """The trainer worker saves the actor and critic weights under ``run_dir``."""
+        """Rank 0 saves the actor and critic weights under ``run_dir``."""
         import ray
 
-        ray.get(self.trainer.save_weights.remote(str(run_dir)))
+        ray.get(self.trainer.lead.save_weights.remote(str(run_dir)))
 
 
-__all__ = ["ACTOR_START_TIMEOUT_S", "RayRuntime", "RemoteTrain"]
+__all__ = ["ACTOR_START_TIMEOUT_S", "RayRuntime"]
