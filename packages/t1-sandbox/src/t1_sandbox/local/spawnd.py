@@ -185,10 +185,9 @@ class Server:
                 fd = key.fd
                 if fd == self.control.fileno():
                     self._accept()
-                elif fd == self.wake_r:
-                    self._reap()
                 elif fd in self.by_fd:
                     self._read(self.by_fd[fd])
+            self._reap()  # every round, not only on a wake-up byte: no exit goes unreported
 
     def _accept(self) -> None:
         try:
