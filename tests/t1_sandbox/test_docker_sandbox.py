@@ -61,10 +61,11 @@ async def test_a_terminal_bench_style_dockerfile_builds_on_its_stand_in_with_the
         host = _inspect(sb)["HostConfig"]
         labels = _inspect(sb)["Config"]["Labels"]
     assert r.ok, r.stderr
-    assert r.stdout.split() == ["Python", "3.13.5", "42", "built", "hello", "1000"]  # trixie's CPython
-    assert labels["t1.stand_in"] == "python:3.13-slim-bookworm -> t1-local/debian:trixie"
+    assert r.stdout.split()[0] == "Python" and r.stdout.split()[1].startswith("3.13.")
+    assert r.stdout.split()[2:] == ["42", "built", "hello", "1000"]
+    assert labels["t1.stand_in"] == "python:3.13-slim-bookworm -> t1-local/python:3.13-slim-bookworm"
     assert sb.choice is not None and sb.choice.stand_ins == (
-        ("python:3.13-slim-bookworm", "t1-local/debian:trixie"),
+        ("python:3.13-slim-bookworm", "t1-local/python:3.13-slim-bookworm"),
     )
     # the task's requests, each under the recipe's cap (cpus 1, 1024 MiB, 1024 MiB of disk)
     assert host["NanoCpus"] == 500_000_000 and host["Memory"] == host["MemorySwap"] == 512 << 20

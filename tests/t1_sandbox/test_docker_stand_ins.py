@@ -161,3 +161,18 @@ def test_a_failed_build_prints_its_step_exit_code_and_last_lines(tmp_path):
     assert "exit code 7" in said and "the-last-line" in said.split("its last lines:")[1], said
     subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
     assert Path(env).is_dir()
+
+
+@pytest.mark.docker
+def test_every_python_base_of_the_docker_recipe_has_a_faithful_stand_in():
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml")
+    pythons = {b: t for b, t in recipe.sandbox.images.items() if b.startswith("python:")}
+    assert pythons and all(t.startswith("t1-local/python:") for t in pythons.values()), pythons
+    api = _api()
+    for base, target in sorted(pythons.items()):
+        if not _has(target):
+            pytest.skip(f"{target} not built (tools/docker/build_python_images.sh)")
+        labels = api.inspect_image(target)["Config"]["Labels"]
+        assert differences(base, labels) == [], (base, target)

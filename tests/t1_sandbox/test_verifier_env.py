@@ -1,6 +1,6 @@
 """The verifier's lean environment: a task's pytest loads pytest-json-ctrf and no plugin of the project.
 
-The project's environment holds hypothesis, pytest-asyncio, anyio, pytest-randomly... each a pytest plugin
+The project's environment holds hypothesis, pytest-asyncio, anyio, platformdirs, each a pytest plugin
 through its entry point; mounted into the verifier, every ``test.sh`` loaded them (seconds per start, and a
 different test order). The per-assertion reports of the mini pool stay what they were with the full
 environment.

@@ -104,7 +104,7 @@ def test_the_image_map_option_extends_the_recipes_map():
     args = ct.parse_args(["builtin:mini", "--image-map", "ubuntu:24.04=local/noble", "--network"])
     recipe = ct.load_recipe_for(args)
     assert recipe.sandbox.images["ubuntu:24.04"] == "local/noble"
-    assert recipe.sandbox.images["python:3.13-slim-bookworm"] == "t1-local/debian:trixie"  # kept
+    assert recipe.sandbox.images["python:3.13-slim-bookworm"] == "t1-local/python:3.13-slim-bookworm"  # kept
     assert recipe.sandbox.network is True
 
 

@@ -2,7 +2,7 @@
 
 A task's ``test.sh`` runs pytest with the verifier toolchain's Python (``t1_sandbox.local.toolchain``).
 Pointed at the project's own ``site-packages``, that pytest would load every pytest plugin installed there
-through its entry points (hypothesis, pytest-asyncio, anyio, pytest-randomly...): seconds more per start,
+through its entry points (hypothesis, pytest-asyncio, anyio, platformdirs): seconds more per start,
 and plugins that can change what the task's tests do (test order, warnings, fixtures). `lean_site` builds,
 once per machine, a folder holding only `ROOTS` and their dependencies (`distributions`): their files as
 their ``RECORD`` lists them, copied from this interpreter's installed distributions (so nothing is

@@ -217,7 +217,7 @@ def toolchain() -> VerifierToolchain:
     only pytest, pytest-json-ctrf and their dependencies (``verifier_env.lean_site``, built once per machine
     from the installed distributions, with bytecode) at ``/opt/t1-verifier/site-packages`` and put on
     ``PYTHONPATH``, so a task's pytest loads no plugin of the project's environment (hypothesis,
-    pytest-asyncio, anyio, pytest-randomly); ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at
+    pytest-asyncio, anyio, platformdirs); ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at
     ``/opt/t1-verifier/bin``, first on ``PATH``; the import guard (`GUARD_SOURCE`, compiled) at
     ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
     repository: editable installs' ``.pth`` files are not processed from ``PYTHONPATH`` and their targets do
