@@ -7,6 +7,7 @@ agent writes the program; the verifier then runs it. Honest maximum under the de
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import textwrap
@@ -106,7 +107,9 @@ async def test_a_correct_program_scores_its_four_assertions(make_sandbox, enviro
     assert verdict.reward.value == N_TESTS / 20  # the honest maximum, P / S with S = 20 (T1 §5.2, Eq. 20)
 
 
-async def test_a_forged_read_only_report_of_200_entries_is_refused(make_sandbox, environment_dir, tmp_path):
+async def test_a_forged_read_only_report_of_200_entries_is_refused(
+    make_sandbox, environment_dir, tmp_path, backend_kind
+):
     program = f"""
     import json, os, sys
     path = "/logs/verifier/ctrf.json"
@@ -117,6 +120,10 @@ async def test_a_forged_read_only_report_of_200_entries_is_refused(make_sandbox,
     print("answer", -1)
     """
     run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    if backend_kind == "docker":  # the verifier runs as root there: the plugin overwrites the forged file
+        assert (report.passed, report.total) == (0, N_TESTS) and not verdict.tampered
+        assert verdict.status == "finished" and verdict.reward.value == 0.0
+        return
     assert report.total == 200  # the forged file is what pytest's plugin could not overwrite
     assert verdict.status == "finished" and verdict.reward.value == 0.0 and verdict.tampered
     count = next(e for e in verdict.evidence if e.check == "assertion_count")
@@ -190,7 +197,7 @@ async def test_deleting_the_failing_entries_does_not_pay_under_the_binary_reward
 
 
 async def test_an_unwritable_report_plus_a_forged_reward_file_scores_zero(
-    make_sandbox, environment_dir, tmp_path
+    make_sandbox, environment_dir, tmp_path, backend_kind
 ):
     # the program makes ctrf.json a directory (the plugin cannot write it) and leaves a read-only
     # reward.json saying "solved" (test.sh's own write fails): the binary fallback is not paid, as pytest
@@ -205,6 +212,10 @@ async def test_an_unwritable_report_plus_a_forged_reward_file_scores_zero(
     print("answer", -1)
     """
     run, report, verdict = await _attack(make_sandbox, environment_dir, tmp_path, program)
+    if backend_kind == "docker":  # the verifier runs as root there: test.sh's own reward.json replaces it
+        assert report.fallback is not None and report.binary == 0.0
+        assert (verdict.status, verdict.reward.value) == ("finished", 0.0)
+        return
     assert report.fallback is not None and report.binary == 1.0  # the forged file is what was read
     assert (verdict.status, verdict.reward.value) == ("finished", 0.0)
     assert verdict.tampered and [e.check for e in verdict.evidence] == ["pytest_summary"]
@@ -340,12 +351,18 @@ class _SurvivingWriter:
     """The seam of ``inner``, where a process survives ``test.sh`` (as in one long-lived container) and
     rewrites the report in the moment before the verifier's final kill."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, stops=0):
         self.inner = inner
-        self.stops = 0
+        self.stops = stops
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
+
+    @contextlib.asynccontextmanager
+    async def sealed_verifier(self, tests, remote, *, timeout_s):
+        # the agent phase ends in the inner seam (its first stop); the survivor lives in the verifier's box
+        async with self.inner.sealed_verifier(tests, remote, timeout_s=timeout_s) as box:
+            yield _SurvivingWriter(box, stops=1)
 
     async def stop_agent(self):
         self.stops += 1
