@@ -84,7 +84,22 @@ def test_preflight_refuses_unbuilt_degrees_by_name():
     r = _recipe()
     plan = r.plan.model_copy(update={"tp": 2, "pp": 2, "devices": 4})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
-    assert [line.split(" ")[0] for line in lines] == ["plan.tp", "plan.pp", "plan:"]
+    # tp 2 is built on the CPU (test_megatron_parallel); pp is not, and this process is no 4-rank launch
+    assert [line.split(" ")[0] for line in lines] == ["plan.pp", "plan:"]
+    assert "pipeline schedule" in lines[0] and "torchrun --nproc-per-node 4" in lines[1]
+    plan = r.plan.model_copy(update={"cp": 2, "etp": 2, "ep": 2, "devices": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
+    assert [line.split(" ")[0] for line in lines] == ["plan.cp", "plan.etp", "plan:"]
+    plan = r.plan.model_copy(update={"dp": 2, "ep": 2, "devices": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
+    assert [line.split(" ")[0] for line in lines] == ["plan.dp", "plan:"] and "sharding samples" in lines[0]
+
+
+def test_preflight_refuses_tensor_parallel_on_cuda():
+    r = _recipe(device="cuda")
+    plan = r.plan.model_copy(update={"tp": 2, "devices": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
+    assert any(line.startswith("plan.tp 2 on trainer.device cuda") for line in lines), lines
 
 
 def test_preflight_names_the_megatron_backend_for_the_ppo_settings_it_does_not_build():

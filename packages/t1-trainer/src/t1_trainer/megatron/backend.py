@@ -16,9 +16,22 @@ the CPU megatron's grad buffers cannot be built (they allocate on ``torch.cuda.c
 CUDA streams), so both networks take torch's AdamW with the torch backend's parameter groups, and offload is a
 no-op: there is no device memory to free.
 
-Built: one process (world size 1) on the CPU, one process per training device on CUDA with dp and ep from the
-plan (``torchrun``). Not built, refused by `MegatronBackend.preflight`: tp > 1 (vocab-parallel log-probs),
-pp > 1 (the pipeline schedule), cp > 1 (context-parallel replay), a CPU world above one process.
+Ranks. One process per training device (``torchrun``; `t1_trainer.megatron.parallel`). Each rank loads
+its own shards of the HF weights and exports the gathered whole (`t1_trainer.megatron.sharding`). Tensor
+parallelism runs with megatron's sequence parallelism on (megatron-core 0.19.2's ``MoELayer`` raises in
+training when tp > 1 without it): the sample is padded to a multiple of tp (causal, so the padding reaches no
+recorded position), each tp rank's routers replay that rank's block of routing rows, the hidden states are
+all-gathered along the sequence and the LM head along the vocabulary before the chunked log-probs, so every
+tp rank computes the same loss. Expert parallelism dispatches with megatron's ``allgather`` dispatcher on the
+CPU. On the CPU the gradients are summed over megatron's groups and clipped by the global norm
+(`t1_trainer.megatron.sharding.sync_grads`, `global_grad_norm`) before AdamW.
+
+Built: on the CPU (gloo), one model-parallel group running the whole batch on every rank: tp >= 1 and
+ep >= 1 with ep dividing tp (dp = 1), tested on 2 ranks against one; on CUDA, tp = 1 with dp and ep from the
+plan. Not built, refused by `MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1
+(context-parallel replay), etp > 1 (expert tensor parallelism), dp > 1 on the CPU (the update's sample
+sharding across data-parallel ranks), tp > 1 on CUDA (the tp sum of the sequence-parallel partial gradients
+under megatron's ``DistributedOptimizer``).
 """
 
 from __future__ import annotations
@@ -42,6 +55,7 @@ from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
+from t1_trainer.megatron.sharding import gather_state, model_parallel_step, shard_state
 from t1_trainer.mismatch import StateDict
 from t1_trainer.optim import adamw, clip_and_step
 from t1_trainer.samples import (
@@ -135,8 +149,11 @@ class MegatronBackend:
             **common,
         )
         mg_state = hf_to_megatron(hf_state, self.hf_config, layer_spec="local")
-        _load(self.actor, mg_state, "actor")
-        _load(self.critic, {k: v for k, v in mg_state.items() if k != "output_layer.weight"}, "critic")
+        self.tp = int(plan.tp)
+        self.world = int(torch.distributed.get_world_size())
+        _load(self.actor, shard_state(self.actor, mg_state), "actor")
+        critic_state = {k: v for k, v in mg_state.items() if k != "output_layer.weight"}
+        _load(self.critic, shard_state(self.critic, critic_state), "critic")
         self.actor.to(self.device)
         self.critic.to(self.device)
         self.instances = rr.router_replay_instances(self.actor)
@@ -211,22 +228,41 @@ class MegatronBackend:
 
     # ---- forward passes ----
 
+    def _padded(self, n: int) -> int:
+        """Tokens of the forward: ``n`` rounded up to a multiple of tp (sequence parallelism splits them)."""
+        return -(-n // self.tp) * self.tp
+
     def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-        """``ids [T]`` -> ``[T, X]`` (hidden states of the actor, values of the critic)."""
+        """``ids [T]`` -> ``[T, X]`` (actor hidden states, critic values), whole on every rank."""
+        from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
+
         n = int(ids.shape[0])
-        causal = torch.triu(torch.ones(n, n, dtype=torch.bool, device=ids.device), diagonal=1)
+        m = self._padded(n)
+        if m > n:  # trailing padding: causal, so no real position reads it
+            ids = torch.cat([ids, ids.new_zeros(m - n)])
+        causal = torch.triu(torch.ones(m, m, dtype=torch.bool, device=ids.device), diagonal=1)
         with self._shim(self.cpu):
             out = model(
                 input_ids=ids[None, :],
-                position_ids=torch.arange(n, device=ids.device)[None, :],
+                position_ids=torch.arange(m, device=ids.device)[None, :],
                 attention_mask=causal[None, None],  # explicit: megatron's default mask is built on "cuda"
-            )
-        return out[0]
+            )[0]
+            if self.tp > 1:  # this rank's sequence block -> all; backward: this rank's block of the grad
+                out = gather_from_sequence_parallel_region(out, tensor_parallel_output_grad=False)
+        return out[:n]
 
     def _head_weight(self) -> torch.Tensor:
+        """The LM head ``[V, H]``, all-gathered over tp (backward: this rank's vocabulary rows)."""
+        from megatron.core.tensor_parallel import gather_from_tensor_model_parallel_region
+
         if self.model_spec.tie_word_embeddings:
-            return self.actor.embedding.word_embeddings.weight
-        return self.actor.output_layer.weight
+            w = self.actor.embedding.word_embeddings.weight
+        else:
+            w = self.actor.output_layer.weight
+        if self.tp == 1:
+            return w
+        with self._shim(self.cpu):
+            return gather_from_tensor_model_parallel_region(w.t()).t()
 
     def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
         """Log-probs ``[n_loss]`` float32 of the sampled tokens under the actor, routed as the caller set."""
@@ -266,6 +302,9 @@ class MegatronBackend:
             "top_k": s.top_k,
             "num_experts": s.num_experts,
             "layout": "sbhd",
+            "pad_to": self.tp,
+            "sp_rank": _tp_rank(),
+            "sp_size": self.tp,
         }
 
     def backward(self, loss: torch.Tensor, network: Network) -> None:
@@ -282,10 +321,11 @@ class MegatronBackend:
         try:
             with torch.no_grad():
                 logp = self.actor_logprobs(sample)
-            cols = [inst.get_recorded_indices().detach().cpu().numpy() for inst in self.instances]
+            cols = [_tp_gathered(inst.get_recorded_indices().detach(), self.tp) for inst in self.instances]
         finally:
             rr.clear_router_replay(self.instances)
-        rows = np.stack([cols[self.layer_order.index(c)] for c in range(len(cols))], axis=1)
+        n = len(sample.token_ids)
+        rows = np.stack([cols[self.layer_order.index(c)][:n] for c in range(len(cols))], axis=1)
         return logp, rows
 
     # ---- offload (T1 §4.5) ----
@@ -375,8 +415,10 @@ class MegatronBackend:
                 step for non-finite gradients (CUDA).
         """
         model, opt = getattr(self, network), getattr(self, f"{network}_opt")
-        if self.cpu:
+        if self.cpu and self.world == 1:
             return clip_and_step(model, opt, self.ppo.max_grad_norm, network)
+        if self.cpu:
+            return model_parallel_step(model, opt, self.ppo.max_grad_norm, network)
         self._ddp[network].finish_grad_sync()  # reduce-scatter the dp gradients into the optimizer's shards
         ok, norm, _ = opt.step()  # megatron: clips to OptimizerConfig.clip_grad, skips a non-finite step
         if not ok:
@@ -396,8 +438,14 @@ class MegatronBackend:
         )
 
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """Actor weights under the HF ``Qwen3_5MoeForCausalLM`` state_dict names (`megatron_to_hf`)."""
+        """Actor weights under the HF ``Qwen3_5MoeForCausalLM`` state_dict names (`megatron_to_hf`).
+
+        Above one rank a collective: every rank gathers the tp shards and the ep ranks' experts into the full
+        tensors (`t1_trainer.megatron.sharding.gather_state`) and returns the whole; rank 0 publishes.
+        """
         state = {k: v.detach() for k, v in self.actor.state_dict().items() if not k.endswith("_extra_state")}
+        if self.world > 1:  # a collective: every rank gathers the shards (rank 0 publishes)
+            state = gather_state(self.actor, state)
         return megatron_to_hf(state, self.hf_config, layer_spec="local")
 
 
@@ -405,25 +453,53 @@ def _plan_problems(plan: PlanSpec, device: str) -> list[str]:
     """The plan degrees this backend does not build, and a world size other than the plan's, one line each."""
     from t1_trainer.megatron.parallel import launched_world_size
 
+    cpu = not device.startswith("cuda")
     lines = []
     for name, what in (
-        ("tp", "vocab-parallel log-probs and the sequence-parallel replay split"),
-        ("pp", "megatron's pipeline schedule"),
-        ("cp", "context-parallel router replay"),
+        ("pp", "megatron's pipeline schedule (forward_backward_func over stages)"),
+        ("cp", "context-parallel router replay (load-balanced chunks per rank)"),
+        ("etp", "expert tensor parallelism (experts split inside the tp group)"),
     ):
         if getattr(plan, name) > 1:
             lines.append(
                 f"plan.{name} {getattr(plan, name)}: the megatron trainer does not build {what}; set 1"
             )
+    if plan.tp > 1 and not cpu:
+        lines.append(
+            f"plan.tp {plan.tp} on trainer.device {device}: the megatron trainer does not build the tp sum "
+            "of the sequence-parallel partial gradients under megatron's DistributedOptimizer (built on the "
+            "CPU only); set 1"
+        )
+    if cpu and plan.dp > 1:
+        lines.append(
+            f"plan.dp {plan.dp} on trainer.device {device}: the megatron trainer's CPU path runs the whole "
+            "batch on every rank of one model-parallel group; sharding samples over data-parallel ranks is "
+            "not built; set dp 1 (tp and ep > 1 are built)"
+        )
     n = plan.training_devices
-    if not device.startswith("cuda") and n > 1:
-        lines.append(f"plan: {n} training devices on trainer.device {device}; the CPU path runs one process")
-    elif n != launched_world_size():
+    if n != launched_world_size():
         lines.append(
             f"plan: {n} training devices, but this process belongs to a launch of {launched_world_size()}; "
             f"start the trainer under torchrun --nproc-per-node {n}"
         )
     return lines
+
+
+def _tp_rank() -> int:
+    from megatron.core import parallel_state as ps
+
+    return int(ps.get_tensor_model_parallel_rank())
+
+
+def _tp_gathered(rows: torch.Tensor, tp: int) -> np.ndarray:
+    """This tp rank's recorded routing rows ``[m / tp, k]`` -> every rank's, in sequence order ``[m, k]``."""
+    if tp == 1:
+        return rows.cpu().numpy()
+    from megatron.core import parallel_state as ps
+
+    parts = [torch.empty_like(rows) for _ in range(tp)]
+    torch.distributed.all_gather(parts, rows.contiguous(), group=ps.get_tensor_model_parallel_group())
+    return torch.cat(parts).cpu().numpy()
 
 
 def _load(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:

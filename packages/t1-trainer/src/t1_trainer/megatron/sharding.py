@@ -1,0 +1,248 @@
+"""Weights and gradients of the Megatron backend over its tp and ep ranks, on megatron's own groups (T1 §7).
+
+A model built under megatron-core's parallel state (`t1_trainer.megatron.parallel`) holds on each rank the
+shards its layers create: ``ColumnParallelLinear`` / ``RowParallelLinear`` / ``VocabParallelEmbedding``
+weights split along ``partition_dim`` over the tp group (``partition_stride`` 2 for the gated ``linear_fc1``:
+each rank holds its slice of the gate half, then of the up half), and the experts ``E / ep`` per rank,
+renumbered ``local_experts.0 ..`` (rank ``r`` holds global experts ``r E / ep ..``; megatron marks their
+parameters ``allreduce = False``). T1's name map (`t1_trainer.megatron.names`) works on the full logical
+tensors of one rank; this module cuts those into a rank's shards (`shard_state`) and gathers them back
+(`gather_state`), reading only the attributes megatron's layers set.
+
+Gradients (`sync_grads`). megatron's ``DistributedDataParallel`` and ``finalize_model_grads`` do this on
+CUDA; on the CPU their grad buffers cannot be built (see `t1_trainer.megatron.backend`), so the sums are done
+here with the same groups: a dense parameter over the data-parallel group, and over the tp group too when
+it is not tensor-parallel (with sequence parallelism each tp rank's norms, router, shared-expert gate and
+q/k norms see only its own token block or its own heads, so its gradient is a partial sum); an expert
+parameter over the expert-data-parallel group. `global_grad_norm` counts each distinct shard once over the
+whole world. Expert tensor parallelism (etp > 1) and pipeline stages (pp > 1) are not built here: the
+backend refuses them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from t1_trainer.errors import NonFiniteUpdateError
+from t1_trainer.optim import clip_and_step
+
+__all__ = [
+    "gather_state",
+    "global_grad_norm",
+    "is_expert",
+    "model_parallel_step",
+    "shard_state",
+    "sync_grads",
+]
+
+_EXPERT = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
+
+
+def is_expert(param: nn.Parameter) -> bool:
+    """True for a routed expert's parameter (megatron sets ``allreduce = False`` on them)."""
+    return getattr(param, "allreduce", True) is False
+
+
+def _ps() -> Any:
+    from megatron.core import parallel_state as ps
+
+    return ps
+
+
+def _global_name(name: str, ep_rank: int, local_experts: int) -> str:
+    """A local parameter name with its expert renumbered globally (``local_experts.{ep_rank * n + i}``)."""
+    m = _EXPERT.match(name)
+    if m is None:
+        return name
+    return f"{m.group(1)}{ep_rank * local_experts + int(m.group(2))}{m.group(3)}"
+
+
+def _local_experts(model: nn.Module) -> int:
+    config = model.config
+    return int(config.num_moe_experts or 0) // max(1, int(config.expert_model_parallel_size))
+
+
+def _shard_of(full: torch.Tensor, param: nn.Parameter, rank: int, name: str) -> torch.Tensor:
+    """Rank ``rank``'s slice of ``full`` along ``param.partition_dim``, stride-aware; ``full`` if unsplit."""
+    shape = tuple(param.shape)
+    if tuple(full.shape) == shape:
+        return full
+    dim = int(getattr(param, "partition_dim", -1))
+    if dim < 0 or full.dim() != param.dim() or full.shape[dim] % shape[dim]:
+        raise ValueError(
+            f"{name}: the full tensor {tuple(full.shape)} does not split into this rank's {shape} "
+            f"(partition_dim {dim})"
+        )
+    parts = int(full.shape[dim] // shape[dim])
+    stride = int(getattr(param, "partition_stride", 1))
+    out = torch.cat([half.chunk(parts, dim=dim)[rank] for half in full.chunk(stride, dim=dim)], dim=dim)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"{name}: sliced {tuple(out.shape)} but this rank holds {shape}")
+    return out
+
+
+def shard_state(model: nn.Module, full: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """This rank's shards of the full logical state dict ``full`` (tp = ep = 1 names), keyed by local name.
+
+    Args:
+        model: a megatron ``GPTModel`` built under the current parallel state.
+        full: full tensors under global names (`t1_trainer.megatron.names.hf_to_megatron`).
+
+    Returns:
+        ``{local name: shard}`` for every parameter of ``model`` whose global name is in ``full`` (the
+        caller's load checks that nothing is missing); other keys of ``full`` (other ranks' experts) are
+        left out.
+
+    Raises:
+        ValueError: a full tensor does not split into the rank's shape.
+    """
+    ps = _ps()
+    tp_rank, etp_rank = ps.get_tensor_model_parallel_rank(), ps.get_expert_tensor_parallel_rank()
+    ep_rank, n_local = ps.get_expert_model_parallel_rank(), _local_experts(model)
+    out: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters():
+        key = _global_name(name, ep_rank, n_local) if is_expert(param) else name
+        if key in full:
+            rank = etp_rank if is_expert(param) else tp_rank
+            out[name] = _shard_of(full[key], param, rank, key)
+    return out
+
+
+def _all_gather(t: torch.Tensor, group: Any) -> list[torch.Tensor]:
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, t.contiguous(), group=group)
+    return parts
+
+
+def _unshard(t: torch.Tensor, param: nn.Parameter, group: Any) -> torch.Tensor:
+    """The full tensor of a tensor-parallel shard: all-gather over ``group``, stride-aware."""
+    if group is None or dist.get_world_size(group) == 1 or not getattr(param, "tensor_model_parallel", False):
+        return t
+    dim, stride = int(param.partition_dim), int(getattr(param, "partition_stride", 1))
+    pieces = [p.chunk(stride, dim=dim) for p in _all_gather(t, group)]
+    return torch.cat([pieces[r][s] for s in range(stride) for r in range(len(pieces))], dim=dim)
+
+
+def gather_state(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The full logical tensors (global names) of per-rank ``tensors`` keyed by ``model``'s parameter names.
+
+    A collective: every rank of the world calls it with the same keys (weights, or gradients for tests),
+    and every rank gets the whole dict (tp shards all-gathered, experts all-gathered over the ep group).
+
+    Args:
+        model: the megatron model the names belong to.
+        tensors: ``{local parameter name: tensor of that parameter's local shape}``.
+    """
+    ps = _ps()
+    tp_group = ps.get_tensor_model_parallel_group() if ps.get_tensor_model_parallel_world_size() > 1 else None
+    etp_group = (
+        ps.get_expert_tensor_parallel_group() if ps.get_expert_tensor_parallel_world_size() > 1 else None
+    )
+    ep_size, n_local = ps.get_expert_model_parallel_world_size(), _local_experts(model)
+    ep_group = ps.get_expert_model_parallel_group() if ep_size > 1 else None
+    out: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters():
+        if name not in tensors:
+            continue
+        t = tensors[name].detach()
+        if not is_expert(param):
+            out[name] = _unshard(t, param, tp_group)
+            continue
+        t = _unshard(t, param, etp_group)
+        ranks = _all_gather(t, ep_group) if ep_group is not None else [t]
+        for r, part in enumerate(ranks):
+            out[_global_name(name, r, n_local)] = part
+    return out
+
+
+def _groups(param: nn.Parameter) -> list[Any]:
+    """The groups a parameter's gradient is summed over (see the module docstring)."""
+    ps = _ps()
+    if is_expert(param):
+        edp = ps.get_expert_data_parallel_world_size()
+        return [ps.get_expert_data_parallel_group()] if edp > 1 else []
+    groups = []
+    if ps.get_data_parallel_world_size(with_context_parallel=True) > 1:
+        groups.append(ps.get_data_parallel_group(with_context_parallel=True))
+    if ps.get_tensor_model_parallel_world_size() > 1 and not getattr(param, "tensor_model_parallel", False):
+        groups.append(ps.get_tensor_model_parallel_group())
+    return groups
+
+
+def sync_grads(model: nn.Module) -> None:
+    """Sums each parameter's gradient over its groups, in place; a collective over the world.
+
+    A gradient that is None on some rank but not on another is taken as zeros there; one that is None on
+    every rank stays None (as one rank would leave it, so AdamW skips it alike).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params or dist.get_world_size() == 1:
+        return
+    has = torch.tensor([float(p.grad is not None) for p in params])
+    dist.all_reduce(has, op=dist.ReduceOp.MAX)
+    for p, any_grad in zip(params, has.tolist(), strict=True):
+        if not any_grad:
+            continue
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        for group in _groups(p):
+            dist.all_reduce(p.grad, group=group)
+
+
+def global_grad_norm(model: nn.Module) -> torch.Tensor:
+    """The L2 norm of the whole model's gradient after `sync_grads`, each distinct shard counted once.
+
+    Returns:
+        A float32 scalar, the same on every rank (a sum over the world).
+    """
+    ps = _ps()
+    dense_owner = ps.get_data_parallel_rank(with_context_parallel=True) == 0
+    tp_rank, edp_rank = ps.get_tensor_model_parallel_rank(), ps.get_expert_data_parallel_rank()
+    total = torch.zeros((), dtype=torch.float32)
+    for p in model.parameters():
+        if p.grad is None:
+            continue
+        if is_expert(p):
+            owned = edp_rank == 0
+        else:
+            owned = dense_owner and (getattr(p, "tensor_model_parallel", False) or tp_rank == 0)
+        if owned:
+            total += p.grad.detach().float().pow(2).sum().cpu()
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(total)
+    return total.sqrt()
+
+
+def model_parallel_step(model: nn.Module, opt: torch.optim.Optimizer, max_norm: float, name: str) -> float:
+    """One CPU step above one rank: `sync_grads`, clip by `global_grad_norm`, AdamW step; the norm.
+
+    Args:
+        model: the network (actor or critic) whose gradients the backward left.
+        opt: its torch optimizer.
+        max_norm: ``ppo.max_grad_norm``.
+        name: ``actor`` or ``critic``, for errors.
+
+    Raises:
+        NonFiniteUpdateError: as `t1_trainer.optim.clip_and_step` (on every rank alike: the norm is global).
+    """
+    sync_grads(model)
+    norm = global_grad_norm(model)
+    if not torch.isfinite(norm):
+        opt.zero_grad(set_to_none=True)
+        raise NonFiniteUpdateError(
+            f"{name}: the gradient norm is {float(norm)} over the model-parallel group, so the loss or a "
+            "sample's streams are not finite; the update was not applied"
+        )
+    coef = min(1.0, max_norm / (float(norm) + 1e-6))  # torch's clip_grad_norm_ formula
+    if coef < 1.0:
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(coef)
+    clip_and_step(model, opt, float("inf"), name)  # already clipped: the step and the finite check
+    return float(norm)

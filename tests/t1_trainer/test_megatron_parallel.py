@@ -1,0 +1,192 @@
+"""The Megatron backend on 2 CPU gloo ranks against one rank: tp = 2, and tp = 2 with ep = 2.
+
+The two-rank runs execute this file as a script in two subprocesses (``python test_megatron_parallel.py RANK
+WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
+one-rank reference runs the same `_run` in the test's own process. The model is the tiny recipe's with every
+layer full attention (megatron's Gated DeltaNet needs CUDA). Samples of 85 and 84 tokens: the odd one is
+padded to a multiple of tp for sequence parallelism. Compared: replayed log-probs under the samples' own
+records and under forced records (every expert moved), the gradient of their sum gathered from the shards,
+the critic's values, the live routing rows, one PPO step's metrics and the exported HF weights after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from t1_spec import ModelSpec, PPOSpec, load_recipe
+
+pytest.importorskip("megatron.core", reason="megatron-core (the t1-trainer[megatron] extra) is not installed")
+
+HERE = Path(__file__).resolve()
+TINY_RECIPE = HERE.parents[2] / "recipes" / "tiny-cpu.yaml"
+FAST = PPOSpec(batch_size=2, actor_lr=1e-4, critic_lr=1e-3)
+MODES = {"tp2": {"tp": 2, "ep": 1}, "tp2ep2": {"tp": 2, "ep": 2}}
+LOGP_ATOL = 2e-5
+"""fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
+GRAD_RTOL = 1e-4
+"""Of the largest gradient entry of a tensor (fp32 partial sums in another order; measured below 2e-6)."""
+WEIGHT_ATOL = 0.01 * FAST.actor_lr
+"""As the data-parallel test: 1% of one Adam step (Adam divides by the gradient's own scale)."""
+
+
+def _spec() -> ModelSpec:
+    m = load_recipe(TINY_RECIPE).model
+    return ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
+
+
+def _plan(tp: int = 1, ep: int = 1):
+    p = load_recipe(TINY_RECIPE).plan
+    return p.model_copy(update={"tp": tp, "ep": ep, "dp": 1, "devices": tp})
+
+
+def _run(plan, sample_from) -> dict:
+    """One backend of ``plan`` on this process's group: everything the comparison reads."""
+    from t1_policy import build_model
+    from t1_r3 import RoutingMismatchError
+    from t1_trainer.megatron.backend import MegatronBackend
+    from t1_trainer.megatron.sharding import gather_state, sync_grads
+    from t1_trainer.step import ppo_step
+
+    spec = _spec()
+    sampler = build_model(spec, seed=0)
+    batch = [
+        sample_from(sampler, prompt_len=40 + i, turns=[(12, 20), (12, 0)], reward=r, seed=i, task_id=f"t{i}")
+        for i, r in enumerate([0.1, 0.6])
+    ]
+    be = MegatronBackend(
+        model_spec=spec, ppo_spec=FAST, plan=plan, seed=0, actor=sampler, logprob_gap_every=1
+    )
+    out: dict = {"initial": {k: v.clone() for k, v in be.export_weights().items()}}
+    forced = [
+        dataclasses.replace(s, routing=((np.asarray(s.routing) + 1) % spec.num_experts).astype(np.int32))
+        for s in batch
+    ]
+    be.zero_grad("actor")
+    logps = []
+    with be.running("actor"):
+        for s in batch + forced:
+            with be.replayed(s):
+                lp = be.actor_logprobs(s)
+                be.backward(lp.sum(), "actor")
+            logps.append(lp.detach())
+    sync_grads(be.actor)
+    out["logps"] = logps
+    out["grads"] = gather_state(be.actor, {n: p.grad for n, p in be.actor.named_parameters()})
+    be.zero_grad("actor")
+    out["values"] = be.values(batch)
+    out["live_rows"] = be.live_routing(batch[0])[1]
+    short = dataclasses.replace(batch[1], routing=np.asarray(batch[1].routing)[:-3])
+    try:
+        with be.replayed(short):
+            pass
+        out["short_record"] = "fed"
+    except RoutingMismatchError as e:
+        out["short_record"] = str(e)
+    out["metrics"] = ppo_step(be, batch, FAST)
+    out["weights"] = be.export_weights()
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _two_ranks(tmp_path: Path, mode: str) -> dict:
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE), str(rank), "2", str(port), str(tmp_path), mode],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    logs = []
+    for p in procs:
+        try:
+            logs.append(p.communicate(timeout=900)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+    for p, log in zip(procs, logs, strict=True):
+        assert p.returncode == 0, log[-4000:]
+    got = [torch.load(tmp_path / f"{mode}.rank{r}.pt", weights_only=False) for r in range(2)]
+    return {"ranks": got}
+
+
+@pytest.fixture(scope="module")
+def reference(sample_with):
+    torch.set_num_threads(1)
+    return _run(_plan(), sample_with)
+
+
+def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_two_cpu_ranks_match_one(tmp_path, reference, mode):
+    ref = reference
+    got = _two_ranks(tmp_path, mode)["ranks"]
+    for r, run in enumerate(got):
+        # the whole HF state, gathered from the shards, before any update: the sampler's weights exactly
+        assert set(run["initial"]) == set(ref["initial"])
+        assert all(torch.equal(run["initial"][k], ref["initial"][k]) for k in ref["initial"]), r
+        worst = max(_max_abs(a, b) for a, b in zip(run["logps"], ref["logps"], strict=True))
+        print(f"{mode} rank {r}: replayed log-probs max |2 ranks - 1 rank| = {worst:.3g}")
+        assert worst <= LOGP_ATOL
+        # the forced records moved every expert: replay, not live routing, decided those log-probs
+        assert _max_abs(ref["logps"][2], ref["logps"][0]) > 100 * LOGP_ATOL
+        assert set(run["grads"]) == set(ref["grads"])
+        rel = max(
+            _max_abs(run["grads"][k], ref["grads"][k]) / max(float(ref["grads"][k].abs().max()), 1e-30)
+            for k in ref["grads"]
+        )
+        print(f"{mode} rank {r}: gathered gradients max relative difference {rel:.3g}")
+        assert rel <= GRAD_RTOL
+        vdiff = max(float(np.abs(a - b).max()) for a, b in zip(run["values"], ref["values"], strict=True))
+        assert vdiff <= LOGP_ATOL, vdiff
+        assert np.array_equal(run["live_rows"], ref["live_rows"])
+        assert run["short_record"] != "fed" and run["short_record"] == ref["short_record"]
+        for k, v in ref["metrics"].items():
+            if k.endswith("time_s") or not isinstance(v, float):
+                assert k.endswith("time_s") or run["metrics"][k] == v, k
+                continue
+            assert run["metrics"][k] == pytest.approx(v, rel=1e-4, abs=1e-6, nan_ok=True), k
+        wdiff = max(_max_abs(run["weights"][k], ref["weights"][k]) for k in ref["weights"])
+        print(f"{mode} rank {r}: exported weights after one PPO step max |2 ranks - 1 rank| = {wdiff:.3g}")
+        assert wdiff <= WEIGHT_ATOL
+    moved = max(_max_abs(ref["weights"][k], ref["initial"][k]) for k in ref["weights"])
+    assert moved > 10 * WEIGHT_ATOL  # the step moved the weights
+
+
+def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK="0"
+    )
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(HERE.parent))
+    from conftest import sample_from  # this folder's conftest: the engine-like sampler
+
+    result = _run(_plan(**MODES[mode]), sample_from)
+    torch.save(result, out / f"{mode}.rank{rank}.pt")
+
+
+if __name__ == "__main__":
+    _rank_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5])
