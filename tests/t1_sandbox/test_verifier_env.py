@@ -119,3 +119,21 @@ async def test_the_mini_pools_per_assertion_reports_are_unchanged(tmp_path, monk
         for kind in ("oracle", "nop"):
             await run_check(task, kind, sandbox_factory=LocalSandbox, work_dir=tmp_path / "full")
             assert _report(tmp_path / "full" / task.id / kind) == lean[task.id, kind], (task.id, kind)
+
+
+@pytest.mark.docker
+async def test_the_docker_verifiers_pytest_lists_no_plugin_of_the_project(tmp_path):
+    from t1_sandbox.docker import DockerSandbox
+    from t1_spec import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml")
+    env = tmp_path / "task" / "environment"
+    env.mkdir(parents=True)
+    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    async with DockerSandbox.from_spec(recipe.sandbox) as sb:
+        await sb.start(env, timeout_s=600)
+        run = await sb.exec_verifier("python3 -m pytest --version --version", timeout_s=120)
+    assert run.ok, run.stderr
+    assert [p.rsplit("-", 1)[0] for p in _plugins(run.stdout + run.stderr)] == ["pytest-json-ctrf"], (
+        run.stdout
+    )

@@ -38,6 +38,7 @@ from typing import Any
 
 from t1_sandbox.base import SandboxError
 from t1_sandbox.local.toolchain import UV_ISOLATION
+from t1_sandbox.verifier_env import ROOTS, distributions
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -64,8 +65,9 @@ LAUNCH = (PYTHON, "-I", LAUNCHER)
 GUARD = f"{ROOT}/guard"
 _GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 VERIFIER_GID = 1999
-#: The distributions copied into the toolchain's site-packages (pytest 8+ and pytest-json-ctrf's closure).
-DISTRIBUTIONS = ("pytest", "pytest-json-ctrf", "pluggy", "iniconfig", "packaging", "pygments")
+#: The distributions whose closure (what they require on this interpreter: ``verifier_env.distributions``)
+#: is copied into the toolchain's site-packages, the same lean set as the local verifier's.
+DISTRIBUTIONS = ROOTS
 _SKIP_STDLIB = ("site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3")
 _CACHE = Path("/var/tmp/t1-docker-toolchain")
 #: CPython versions added beside this host's own when this host has them: the one Terminal-Bench 2's
@@ -169,8 +171,8 @@ def _key() -> str:
     parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
     parts += [f"{version}={prefix}" for version, prefix in extra_pythons()]
     parts.append(_GUARD_SOURCE.read_text())
-    for name in DISTRIBUTIONS:
-        parts.append(f"{name}=={importlib.metadata.version(name)}")
+    for dist in distributions(DISTRIBUTIONS):
+        parts.append(f"{dist.metadata['Name']}=={dist.version}")
     parts.append("layout-2")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -269,8 +271,7 @@ def _write_tar(path: Path) -> None:
         _add_tree(tar, base / "lib" / ver, f"verifier/lib/{ver}", skip=_SKIP_STDLIB)
         _dir(tar, "verifier/site-packages")
         made: set[str] = set()
-        for name in DISTRIBUTIONS:
-            dist = importlib.metadata.distribution(name)
+        for dist in distributions(DISTRIBUTIONS):
             for file in dist.files or ():
                 src = Path(str(dist.locate_file(file)))
                 if file.parts[0] in ("..", "/") or not src.is_file():
