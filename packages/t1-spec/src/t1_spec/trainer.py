@@ -16,13 +16,13 @@ class TrainerSpec(Spec):
     """``torch``: plain PyTorch on CPU or one GPU; ``megatron``: megatron-core models with its router replay,
     the paper's backend (Megatron-Core v0.16.0rc0, T1 §6; here megatron-core 0.19.2, the optional
     ``t1-trainer[megatron]`` extra, refused in one line where it is absent). The ``megatron`` backend builds
-    one process on the CPU (full-attention layers only: its Gated DeltaNet needs CUDA and
-    flash-linear-attention) and one process per training device on CUDA (dp, ep); tp, pp and cp above 1 are
-    not built and are refused by name."""
+    one process per training device (full-attention layers only on the CPU: its Gated DeltaNet needs CUDA
+    and flash-linear-attention): on the CPU one tp group (tp, and ep dividing tp; dp 1), on CUDA dp and ep;
+    pp, cp and etp above 1 are not built and are refused by name."""
 
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     """torch device string: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` for ``torch``; ``"cuda"`` (each process
-    on its ``LOCAL_RANK`` device) or ``"cpu"`` (one process, no offload) for ``megatron``."""
+    on its ``LOCAL_RANK`` device) or ``"cpu"`` (gloo ranks, no offload) for ``megatron``."""
 
     checkpoint_every: int = Field(default=10, ge=0)
     """Save a checkpoint every this many PPO steps (steps); 0 = never. Every 10 steps in the paper (T1 §7).
