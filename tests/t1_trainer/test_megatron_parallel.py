@@ -1,4 +1,4 @@
-"""The Megatron backend on 2 CPU gloo ranks against one rank: tp = 2, and tp = 2 with ep = 2.
+"""The Megatron backend on 2 CPU gloo ranks against one rank: tp = 2, tp = 2 with ep = 2, ep = 2 with dp = 2.
 
 The two-rank runs execute this file as a script in two subprocesses (``python test_megatron_parallel.py RANK
 WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
@@ -29,7 +29,7 @@ pytest.importorskip("megatron.core", reason="megatron-core (the t1-trainer[megat
 HERE = Path(__file__).resolve()
 TINY_RECIPE = HERE.parents[2] / "recipes" / "tiny-cpu.yaml"
 FAST = PPOSpec(batch_size=2, actor_lr=1e-4, critic_lr=1e-3)
-MODES = {"tp2": {"tp": 2, "ep": 1}, "tp2ep2": {"tp": 2, "ep": 2}}
+MODES = {"tp2": {"tp": 2}, "tp2ep2": {"tp": 2, "ep": 2}, "ep2dp2": {"ep": 2, "dp": 2}}
 LOGP_ATOL = 2e-5
 """fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
 GRAD_RTOL = 1e-4
@@ -43,9 +43,9 @@ def _spec() -> ModelSpec:
     return ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
 
 
-def _plan(tp: int = 1, ep: int = 1):
+def _plan(tp: int = 1, ep: int = 1, dp: int = 1):
     p = load_recipe(TINY_RECIPE).plan
-    return p.model_copy(update={"tp": tp, "ep": ep, "dp": 1, "devices": tp})
+    return p.model_copy(update={"tp": tp, "ep": ep, "dp": dp, "devices": tp * dp})
 
 
 def _run(plan, sample_from) -> dict:

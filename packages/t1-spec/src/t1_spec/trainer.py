@@ -17,8 +17,8 @@ class TrainerSpec(Spec):
     the paper's backend (Megatron-Core v0.16.0rc0, T1 §6; here megatron-core 0.19.2, the optional
     ``t1-trainer[megatron]`` extra, refused in one line where it is absent). The ``megatron`` backend builds
     one process per training device (full-attention layers only on the CPU: its Gated DeltaNet needs CUDA
-    and flash-linear-attention): on the CPU one tp group (tp, and ep dividing tp; dp 1), on CUDA dp and ep;
-    pp, cp and etp above 1 are not built and are refused by name."""
+    and flash-linear-attention): on the CPU tp, dp and ep (each rank runs the whole batch), on CUDA dp and
+    ep; pp, cp and etp above 1 are not built and are refused by name."""
 
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     """torch device string: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` for ``torch``; ``"cuda"`` (each process

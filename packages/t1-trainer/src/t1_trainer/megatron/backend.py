@@ -26,11 +26,14 @@ tp rank computes the same loss. Expert parallelism dispatches with megatron's ``
 CPU. On the CPU the gradients are summed over megatron's groups and clipped by the global norm
 (`t1_trainer.megatron.sharding.sync_grads`, `global_grad_norm`) before AdamW.
 
-Built: on the CPU (gloo), one model-parallel group running the whole batch on every rank: tp >= 1 and
-ep >= 1 with ep dividing tp (dp = 1), tested on 2 ranks against one; on CUDA, tp = 1 with dp and ep from the
-plan. Not built, refused by `MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1
-(context-parallel replay), etp > 1 (expert tensor parallelism), dp > 1 on the CPU (the update's sample
-sharding across data-parallel ranks), tp > 1 on CUDA (the tp sum of the sequence-parallel partial gradients
+Every rank runs the whole batch (the update loop does not shard samples over data-parallel ranks, on the
+CPU or on CUDA): dp > 1 adds no throughput, and the ep ranks of a data-parallel group dispatch the same
+tokens in lockstep, as the ``allgather`` dispatcher needs.
+
+Built: on the CPU (gloo), tp, dp and ep (ep dividing tp * dp), tested on 2 ranks against one (tp = 2;
+tp = 2 with ep = 2; ep = 2 with dp = 2); on CUDA, tp = 1 with dp and ep from the plan. Not built, refused by
+`MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1 (context-parallel replay),
+etp > 1 (expert tensor parallelism), tp > 1 on CUDA (the tp sum of the sequence-parallel partial gradients
 under megatron's ``DistributedOptimizer``).
 """
 
@@ -469,12 +472,6 @@ def _plan_problems(plan: PlanSpec, device: str) -> list[str]:
             f"plan.tp {plan.tp} on trainer.device {device}: the megatron trainer does not build the tp sum "
             "of the sequence-parallel partial gradients under megatron's DistributedOptimizer (built on the "
             "CPU only); set 1"
-        )
-    if cpu and plan.dp > 1:
-        lines.append(
-            f"plan.dp {plan.dp} on trainer.device {device}: the megatron trainer's CPU path runs the whole "
-            "batch on every rank of one model-parallel group; sharding samples over data-parallel ranks is "
-            "not built; set dp 1 (tp and ep > 1 are built)"
         )
     n = plan.training_devices
     if n != launched_world_size():

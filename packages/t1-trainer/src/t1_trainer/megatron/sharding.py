@@ -10,13 +10,15 @@ tensors of one rank; this module cuts those into a rank's shards (`shard_state`)
 (`gather_state`), reading only the attributes megatron's layers set.
 
 Gradients (`sync_grads`). megatron's ``DistributedDataParallel`` and ``finalize_model_grads`` do this on
-CUDA; on the CPU their grad buffers cannot be built (see `t1_trainer.megatron.backend`), so the sums are done
-here with the same groups: a dense parameter over the data-parallel group, and over the tp group too when
-it is not tensor-parallel (with sequence parallelism each tp rank's norms, router, shared-expert gate and
-q/k norms see only its own token block or its own heads, so its gradient is a partial sum); an expert
-parameter over the expert-data-parallel group. `global_grad_norm` counts each distinct shard once over the
-whole world. Expert tensor parallelism (etp > 1) and pipeline stages (pp > 1) are not built here: the
-backend refuses them.
+CUDA; on the CPU their grad buffers cannot be built (see `t1_trainer.megatron.backend`), so it is done here
+with the same groups and megatron DDP's default scaling (each rank's loss is a mean over the data its rank
+ran; the update loop here runs the whole batch on every data-parallel rank): a dense parameter is averaged
+over the data-parallel group, and summed over the tp group when it is not tensor-parallel (with sequence
+parallelism each tp rank's norms, router, shared-expert gate and q/k norms see only its own token block or
+its own heads, so its gradient is a partial sum); an expert parameter is scaled by 1/dp (its tokens came
+from every data-parallel rank of its ep group) and summed over the expert-data-parallel group.
+`global_grad_norm` counts each distinct shard once over the whole world. Expert tensor parallelism
+(etp > 1) and pipeline stages (pp > 1) are not built here: the backend refuses them.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def gather_state(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> dict[
 
 
 def _groups(param: nn.Parameter) -> list[Any]:
-    """The groups a parameter's gradient is summed over (see the module docstring)."""
+    """The groups a parameter's gradient is summed over, before the 1/dp scale (see the module docstring)."""
     ps = _ps()
     if is_expert(param):
         edp = ps.get_expert_data_parallel_world_size()
@@ -176,7 +178,7 @@ def _groups(param: nn.Parameter) -> list[Any]:
 
 
 def sync_grads(model: nn.Module) -> None:
-    """Sums each parameter's gradient over its groups, in place; a collective over the world.
+    """Sums each parameter's gradient over its groups and scales it by 1/dp, in place; a collective.
 
     A gradient that is None on some rank but not on another is taken as zeros there; one that is None on
     every rank stays None (as one rank would leave it, so AdamW skips it alike).
@@ -184,6 +186,7 @@ def sync_grads(model: nn.Module) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params or dist.get_world_size() == 1:
         return
+    dp = _ps().get_data_parallel_world_size(with_context_parallel=True)
     has = torch.tensor([float(p.grad is not None) for p in params])
     dist.all_reduce(has, op=dist.ReduceOp.MAX)
     for p, any_grad in zip(params, has.tolist(), strict=True):
@@ -193,6 +196,8 @@ def sync_grads(model: nn.Module) -> None:
             p.grad = torch.zeros_like(p)
         for group in _groups(p):
             dist.all_reduce(p.grad, group=group)
+        if dp > 1:
+            p.grad.div_(dp)
 
 
 def global_grad_norm(model: nn.Module) -> torch.Tensor:
