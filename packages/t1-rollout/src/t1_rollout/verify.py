@@ -6,15 +6,11 @@ dense reward); T1 §7 (900 s verifier deadline); T1 §10 (read-only test mounts 
 there as future work, built here). The sequence, identical on every backend because it uses only the
 ``Sandbox`` seam:
 
-1. the tests are hashed on the host (sha256 per file); ``sealed_verifier(tests, "/tests")`` ends the agent
-   phase (``stop_agent()``: every process of the agent is gone before the tests arrive) and gives the
-   sandbox the verifier runs in, the tests read-only there. Docker: a fresh container of the agent's
-   committed filesystem, no agent process in it, the tests on a read-only mount, ``/logs`` root's (mode
-   0700), everything below run as root, as Harbor runs it (``t1_sandbox.docker.sealed``). Local and
-   Daytona: the agent's own stopped sandbox, the tests uploaded with ``read_only=True``, the verifier run
-   as ``exec_verifier`` runs it (local: the agent's uid). Everything below runs in that sandbox, which is
-   reclaimed at the end (also on error or cancellation);
-2. (the wheelhouse of what ``test.sh`` installs is uploaded read-only: ``t1_rollout.verifier_toolchain``);
+1. the tests are hashed on the host; ``sealed_verifier(tests, "/tests")`` ends the agent phase
+   (``stop_agent()``) and gives the sandbox the verifier runs in, the tests read-only there, reclaimed at the
+   end: on Docker a fresh container of the agent's committed filesystem, run as root as Harbor runs it
+   (``t1_sandbox.docker.sealed``); elsewhere the agent's own stopped sandbox (local: the agent's uid);
+2. the wheelhouse of what ``test.sh`` installs is uploaded read-only (``t1_rollout.verifier_toolchain``);
 3. a fresh ``/logs/verifier`` is made and ``bash /tests/test.sh`` runs through ``exec_verifier`` (the
    verifier toolchain is visible to that launch only), its output's head and tail kept
    (``t1_rollout.verifier_capture``);
@@ -22,7 +18,7 @@ there as future work, built here). The sequence, identical on every backend beca
    (``/logs/.t1-verifier-done``, so that ending the agent phase again cannot clear it);
 5. ``stop_agent()`` again: nothing that ``test.sh`` or the program under test started is left running;
 6. the report is copied back and hashed on the host: any change since step 4 is tamper evidence
-   (``report_changed``); the tests are downloaded and hashed against step 2 (``tests_changed``).
+   (``report_changed``); the tests are downloaded and hashed against step 1 (``tests_changed``).
 
 Who is to blame for the result (the environment, the agent, a forger) is worked out in
 ``t1_rollout.attribution`` (``judge_run``), and how it is scored is decided in one place,
@@ -291,28 +287,10 @@ async def run_verifier(
     omitted: str | None = None
     try:
         if error is None and sabotage is None:
-            try:
-                omitted, copied = await _copy_back(
-                    box,
-                    out_dir,
-                    max_file_bytes=max_file_bytes,
-                    max_total_bytes=max_total_bytes,
-                    used=log_bytes,
-                )
-                if first is not None:
-                    found = {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in copied}
-                    # a report file too big to copy whole is compared by presence only
-                    found |= {n: first[n] for n in set(first) - set(copied) if (out_dir / n).exists()}
-                    if changes := _changed(first, found):
-                        evidence.append(
-                            _evidence("report_changed", "report files", changes, "after test.sh exited")
-                        )
-                evidence += await _check_tests(box, expected)
-            except SandboxError as exc:
-                error = (
-                    f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
-                )
-                error, sabotage = await _blame(box, error)
+            omitted, found, error, sabotage = await _collect(
+                box, task, out_dir, first, expected, caps=(max_file_bytes, max_total_bytes), used=log_bytes
+            )
+            evidence += found
     finally:
         try:
             await stack.aclose()  # the sealed box, when there is one, is reclaimed (also on cancellation)
@@ -332,6 +310,35 @@ async def run_verifier(
         network=sandbox_network(sandbox),
         toolchain=toolchain,
     )
+
+
+async def _collect(
+    box: Sandbox,
+    task: _TaskLike,
+    out_dir: Path,
+    first: dict[str, str] | None,
+    expected: dict[str, str],
+    *,
+    caps: tuple[int, int],
+    used: int,
+) -> tuple[str | None, list[TamperEvidence], str | None, str | None]:
+    """Step 6: copy back, compare; ``(omitted, evidence, error, sabotage)`` (a failed copy: `_blame`)."""
+    evidence: list[TamperEvidence] = []
+    try:
+        omitted, copied = await _copy_back(
+            box, out_dir, max_file_bytes=caps[0], max_total_bytes=caps[1], used=used
+        )
+        if first is not None:
+            found = {n: hashlib.sha256((out_dir / n).read_bytes()).hexdigest() for n in copied}
+            # a report file too big to copy whole is compared by presence only
+            found |= {n: first[n] for n in set(first) - set(copied) if (out_dir / n).exists()}
+            if changes := _changed(first, found):
+                evidence.append(_evidence("report_changed", "report files", changes, "after test.sh exited"))
+        evidence += await _check_tests(box, expected)
+    except SandboxError as exc:
+        error = f"verifier output of task {task.id} could not be downloaded: {type(exc).__name__}: {exc}"
+        return (None, evidence, *await _blame(box, error))
+    return omitted, evidence, None, None
 
 
 def sandbox_network(sandbox: Sandbox) -> bool | None:
