@@ -338,3 +338,43 @@ async def test_the_box_its_image_and_its_tests_volume_are_reclaimed(
         during = await asyncio.to_thread(_leftovers, sb.host, run_id)
         assert len(during) == 1, during  # the agent's own container only
     assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
+
+
+ROOT_TESTS = """
+import os
+from pathlib import Path
+
+def test_made_by_root():
+    assert Path("/usr/local/share/t1-solved").read_text() == "solved\\n"
+    assert os.stat("/usr/local/share/t1-solved").st_uid == 0
+
+def test_verifier_is_root():
+    assert os.getuid() == 0
+"""
+
+
+async def test_a_task_whose_oracle_and_test_sh_need_root_validates(
+    make_sandbox, environment_dir, tmp_path, backend_kind
+):
+    # solve.sh writes a system folder and takes dpkg's lock; test.sh too: Harbor's tasks as they are
+    _sealed(backend_kind)
+    from t1_rollout.validate import validate_task
+    from t1_tasks import load_task
+
+    task_dir = tmp_path / "needs-root"
+    for d in ("environment", "tests", "solution"):
+        (task_dir / d).mkdir(parents=True)
+    (task_dir / "task.toml").write_text("[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 120.0\n")
+    (task_dir / "instruction.md").write_text("Mark the system solved.\n")
+    (task_dir / "environment" / "Dockerfile").write_text((environment_dir / "Dockerfile").read_text())
+    pre = "apt-get check >/dev/null || { echo 'apt-get check failed'; exit 1; }\n"
+    (task_dir / "tests" / "test.sh").write_text(_test_sh(pre=pre))
+    (task_dir / "tests" / "test_outputs.py").write_text(ROOT_TESTS)
+    (task_dir / "solution" / "solve.sh").write_text(
+        "#!/bin/bash\nset -e\napt-get check\necho solved > /usr/local/share/t1-solved\n"
+    )
+    result = await validate_task(
+        load_task(task_dir), sandbox_factory=make_sandbox, work_dir=tmp_path / "work"
+    )
+    assert result.problems == [], result
+    assert (result.oracle.passed, result.oracle.total) == (2, 2) and result.nop.passed < 2
