@@ -378,3 +378,28 @@ async def test_a_task_whose_oracle_and_test_sh_need_root_validates(
     )
     assert result.problems == [], result
     assert (result.oracle.passed, result.oracle.total) == (2, 2) and result.nop.passed < 2
+
+
+async def test_a_dead_runs_sweep_takes_the_boxs_image_and_volume_too(
+    make_sandbox, environment_dir, tmp_path, backend_kind
+):
+    # the sweep of a dead run (reclaim_run; the watchdog's reclaim_owner and the start sweep filter the
+    # same labels) while a verifier's box is up: its container, tests volume and committed image all go
+    _sealed(backend_kind)
+    from t1_sandbox.docker import client as dc
+
+    run_id = f"t1-sealed-test-{secrets.token_hex(6)}"
+    sb = make_sandbox()
+    sb.run_id = run_id
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("sleep 600\n")
+    async with sb:
+        await sb.start(environment_dir, timeout_s=120)
+        async with sb.sealed_verifier(tests, "/tests", timeout_s=60):
+            assert (
+                len(await asyncio.to_thread(_leftovers, sb.host, run_id)) == 4
+            )  # 2 containers, volume, image
+            await asyncio.to_thread(dc.reclaim_run, run_id, sb.host)
+            assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
+    assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []

@@ -105,8 +105,26 @@ def _remove(api: Any, container_id: str) -> None:
             raise SandboxError(f"removing container {container_id[:12]} failed: {exc}") from exc
 
 
+def _remove_sealed(api: Any, labels: list[str], keep: Any = None) -> None:
+    """Remove the sealed verifier's tests volumes and committed images labelled ``labels`` (``t1.sealed``).
+
+    Best effort, after the containers that use them are gone; ``keep(labels)`` true spares one.
+    """
+    filters = {"label": [*labels, "t1.sealed"]}
+    for volume in api.volumes(filters=filters).get("Volumes") or []:
+        if keep is None or not keep(volume.get("Labels") or {}):
+            with contextlib.suppress(Exception):
+                api.remove_volume(volume["Name"], force=True)
+    for image in api.images(filters=filters):
+        if keep is None or not keep(image.get("Labels") or {}):
+            with contextlib.suppress(Exception):
+                api.remove_image(image["Id"], force=True)
+
+
 def sweep_dead_owners(host: str | None) -> list[str]:
     """Remove the T1 containers of this host whose owning process is gone; once per process and daemon.
+
+    The sealed verifier's tests volumes and committed images of those processes go with them.
 
     Called before this process's every container is created, it also arms this process's watchdog for the
     daemon (`t1_sandbox.watchdog.arm_docker`), which removes its containers after a ``kill -9``.
@@ -126,6 +144,7 @@ def sweep_dead_owners(host: str | None) -> list[str]:
         if not _owner_alive(c.get("Labels") or {}):
             _remove(api, c["Id"])
             removed += [n.lstrip("/") for n in c.get("Names") or [c["Id"][:12]]]
+    _remove_sealed(api, [f"{LABEL}=docker", f"t1.host={HOSTNAME}"], keep=_owner_alive)
     _SWEPT.add(host)
     return removed
 
@@ -144,11 +163,14 @@ def reclaim_owner(pid: int, start: str, host: str | None) -> list[str]:
     found = api.containers(all=True, filters={"label": labels})
     for c in found:
         _remove(api, c["Id"])
+    _remove_sealed(api, labels)
     return [(c.get("Names") or [c["Id"][:12]])[0].lstrip("/") for c in found]
 
 
 def reclaim_run(run_id: str, host: str | None = None) -> list[str]:
     """Remove every T1 container labelled ``t1.run=run_id`` (a dead run's), whichever process made it.
+
+    The run's sealed verifier volumes and images go with them.
 
     Returns:
         The names of the removed containers.
@@ -157,6 +179,7 @@ def reclaim_run(run_id: str, host: str | None = None) -> list[str]:
     found = api.containers(all=True, filters={"label": [f"{LABEL}=docker", f"t1.run={run_id}"]})
     for c in found:
         _remove(api, c["Id"])
+    _remove_sealed(api, [f"{LABEL}=docker", f"t1.run={run_id}"])
     return [(c.get("Names") or [c["Id"][:12]])[0].lstrip("/") for c in found]
 
 
