@@ -403,3 +403,29 @@ async def test_a_dead_runs_sweep_takes_the_boxs_image_and_volume_too(
             await asyncio.to_thread(dc.reclaim_run, run_id, sb.host)
             assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
     assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
+
+
+async def test_the_box_has_the_agent_containers_limits_network_and_security(
+    make_sandbox, environment_dir, tmp_path, backend_kind
+):
+    _sealed(backend_kind)
+    from t1_sandbox.docker import client as dc
+
+    keys = (
+        "NetworkMode", "Memory", "MemorySwap", "NanoCpus", "PidsLimit", "StorageOpt", "CapDrop", "CapAdd",
+        "SecurityOpt", "Tmpfs",
+    )  # fmt: skip
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("true\n")
+    async with make_sandbox() as sb:
+        await sb.start(environment_dir, timeout_s=120)
+        api = dc.api_client(sb.host)
+        agent = (await asyncio.to_thread(api.inspect_container, sb.container_id))["HostConfig"]
+        async with sb.sealed_verifier(tests, "/tests", timeout_s=60) as box:
+            assert box.container_id != sb.container_id
+            seen = (await asyncio.to_thread(api.inspect_container, box.container_id))["HostConfig"]
+            ifaces = await box.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", timeout_s=30)
+    assert {k: seen.get(k) for k in keys} == {k: agent.get(k) for k in keys}
+    assert agent["NetworkMode"] == "none" and ifaces.stdout.split() == ["lo"], ifaces
+    assert "no-new-privileges" in seen["SecurityOpt"] and seen["CapDrop"] == ["ALL"]
