@@ -107,7 +107,7 @@ def test_lazy_exports_resolve_to_the_defining_modules():
     [
         [],
         ["trainer.device=cuda:7", "engine.device=cuda:7"],
-        ["ppo.micro_batch_size=2"],
+        ["ppo.routing_replay=false", "ppo.kl_coef=0.01"],
         ["ppo.normalize_advantages=true"],
         ["plan.devices=2", "plan.dp=2"],
     ],

@@ -72,9 +72,10 @@ def test_an_invisible_cuda_device_is_refused(tiny):
     ]
 
 
-def test_a_micro_batch_above_one_is_refused(tiny):
-    lines = TorchBackend.preflight(tiny("ppo.micro_batch_size=2"))
-    assert len(lines) == 1 and lines[0].startswith("ppo.micro_batch_size 2: ")
+def test_a_packed_micro_batch_is_accepted(tiny):
+    # built: several samples per micro-batch run as one packed forward (t1_trainer.packing)
+    assert TorchBackend.preflight(tiny("ppo.micro_batch_size=2")) == []
+    assert TorchBackend.preflight(tiny("ppo.micro_batch_size=4", "ppo.micro_batch_tokens=512")) == []
 
 
 def test_from_spec_builds_what_the_recipe_says(tiny):

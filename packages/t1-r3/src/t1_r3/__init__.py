@@ -3,7 +3,8 @@
 Records are ``[T - 1, L, k]`` arrays of expert ids, one column per MoE layer, held compact (uint8 for E <=
 256, `routing_dtype`) and decoded from SGLang's int32 ``routed_experts``; `capture_routing` records them from
 an HF MoE model's routers, `replay_routing` makes the routers select the recorded experts while weighting them
-with the live logits. The families R3 knows are the entries of `ROUTER_FAMILIES`.
+with the live logits (`replay_routing_packed`: several samples packed in one row). The families R3 knows are
+the entries of `ROUTER_FAMILIES`.
 
 The record helpers (`t1_r3.records`) need only numpy; the torch parts (`capture_routing`, `replay_routing`,
 `RoutingRecorder`, `moe_routers`, `moe_layers`, `ROUTER_FAMILIES`) load on first use, so numpy-only packages
@@ -28,7 +29,14 @@ from t1_r3.records import (
 
 if TYPE_CHECKING:
     from t1_r3.families import ROUTER_FAMILIES, RouterFamily
-    from t1_r3.hf import RoutingRecorder, capture_routing, moe_layers, moe_routers, replay_routing
+    from t1_r3.hf import (
+        RoutingRecorder,
+        capture_routing,
+        moe_layers,
+        moe_routers,
+        replay_routing,
+        replay_routing_packed,
+    )
 
 __all__ = [
     "ROUTER_FAMILIES",
@@ -47,11 +55,19 @@ __all__ = [
     "moe_routers",
     "pad_rows",
     "replay_routing",
+    "replay_routing_packed",
     "routing_dtype",
     "save_routing",
 ]
 
-_TORCH_PARTS = {"RoutingRecorder", "capture_routing", "moe_layers", "moe_routers", "replay_routing"}
+_TORCH_PARTS = {
+    "RoutingRecorder",
+    "capture_routing",
+    "moe_layers",
+    "moe_routers",
+    "replay_routing",
+    "replay_routing_packed",
+}
 _FAMILY_PARTS = {"ROUTER_FAMILIES", "RouterFamily"}
 
 

@@ -18,7 +18,7 @@ an old-log-prob pass, the training pass and activation recomputation in backward
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,14 @@ from torch import nn
 from t1_r3.families import MoeRouter, find_routers
 from t1_r3.records import RoutingMismatchError, check_routing, routing_dtype
 
-__all__ = ["RoutingRecorder", "capture_routing", "moe_layers", "moe_routers", "replay_routing"]
+__all__ = [
+    "RoutingRecorder",
+    "capture_routing",
+    "moe_layers",
+    "moe_routers",
+    "replay_routing",
+    "replay_routing_packed",
+]
 
 _REPLAY_FLAG = "_t1_r3_replay_active"
 
@@ -157,6 +164,19 @@ def _cached_tokens(kwargs: dict[str, Any]) -> int:
         return 0
 
 
+def _record_of(
+    routing: torch.Tensor | np.ndarray, num_layers: int, top_k: int, num_experts: int
+) -> np.ndarray:
+    """One sample's record as numpy ``[T-1, L, k]``, checked against the model's routers."""
+    rec = routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)
+    if rec.ndim != 3:
+        raise RoutingMismatchError(f"routing must be [T-1, L, k]; got shape {rec.shape}")
+    check_routing(
+        rec, num_tokens=rec.shape[0] + 1, num_layers=num_layers, top_k=top_k, num_experts=num_experts
+    )
+    return rec
+
+
 @contextlib.contextmanager
 def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iterator[None]:
     """Replays a recorded routing in every forward of ``model`` inside the context (T1 §4.2, R3).
@@ -173,7 +193,8 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
 
     Scope: batch-1 forwards ``[1, T]`` from position 0 (the trainer feeds one sample at a time); every forward
     in the context must cover the same T tokens. Run ``backward()`` inside the context when activation
-    recomputation is on, so recomputed routers replay too. Batched (padded or packed) replay is not built.
+    recomputation is on, so recomputed routers replay too. Several samples packed in one row replay with
+    `replay_routing_packed`; a padded ``[B, T]`` batch is not built.
 
     Args:
         model: an HF MoE model of a registered family (see `moe_routers`).
@@ -187,19 +208,58 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
         NotImplementedError: a forward with batch size > 1 (batched replay not built yet).
         RuntimeError: replay is already active on this model (nested replay).
     """
+    with _replay(model, [routing]):
+        yield
+
+
+@contextlib.contextmanager
+def replay_routing_packed(model: nn.Module, routings: Sequence[torch.Tensor | np.ndarray]) -> Iterator[None]:
+    """`replay_routing` of several samples packed in one row ``[1, sum T_i]`` (T1 §4.2, R3).
+
+    Sample i's record ``[T_i-1, L_moe, k]`` replays on its own tokens, which follow sample i-1's in the
+    row; each sample's last position routes live, as in `replay_routing` (its output enters no loss, and in
+    a packed forward no later sample sees it: `t1_policy.varlen.varlen_forward`). With one record this is
+    `replay_routing` exactly.
+
+    Args:
+        model: an HF MoE model of a registered family (see `moe_routers`).
+        routings: one record per packed sample, in row order.
+
+    Raises:
+        RoutingMismatchError: as `replay_routing`, per record at entry; before a forward, an input that is not
+            ``sum T_i`` tokens from position 0.
+        NotImplementedError: a forward with batch size > 1.
+        RuntimeError: replay is already active on this model.
+        ValueError: no record given.
+    """
+    if not routings:
+        raise ValueError("replay_routing_packed: no routing record given")
+    with _replay(model, list(routings)):
+        yield
+
+
+@contextlib.contextmanager
+def _replay(model: nn.Module, routings: list[torch.Tensor | np.ndarray]) -> Iterator[None]:
+    """The replay hooks of `replay_routing` over one or more records packed in row order."""
     routers = find_routers(model)
     first = routers[0].module
     num_layers, top_k, num_experts = len(routers), int(first.top_k), int(first.num_experts)
-    rec = routing.detach().cpu().numpy() if isinstance(routing, torch.Tensor) else np.asarray(routing)
-    if rec.ndim != 3:
-        raise RoutingMismatchError(f"routing must be [T-1, L, k]; got shape {rec.shape}")
-    check_routing(
-        rec, num_tokens=rec.shape[0] + 1, num_layers=num_layers, top_k=top_k, num_experts=num_experts
+    records = [_record_of(r, num_layers, top_k, num_experts) for r in routings]
+    num_tokens = sum(rec.shape[0] + 1 for rec in records)
+    rows_desc = (
+        f"{records[0].shape[0]} rows cover a {num_tokens}-token forward from position 0"
+        if len(records) == 1
+        else f"{len(records)} packed records cover a {num_tokens}-token forward from position 0"
     )
-    num_tokens = rec.shape[0] + 1
     device = first.weight.device
+    # one row per packed token: the record's rows, then a placeholder (0) at each sample's live last position
+    rows = np.concatenate(
+        [np.concatenate([rec, np.zeros((1, num_layers, top_k), rec.dtype)]) for rec in records]
+    )
+    live = torch.zeros(num_tokens, 1, dtype=torch.bool, device=device)
+    live[torch.as_tensor(np.cumsum([rec.shape[0] + 1 for rec in records]) - 1, device=device)] = True
     per_layer = [
-        torch.from_numpy(np.ascontiguousarray(rec[:, layer, :])).to(device=device, dtype=torch.long)
+        torch.from_numpy(np.ascontiguousarray(rows[:, layer, :])).to(device=device, dtype=torch.long)
         for layer in range(num_layers)
     ]
 
@@ -211,27 +271,26 @@ def replay_routing(model: nn.Module, routing: torch.Tensor | np.ndarray) -> Iter
         if batch != 1:
             raise NotImplementedError(
                 f"batched routing replay not built yet: got a forward over batch {batch}; feed one sample "
-                "[1, T] at a time"
+                "[1, T] at a time, or several packed in one row (replay_routing_packed)"
             )
         if seq != num_tokens or _cached_tokens(kwargs):
             raise RoutingMismatchError(
                 f"forward over {seq} tokens (plus {_cached_tokens(kwargs)} cached) does not match the "
-                f"routing "
-                f"record: {rec.shape[0]} rows cover a {num_tokens}-token forward from position 0"
+                f"routing record: {rows_desc}"
             )
 
     def make_hook(layer: int, router: MoeRouter) -> Any:
         def hook(module: nn.Module, args: Any, output: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
             logits, live_idx = output[0], output[2]
             recorded = per_layer[layer]
-            if logits.shape[0] != recorded.shape[0] + 1:
+            if logits.shape[0] != recorded.shape[0]:
                 raise RoutingMismatchError(
                     f"MoE layer {layer} (decoder layer {router.layer}) routes {logits.shape[0]} tokens but "
-                    f"the record covers {recorded.shape[0]} + 1; replay needs a batch-1 forward over the "
-                    "recorded sequence"
+                    f"the record covers {recorded.shape[0] - len(records)} + {len(records)}; replay needs a "
+                    "batch-1 forward over the recorded sequence"
                 )
-            # the last position was never forwarded by the sampler: it keeps its live selection
-            idx = torch.cat([recorded, live_idx[-1:].to(recorded.dtype)], dim=0)
+            # each sample's last position was never forwarded by the sampler: it keeps its live selection
+            idx = torch.where(live, live_idx.to(recorded.dtype), recorded)
             return logits, router.family.weights(module, logits, idx), idx.to(live_idx.dtype)
 
         return hook

@@ -181,7 +181,15 @@ class PPOSpec(Spec):
     micro_batch_size: int = Field(default=1, gt=0)
     """Sequences per micro-batch per data-parallel rank (samples); gradients accumulate over micro-batches, so
     it must divide each rank's ``batch_size * samples_per_task / plan.dp`` samples. 1 in the paper: batch 512
-    at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7)."""
+    at dp = 2 is 256 serially accumulated micro-batches per rank (T1 §7). Above 1 the torch trainer packs
+    consecutive samples into one variable-length forward (positions restart per sample; attention, the Gated
+    DeltaNet scan and R3 replay never cross a sample), with the same loss and gradients as one at a time."""
+
+    micro_batch_tokens: int | None = Field(default=None, gt=0)
+    """Token budget of a packed micro-batch (tokens): a micro-batch also closes before the sample that would
+    take it above this many tokens; a longer sample trains alone. ``None``: no budget, ``micro_batch_size``
+    samples per micro-batch. Only matters with ``micro_batch_size`` above 1. Chosen (the paper trains one
+    sample per micro-batch, T1 §7)."""
 
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Global gradient-norm clip for actor and critic. 1.0, chosen (the paper is silent)."""

@@ -19,9 +19,10 @@ def torch_preflight(recipe: Recipe) -> list[str]:
 
     Checks, without building a model: a CUDA ``trainer.device`` that torch does not see here, a plan of more
     than one training device (this backend runs on one), and the PPO settings this backend does not build
-    (advantage normalization, which T1 §5.2 leaves off; a KL or load-balancing loss, which T1 runs at 0;
-    ``micro_batch_size > 1``). The paper's rule that routing replay forbids both losses is the spec's
-    (`t1_spec.PPOSpec`), so a recipe that reaches here with a non-zero coefficient has replay off.
+    (advantage normalization, which T1 §5.2 leaves off; a KL or load-balancing loss, which T1 runs at 0).
+    ``micro_batch_size > 1`` is built here: packed micro-batches (`t1_trainer.packing`). The paper's rule
+    that routing replay forbids both losses is the spec's (`t1_spec.PPOSpec`), so a recipe that reaches here
+    with a non-zero coefficient has replay off.
 
     Returns:
         Lines starting with the recipe field path, e.g. ``"ppo.normalize_advantages: advantage whitening is
@@ -36,7 +37,8 @@ def unbuilt_ppo(ppo: PPOSpec, backend: str = "torch") -> list[str]:
 
     Args:
         ppo: the recipe's PPO section.
-        backend: the ``trainer.backend`` the lines name (both backends share these limits).
+        backend: the ``trainer.backend`` the lines name (both backends share these limits, except that only
+            ``torch`` packs micro-batches of more than one sample).
     """
     problems = []
     if ppo.normalize_advantages:
@@ -53,10 +55,10 @@ def unbuilt_ppo(ppo: PPOSpec, backend: str = "torch") -> list[str]:
                 f"ppo.{name} {value}: the {backend} trainer builds no {loss} loss; T1 runs with it at 0 "
                 "(set it to 0)"
             )
-    if ppo.micro_batch_size != 1:
+    if backend != "torch" and ppo.micro_batch_size != 1:
         problems.append(
             f"ppo.micro_batch_size {ppo.micro_batch_size}: the {backend} trainer feeds one variable-length "
-            "sample per micro-batch (R3 replay is batch-1); set micro_batch_size: 1"
+            "sample per micro-batch (it packs none); set micro_batch_size: 1"
         )
     return problems
 

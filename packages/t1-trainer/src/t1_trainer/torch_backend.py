@@ -1,11 +1,13 @@
-"""Torch trainer backend: the actor with R3 replay, a full-size critic, AdamW, micro-batches of one sample.
+"""Torch trainer backend: the actor with R3 replay, a full-size critic, AdamW, packed micro-batches.
 
 The actor is the policy (a `Qwen3_5MoeForCausalLM` with the engine's initial weights); the critic is a second
 copy of the same architecture whose LM head is replaced by a scalar value head (T1 §4.5, full-size critic),
 initialised from the same base weights. In the actor's forward, `t1_r3.replay_routing` replays the sampler's
 recorded experts (T1 §4.3, R3); the critic never replays routing (T1 appendix: it runs at its own TopK).
 The update (passes, micro-batches, metrics, the gap's cadence) is the shared loop of `t1_trainer.update`; this
-module supplies its hooks (`t1_trainer.update.UpdateBackend`) on plain torch modules and AdamW.
+module supplies its hooks (`t1_trainer.update.UpdateBackend`) on plain torch modules and AdamW. A micro-batch
+is one sample, or with ``ppo.micro_batch_size > 1`` several packed in one variable-length row
+(`t1_trainer.packing`; the hook `TorchBackend.packed`).
 
 Memory: the vocabulary is 248,320, so fp32 logits cost about 1 MB per token. Log-probs are computed only at
 loss positions, in chunks of `LOGIT_CHUNK` rows whose logits are recomputed in the backward pass
@@ -32,6 +34,7 @@ from t1_trainer.errors import TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.mismatch import StateDict, snapshot, swapped_weights
 from t1_trainer.optim import adamw, clip_and_step
+from t1_trainer.packing import PackedSamples, forward_scope, micro_batches
 from t1_trainer.samples import (
     TrainSample,
     check_sample,
@@ -68,7 +71,7 @@ def loss_token_logprobs(
 
 
 class TorchBackend:
-    """PPO backend on one torch device (CPU or one GPU), micro-batches of one sample.
+    """PPO backend on one torch device (CPU or one GPU), micro-batches of one sample or packed rows.
 
     Registered as ``trainer.backend: torch`` (`t1_trainer.base.TRAINER_BACKENDS`); the run builds it with
     `from_spec` after `preflight` found nothing it cannot run.
@@ -88,7 +91,7 @@ class TorchBackend:
 
     Raises:
         TrainerConfigError: a PPO setting this backend does not build, one line per setting as `preflight`
-            words it (advantage normalization, a KL or load-balancing loss, ``micro_batch_size > 1``).
+            words it (advantage normalization, a KL or load-balancing loss).
     """
 
     def __init__(
@@ -226,13 +229,17 @@ class TorchBackend:
     def values(self, samples: Sequence[TrainSample]) -> list[np.ndarray]:
         """Pre-update critic values ``V_{phi_{t-1}}(s_j)``, float32 ``[T]`` per sample (T1 appendix).
 
-        The critic runs with live routing (it never replays). ``values[0]`` is 0.
+        The critic runs with live routing (it never replays). ``values[0]`` is 0. Micro-batches as the
+        update's (`t1_trainer.packing.micro_batches`): packed rows with ``ppo.micro_batch_size > 1``.
         """
         self.critic.eval()
-        out = []
         for s in samples:
             check_sample(s)
-            out.append(self.critic(token_tensor(s, self.device)).cpu().numpy().astype(np.float32))
+        out: list[np.ndarray] = []
+        for mb in micro_batches(samples, range(len(samples)), self.ppo):
+            with forward_scope(self, "critic", mb.unit, replay=False):
+                values = mb.values(self.critic(token_tensor(mb.unit, self.device)))
+            out.extend(v.cpu().numpy().astype(np.float32) for v in mb.split_tokens(values))
         return out
 
     def update_critic(
@@ -290,11 +297,28 @@ class TorchBackend:
         pos = torch.nonzero(loss_mask_tensor(sample, self.device)).flatten()  # loss positions j >= 1
         return loss_token_logprobs(self.actor, ids, pos, self.temperature, self.vocab_limit)
 
-    def replayed(self, sample: TrainSample) -> AbstractContextManager[Any]:
-        """`t1_r3.replay_routing` of the sample's record into the actor (T1 §4.3) for the body."""
-        from t1_r3 import replay_routing
+    def replayed(self, sample: TrainSample | PackedSamples) -> AbstractContextManager[Any]:
+        """`t1_r3.replay_routing` of the sample's record into the actor (T1 §4.3) for the body.
 
+        A `t1_trainer.packing.PackedSamples` replays each sample's record on its own tokens
+        (`t1_r3.replay_routing_packed`).
+        """
+        from t1_r3 import replay_routing, replay_routing_packed
+
+        if isinstance(sample, PackedSamples):
+            return replay_routing_packed(self.actor, [routing_array(s.routing) for s in sample.samples])
         return replay_routing(self.actor, routing_array(sample.routing))
+
+    def packed(self, network: Network, pack: PackedSamples) -> AbstractContextManager[None]:
+        """``network``'s forwards in the body run ``pack``'s row as its samples (`t1_policy.varlen`).
+
+        Positions restart per sample; full attention, the Gated DeltaNet conv and scan never cross a sample.
+        The critic's forward over the row's first ``N - 1`` tokens is covered too.
+        """
+        from t1_policy.varlen import varlen_forward
+
+        trunk = self.actor.model if network == "actor" else self.critic.body
+        return varlen_forward(trunk, pack.lengths)
 
     @torch.no_grad()
     def live_routing(self, sample: TrainSample) -> tuple[torch.Tensor, np.ndarray]:

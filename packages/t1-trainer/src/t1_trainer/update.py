@@ -2,7 +2,8 @@
 
 Every trainer backend (`t1_trainer.torch_backend.TorchBackend`, `t1_trainer.megatron.backend.MegatronBackend`)
 runs its ``update_critic`` and ``update_actor`` through `update_critic` and `update_actor` here: the passes
-(``ppo.ppo_epochs``), the micro-batches (one sample each), the token-weighted metrics, the cadence of the
+(``ppo.ppo_epochs``), the micro-batches (one sample each, or several packed in one variable-length forward
+with ``ppo.micro_batch_size > 1``: `t1_trainer.packing`), the token-weighted metrics, the cadence of the
 live-routing gap (`gap_due`), the importance correction (`t1_trainer.off_policy`), the Eq. 25 split
 (`t1_trainer.mismatch`) and the grad-norm bookkeeping. A backend supplies the hooks of `UpdateBackend`:
 forward (the actor's log-probs with or without replayed routing, the critic's values), backward, the
@@ -11,6 +12,8 @@ optimizer), and its device scope. The step order around them (values, advantages
 `t1_trainer.step.ppo_step`'s. A data-parallel backend (`t1_trainer.data_parallel`) also supplies three
 optional hooks, looked up by name and absent on one rank: ``group_loss_tokens`` (`loss_token_count`),
 ``accumulating`` (`micro_batch_scope`) and ``group_explained_variances`` (`batch_explained_variances`).
+A backend that packs supplies ``packed`` (`t1_trainer.packing.forward_scope`); its other hooks then also
+receive a `t1_trainer.packing.PackedSamples` where they would receive a sample.
 
 Losses and their metrics are `t1_trainer.algorithms`' (T1 Eq. 17 clipped surrogate, the clipped value loss;
 T1 §4.5): no KL, no load-balancing loss, no advantage normalization (T1 §5.2).
@@ -34,6 +37,7 @@ from t1_trainer.base import OldLogprobs
 from t1_trainer.errors import TrainerConfigError
 from t1_trainer.mismatch import StateDict, mismatch_terms
 from t1_trainer.off_policy import OFF_POLICY_CORRECTIONS
+from t1_trainer.packing import MicroBatch, forward_scope, micro_batches
 from t1_trainer.samples import TrainSample, check_sample, loss_mask_tensor, routing_array
 
 __all__ = [
@@ -55,7 +59,7 @@ Network = Literal["actor", "critic"]
 
 
 class UpdateBackend(Protocol):
-    """The hooks the shared update loop calls on a backend (one sample per micro-batch).
+    """The hooks the shared update loop calls on a backend (a micro-batch is a sample or a packed row).
 
     Attributes are the backend's settings and counters; the loop reads the settings and advances the
     counters (``actor_updates`` and ``version`` are part of a checkpoint's resumable state).
@@ -249,15 +253,20 @@ def update_critic(
         masks = [loss_mask_tensor(s, device) for s in samples]
         n_tok = float(sum(int(m.sum()) for m in masks))
         n_loss = loss_token_count(backend, n_tok)
+        batches = micro_batches(samples, range(len(samples)), ppo)
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("critic")
             total, clipped = 0.0, 0.0
-            for j, (s, m, ret, old) in enumerate(zip(samples, masks, returns, old_values, strict=True)):
-                with micro_batch_scope(backend, "critic", last=j == len(samples) - 1):
+            for j, mb in enumerate(batches):
+                m = mb.cat([masks[i] for i in mb.indices])
+                with (
+                    micro_batch_scope(backend, "critic", last=j == len(batches) - 1),
+                    forward_scope(backend, "critic", mb.unit, replay=False),
+                ):
                     loss, met = value_loss(
-                        backend.critic_values(s),
-                        torch.as_tensor(old, device=device),
-                        torch.as_tensor(ret, device=device),
+                        mb.values(backend.critic_values(mb.unit)),
+                        mb.cat([torch.as_tensor(old_values[i], device=device) for i in mb.indices]),
+                        mb.cat([torch.as_tensor(returns[i], device=device) for i in mb.indices]),
                         m,
                         value_clip=ppo.value_clip,
                         num_tokens=n_loss,
@@ -295,6 +304,27 @@ class _FirstPass:
         self.affected, self.weight_sum = 0, 0.0
         # the live-routing forward of a gap step: gap sum, flipped tokens, flipped pairs, MoE layers, seconds
         self.live_gap, self.flips, self.flip_pairs, self.moe_layers, self.live_time = 0.0, 0, 0, 0, 0.0
+
+    def record(
+        self, backend: UpdateBackend, sample: TrainSample, i: int, logp: torch.Tensor, rollout: bool
+    ) -> None:
+        """Records sample ``i``'s pre-update log-probs ``logp`` ``[n_loss]``: gap, ratio denominator, weights.
+
+        ``rollout``: the ratio's denominator is the rollout's log-probs (else ``logp`` itself).
+        """
+        ppo = backend.ppo
+        correction = OFF_POLICY_CORRECTIONS.load(ppo.off_policy.kind)
+        pos = torch.nonzero(loss_mask_tensor(sample, backend.device)).flatten()
+        at_rollout = _rollout_at(sample, pos, backend.device)
+        logp = logp.detach()
+        self.gap_sum += float((logp - at_rollout).abs().sum())
+        self.pre[i] = (logp, at_rollout)
+        self.old[i] = at_rollout if rollout else logp
+        if correction.active:
+            log_ratio = logp.float() - at_rollout
+            self.weights[i], hit = correction.weights(log_ratio, torch.ones_like(logp), ppo.off_policy)
+            self.affected += int(hit.sum())
+            self.weight_sum += float(self.weights[i].sum())
 
     def add_live(self, backend: UpdateBackend, sample: TrainSample) -> None:
         """Measures `live_gap` on ``sample`` (pre-update weights: the step's first pass) and adds it up."""
@@ -377,6 +407,7 @@ def update_actor(
         keep = [i for i in range(len(samples)) if i not in errors]
         masks = {i: loss_mask_tensor(samples[i], backend.device) for i in keep}
         n_tok = float(sum(int(masks[i].sum()) for i in keep))
+        batches = micro_batches(samples, keep, ppo)
         n_loss = loss_token_count(backend, n_tok)
         measure_gap = gap_due(ppo, backend.logprob_gap_every, backend.actor_updates)
         backend.actor_updates += 1
@@ -391,15 +422,16 @@ def update_actor(
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("actor")
             acc = PassMetrics()
-            for j, i in enumerate(keep):
-                pos = torch.nonzero(masks[i]).flatten()
-                with micro_batch_scope(backend, "actor", last=j == len(keep) - 1):
+            for j, mb in enumerate(batches):
+                pos = {i: torch.nonzero(masks[i]).flatten() for i in mb.indices}
+                with micro_batch_scope(backend, "actor", last=j == len(batches) - 1):
                     loss, met = _actor_micro_batch(
-                        backend, samples[i], i, pos, advantages[i], epoch, from_rollout[i], n_loss, first
+                        backend, samples, mb, pos, advantages, epoch, from_rollout, n_loss, first
                     )
-                acc.add(loss, met, int(pos.numel()))
+                acc.add(loss, met, sum(int(p.numel()) for p in pos.values()))
                 if epoch == 0 and measure_gap:
-                    first.add_live(backend, samples[i])
+                    for i in mb.indices:
+                        first.add_live(backend, samples[i])
             norms.append(backend.optimizer_step("actor"))
             backend.version += 1
             if epoch == 0:
@@ -417,45 +449,42 @@ def update_actor(
 
 def _actor_micro_batch(
     backend: UpdateBackend,
-    sample: TrainSample,
-    i: int,
-    pos: torch.Tensor,
-    advantage: np.ndarray,
+    samples: Sequence[TrainSample],
+    mb: MicroBatch,
+    pos: dict[int, torch.Tensor],
+    advantages: Sequence[np.ndarray],
     epoch: int,
-    from_rollout: bool,
+    from_rollout: Sequence[bool],
     n_tok: float,
     first: _FirstPass,
 ) -> tuple[float, dict[str, float]]:
-    """Forward, loss and backward of one sample in one pass; on the first pass, records into ``first``.
+    """Forward, loss and backward of one micro-batch in one pass; on the first pass, records into ``first``.
 
-    ``n_tok`` is the token mean's denominator: the batch's loss tokens (`loss_token_count`).
+    ``pos`` holds each of the micro-batch's samples' loss positions; ``n_tok`` is the token mean's
+    denominator: the batch's loss tokens (`loss_token_count`). A packed micro-batch's loss is its samples'
+    per-token terms concatenated over that denominator: the sum of their unpacked losses.
 
     Returns:
-        The sample's loss (its share of the batch's token mean) and its `ppo_policy_loss` metrics.
+        The micro-batch's loss (its share of the batch's token mean) and its `ppo_policy_loss` metrics.
     """
     ppo, device = backend.ppo, backend.device
-    correction = OFF_POLICY_CORRECTIONS.load(ppo.off_policy.kind)
-    adv = torch.as_tensor(advantage, device=device, dtype=torch.float32)[pos]
-    with backend.replayed(sample) if ppo.routing_replay else nullcontext():
-        logp = backend.actor_logprobs(sample)
+    adv = mb.cat(
+        [torch.as_tensor(advantages[i], device=device, dtype=torch.float32)[pos[i]] for i in mb.indices]
+    )
+    with forward_scope(backend, "actor", mb.unit, replay=ppo.routing_replay):
+        logp = backend.actor_logprobs(mb.unit)
         if epoch == 0:
-            rollout = _rollout_at(sample, pos, device)
-            first.gap_sum += float((logp.detach() - rollout).abs().sum())
-            first.pre[i] = (logp.detach(), rollout)
-            first.old[i] = rollout if from_rollout else logp.detach()
-            if correction.active:
-                log_ratio = logp.detach().float() - rollout
-                first.weights[i], hit = correction.weights(log_ratio, torch.ones_like(adv), ppo.off_policy)
-                first.affected += int(hit.sum())
-                first.weight_sum += float(first.weights[i].sum())
+            for i, part in zip(mb.indices, mb.split_loss_tokens(logp), strict=True):
+                first.record(backend, samples[i], i, part, from_rollout[i])
+        weights = [first.weights.get(i) for i in mb.indices]
         loss, met = ppo_policy_loss(
             logp,
-            first.old[i],
+            mb.cat([first.old[i] for i in mb.indices]),
             adv,
             torch.ones_like(adv),
             clip_eps=ppo.clip_eps,
             num_tokens=n_tok,
-            is_weights=first.weights.get(i),
+            is_weights=None if weights[0] is None else mb.cat(weights),
         )
         backend.backward(loss, "actor")
     return loss.item(), met
