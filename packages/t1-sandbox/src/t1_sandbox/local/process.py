@@ -3,10 +3,10 @@
 Every launch is forked and exec'd by the launch server (``spawner.py``, ``spawnd.py``), a small process, never
 by this one: forking a trainer of gigabytes for each launch stalled it. Limits come in two lines. The first is
 per sandbox: every launch joins the sandbox's cgroup (``cgroups.py``: memory including tmpfs, processes, CPU
-share) in the forked child before ``exec``, and the sandbox's files
-live on a tmpfs of ``disk_mb`` MiB (``rootfs.py``). The second is per process: ``RLIMIT_CPU``, ``RLIMIT_AS``,
-``RLIMIT_FSIZE`` and ``RLIMIT_NPROC`` (per host uid, i.e. per sandbox). Every launch also gets the seccomp
-filter (``seccomp.py``) on a pipe that ``bwrap --seccomp`` reads.
+share) in the forked child before ``exec``, and the sandbox's files live on a tmpfs of ``disk_mb`` MiB
+(``rootfs.py``). The second is per process: ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE`` and
+``RLIMIT_NPROC`` (per host uid, i.e. per sandbox). Every launch also gets the seccomp filter (``seccomp.py``)
+on a pipe that ``bwrap --seccomp`` reads.
 
 Every launch runs under a unique ``argv[0]`` tag, so that its processes can be found and killed even when the
 launcher died during bubblewrap's set-up (`kill_tagged`). A launch is safe to cancel at any point: on
