@@ -1,6 +1,7 @@
-"""The Megatron backend on 2 CPU gloo ranks against one rank: tp = 2, tp = 2 with ep = 2, ep = 2 with dp = 2.
+"""The Megatron backend on CPU gloo ranks against one rank: tp = 2, tp = 2 with ep = 2, ep = 2 with dp = 2
+(2 ranks each), and tp = 2, dp = 2, ep = 4 (4 ranks).
 
-The two-rank runs execute this file as a script in two subprocesses (``python test_megatron_parallel.py RANK
+The multi-rank runs execute this file as a script in subprocesses (``python test_megatron_parallel.py RANK
 WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
 one-rank reference runs the same `_run` in the test's own process. The model is the tiny recipe's with every
 layer full attention (megatron's Gated DeltaNet needs CUDA). Samples of 85 and 84 tokens: the odd one is
@@ -29,7 +30,12 @@ pytest.importorskip("megatron.core", reason="megatron-core (the t1-trainer[megat
 HERE = Path(__file__).resolve()
 TINY_RECIPE = HERE.parents[2] / "recipes" / "tiny-cpu.yaml"
 FAST = PPOSpec(batch_size=2, actor_lr=1e-4, critic_lr=1e-3)
-MODES = {"tp2": {"tp": 2}, "tp2ep2": {"tp": 2, "ep": 2}, "ep2dp2": {"ep": 2, "dp": 2}}
+MODES = {
+    "tp2": {"tp": 2},
+    "tp2ep2": {"tp": 2, "ep": 2},
+    "ep2dp2": {"ep": 2, "dp": 2},
+    "tp2dp2ep4": {"tp": 2, "dp": 2, "ep": 4},  # 4 ranks
+}
 LOGP_ATOL = 2e-5
 """fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
 GRAD_RTOL = 1e-4
@@ -102,18 +108,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _two_ranks(tmp_path: Path, mode: str) -> dict:
+def _ranks(tmp_path: Path, mode: str) -> list[dict]:
+    world = MODES[mode].get("tp", 1) * MODES[mode].get("dp", 1)
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(HERE), str(rank), "2", str(port), str(tmp_path), mode],
+            [sys.executable, str(HERE), str(rank), str(world), str(port), str(tmp_path), mode],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for rank in range(2)
+        for rank in range(world)
     ]
     logs = []
     for p in procs:
@@ -125,8 +132,7 @@ def _two_ranks(tmp_path: Path, mode: str) -> dict:
             raise
     for p, log in zip(procs, logs, strict=True):
         assert p.returncode == 0, log[-4000:]
-    got = [torch.load(tmp_path / f"{mode}.rank{r}.pt", weights_only=False) for r in range(2)]
-    return {"ranks": got}
+    return [torch.load(tmp_path / f"{mode}.rank{r}.pt", weights_only=False) for r in range(world)]
 
 
 @pytest.fixture(scope="module")
@@ -141,15 +147,15 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", sorted(MODES))
-def test_two_cpu_ranks_match_one(tmp_path, reference, mode):
+def test_cpu_ranks_match_one(tmp_path, reference, mode):
     ref = reference
-    got = _two_ranks(tmp_path, mode)["ranks"]
+    got = _ranks(tmp_path, mode)
     for r, run in enumerate(got):
         # the whole HF state, gathered from the shards, before any update: the sampler's weights exactly
         assert set(run["initial"]) == set(ref["initial"])
         assert all(torch.equal(run["initial"][k], ref["initial"][k]) for k in ref["initial"]), r
         worst = max(_max_abs(a, b) for a, b in zip(run["logps"], ref["logps"], strict=True))
-        print(f"{mode} rank {r}: replayed log-probs max |2 ranks - 1 rank| = {worst:.3g}")
+        print(f"{mode} rank {r}: replayed log-probs max |N ranks - 1 rank| = {worst:.3g}")
         assert worst <= LOGP_ATOL
         # the forced records moved every expert: replay, not live routing, decided those log-probs
         assert _max_abs(ref["logps"][2], ref["logps"][0]) > 100 * LOGP_ATOL
@@ -170,7 +176,7 @@ def test_two_cpu_ranks_match_one(tmp_path, reference, mode):
                 continue
             assert run["metrics"][k] == pytest.approx(v, rel=1e-4, abs=1e-6, nan_ok=True), k
         wdiff = max(_max_abs(run["weights"][k], ref["weights"][k]) for k in ref["weights"])
-        print(f"{mode} rank {r}: exported weights after one PPO step max |2 ranks - 1 rank| = {wdiff:.3g}")
+        print(f"{mode} rank {r}: exported weights after one PPO step max |N ranks - 1 rank| = {wdiff:.3g}")
         assert wdiff <= WEIGHT_ATOL
     moved = max(_max_abs(ref["weights"][k], ref["initial"][k]) for k in ref["weights"])
     assert moved > 10 * WEIGHT_ATOL  # the step moved the weights
