@@ -115,6 +115,9 @@ async def test_the_mini_pools_per_assertion_reports_are_unchanged(tmp_path, monk
     full = _full_environment()
     monkeypatch.setattr(bwrap_module, "toolchain", lambda: full)
     monkeypatch.setattr(sandbox_module, "toolchain", lambda: full)
+    async with await _started(tmp_path) as sb:  # the comparison is with the whole environment indeed
+        run = await sb.exec_verifier("python3 -m pytest --version --version", timeout_s=120)
+        assert "hypothesis" in " ".join(_plugins(run.stdout + run.stderr)), run.stdout
     for task in pool.tasks:
         for kind in ("oracle", "nop"):
             await run_check(task, kind, sandbox_factory=LocalSandbox, work_dir=tmp_path / "full")

@@ -82,6 +82,11 @@ def main() -> None:
     }
     for run in arms.values():  # warm every path once, unmeasured
         run()
+    for tc, wanted in ((lean, False), (full, True)):  # each arm mounts the environment it is named for
+        chosen["toolchain"] = tc
+        said = loop.run_until_complete(sandbox.exec_verifier("python3 -m pytest -VV", timeout_s=120))
+        if ("hypothesis" in said.stdout + said.stderr) != wanted:
+            raise SystemExit(f"the {'whole' if wanted else 'lean'} environment's pytest said: {said.stdout}")
     times = interleave(arms, repeat=args.runs)
     loop.run_until_complete(sandbox.close())
     loop.close()
