@@ -95,6 +95,14 @@ def test_preflight_refuses_unbuilt_degrees_by_name():
     assert [line.split(" ")[0] for line in lines] == ["plan:"]
 
 
+def test_preflight_refuses_a_vocabulary_tp_does_not_divide():
+    r = _recipe()
+    plan = r.plan.model_copy(update={"tp": 2, "devices": 2})
+    model = _full_attention(r.model).model_copy(update={"vocab_size": 248_321})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": model, "plan": plan}))
+    assert lines[0].startswith("model.vocab_size 248321: megatron's VocabParallelEmbedding"), lines
+
+
 def test_preflight_refuses_tensor_parallel_on_cuda():
     r = _recipe(device="cuda")
     plan = r.plan.model_copy(update={"tp": 2, "devices": 2})

@@ -119,7 +119,7 @@ class MegatronBackend:
         temperature: float = 1.0,
         logprob_gap_every: int = 0,
     ) -> None:
-        problems = unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device)
+        problems = unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device, model_spec)
         if problems:
             raise TrainerConfigError(
                 "the megatron trainer cannot run this recipe:\n  - " + "\n  - ".join(problems)
@@ -219,7 +219,7 @@ class MegatronBackend:
         device = recipe.trainer.device
         unseen = device_problem("trainer.device", device)
         lines = [unseen] if unseen else []
-        lines += _plan_problems(recipe.plan, device)
+        lines += _plan_problems(recipe.plan, device, recipe.model)
         gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda") and torch.cuda.is_available())
         return lines + ([gdn] if gdn else []) + unbuilt_ppo(recipe.ppo, "megatron")
 
@@ -453,12 +453,17 @@ class MegatronBackend:
         return megatron_to_hf(state, self.hf_config, layer_spec="local")
 
 
-def _plan_problems(plan: PlanSpec, device: str) -> list[str]:
+def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
     """The plan degrees this backend does not build, and a world size other than the plan's, one line each."""
     from t1_trainer.megatron.parallel import launched_world_size
 
     cpu = not device.startswith("cuda")
     lines = []
+    if plan.tp > 1 and model.vocab_size % plan.tp:
+        lines.append(
+            f"model.vocab_size {model.vocab_size}: megatron's VocabParallelEmbedding splits the vocabulary "
+            f"evenly over plan.tp {plan.tp}; pad vocab_size to a multiple of {plan.tp}"
+        )
     for name, what in (
         ("pp", "megatron's pipeline schedule (forward_backward_func over stages)"),
         ("cp", "context-parallel router replay (load-balanced chunks per rank)"),
