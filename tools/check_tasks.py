@@ -220,6 +220,21 @@ def _score(check: Any) -> str:
     return f"{check.passed}/{total}"
 
 
+def _stand_in(sandbox: Any, base: str, target: str) -> str:
+    """``base -> target``, and what the stand-in differs in when its labels say it is not faithful."""
+    try:
+        from t1_sandbox.docker import client as dc
+        from t1_sandbox.docker.stand_ins import differences
+
+        labels = (
+            dc.api_client(getattr(sandbox, "host", None)).inspect_image(target).get("Config") or {}
+        ).get("Labels") or {}
+        found = differences(base, labels)
+    except Exception:  # no docker client or no such image: the substitution alone is still worth a line
+        found = []
+    return f"{base} -> {target}" + (f" (differs: {'; '.join(found)})" if found else "")
+
+
 async def check_task(
     task: Any, recipe: Any, factory: Any, work_dir: Path, build_timeout_s: float | None
 ) -> TaskCheck:
@@ -251,7 +266,7 @@ async def check_task(
             await sandbox.start(task.environment_dir, timeout_s=timeout)
             row.builds = True
             choice = getattr(sandbox, "choice", None)
-            row.stand_ins = [f"{a} -> {b}" for a, b in getattr(choice, "stand_ins", ())]
+            row.stand_ins = [_stand_in(sandbox, a, b) for a, b in getattr(choice, "stand_ins", ())]
         finally:
             await sandbox.close()
     except Exception as exc:  # SandboxError and kin; anything else is recorded too, the folder goes on

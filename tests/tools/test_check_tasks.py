@@ -252,3 +252,15 @@ def test_the_record_written_is_the_one_attribution_reads(daemon, tmp_path, capsy
     failed = rows["apt-offline"]
     assert failed.verdict == "failed" and failed.oracle is None  # proves nothing about the verifier
     assert any("builds:" in p for p in failed.problems)
+
+
+@pytest.mark.docker
+def test_a_stand_in_that_differs_from_the_tasks_base_says_what_differs(daemon, tmp_path, capsys):
+    _task(tmp_path, "py-on-debian", dockerfile="FROM python:3.13-slim-bookworm\nWORKDIR /app\n")
+    ct.main([str(tmp_path), "--image-map", "python:3.13-slim-bookworm=t1-local/debian:trixie", "--json"])
+    row = _json_rows(capsys.readouterr().out)["py-on-debian"]
+    (said,) = row["stand_ins"]
+    assert said.startswith("python:3.13-slim-bookworm -> t1-local/debian:trixie (differs: Debian trixie"), (
+        said
+    )
+    assert "EXTERNALLY-MANAGED" in said
