@@ -198,3 +198,26 @@ def test_ppo_step_packed_gives_the_unpacked_weights(tiny_model_spec, batch, pack
     ):
         assert m_many[key] == pytest.approx(m_one[key], rel=1e-4, abs=1e-6), key
     assert m_many["actor/loss_tokens"] == m_one["actor/loss_tokens"]
+
+
+def test_data_parallel_backend_packs_through_its_ddp_wrappers(tiny_model_spec, batch):
+    # one gloo rank: the DDP-wrapped hooks of t1_trainer.data_parallel see the pack where they saw a sample
+    import socket
+
+    from t1_trainer.data_parallel import DataParallelTorchBackend, data_parallel_ppo_step
+    from t1_trainer.distributed import RankGroup
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    group = RankGroup(rank=0, world_size=1, address="127.0.0.1", port=port, timeout_s=120.0).join()
+    try:
+        dp = DataParallelTorchBackend(group, model_spec=tiny_model_spec, ppo_spec=PACKED, seed=0)
+        data_parallel_ppo_step(dp, batch, PACKED)
+    finally:
+        group.leave()
+    one = _backend(tiny_model_spec, FAST)
+    ppo_step(one, batch, FAST)
+    for net, lr in (("actor", FAST.actor_lr), ("critic", FAST.critic_lr)):
+        a, b = dict(getattr(one, net).named_parameters()), dict(getattr(dp, net).named_parameters())
+        assert max(float((a[n] - b[n]).detach().abs().max()) for n in a) < 0.02 * lr, net
