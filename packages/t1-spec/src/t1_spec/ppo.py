@@ -188,8 +188,9 @@ class PPOSpec(Spec):
     micro_batch_tokens: int | None = Field(default=None, gt=0)
     """Token budget of a packed micro-batch (tokens): a micro-batch also closes before the sample that would
     take it above this many tokens; a longer sample trains alone. ``None``: no budget, ``micro_batch_size``
-    samples per micro-batch. Only matters with ``micro_batch_size`` above 1. Chosen (the paper trains one
-    sample per micro-batch, T1 §7)."""
+    samples per micro-batch whatever their total. Only matters with ``micro_batch_size`` above 1. The
+    capacity model prices a micro-batch of ``plan.token_wall`` tokens, so a budget at most that keeps packed
+    micro-batches inside the priced memory. Chosen (the paper trains one sample per micro-batch, T1 §7)."""
 
     max_grad_norm: float = Field(default=1.0, gt=0)
     """Global gradient-norm clip for actor and critic. 1.0, chosen (the paper is silent)."""
