@@ -36,6 +36,12 @@ the plan. Not built, refused by
 `MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1 (context-parallel replay),
 etp > 1 (expert tensor parallelism), tp > 1 on CUDA (the tp sum of the sequence-parallel partial gradients
 under megatron's ``DistributedOptimizer``).
+
+Pipeline stages on the CPU: megatron-core 0.19.2's ``forward_backward_pipelining_without_interleaving``
+allocates its token counter with ``device="cuda"`` (``schedules.py``, no current-device indirection a shim
+could answer) and its p2p exchange calls ``torch.cuda.synchronize()``, so megatron's own schedule cannot run
+over gloo on the CPU; on CUDA, pp > 1 would also need ``pipeline_dtype`` in the config and per-stage
+``pre_process`` / ``post_process`` models, which are not built.
 """
 
 from __future__ import annotations
