@@ -14,6 +14,7 @@ so it agrees to float32 rounding only; the token-by-token form is exact there.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -132,7 +133,9 @@ def _contiguous(full: torch.Tensor, desc: PackedCPDescriptor, r: int) -> torch.T
 
 def _rank_main(rank: int, size: int, path: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{path}/store", rank=rank, world_size=size)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{path}/store", rank=rank, world_size=size, timeout=timedelta(seconds=300)
+    )
     group, results = dist.group.WORLD, {}
     layer = _layer()
     for name, desc in _cases(size).items():

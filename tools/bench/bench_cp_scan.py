@@ -35,6 +35,7 @@ import os
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -76,7 +77,9 @@ def _rank(rank: int, cp: int, tokens: int, device: str, path: str) -> None:
     from t1_trainer.context_parallel import gated_deltanet_cp
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{path}/store", rank=rank, world_size=cp)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{path}/store", rank=rank, world_size=cp, timeout=timedelta(seconds=300)
+    )
     layer, desc = _layer(device), _descriptor(tokens, cp)
     g = torch.Generator().manual_seed(rank)
     x = torch.randn(desc.local_tokens, 64, generator=g).to(device).requires_grad_(True)
