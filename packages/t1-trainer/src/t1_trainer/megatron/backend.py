@@ -32,10 +32,9 @@ tokens in lockstep, as the ``allgather`` dispatcher needs.
 
 Built: on the CPU (gloo), tp, dp and ep (ep dividing tp * dp), tested against one rank on 2 ranks (tp = 2;
 tp = 2 with ep = 2; ep = 2 with dp = 2) and 4 (tp = 2, dp = 2, ep = 4); on CUDA, tp = 1 with dp and ep from
-the plan. Not built, refused by
-`MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1 (context-parallel replay),
-etp > 1 (expert tensor parallelism), tp > 1 on CUDA (the tp sum of the sequence-parallel partial gradients
-under megatron's ``DistributedOptimizer``).
+the plan. Not built, refused by `MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1
+(context-parallel replay), etp > 1 (expert tensor parallelism), tp > 1 on CUDA (the tp sum of the
+sequence-parallel partial gradients under megatron's ``DistributedOptimizer``).
 
 Pipeline stages on the CPU: megatron-core 0.19.2's ``forward_backward_pipelining_without_interleaving``
 allocates its token counter with ``device="cuda"`` (``schedules.py``, no current-device indirection a shim
