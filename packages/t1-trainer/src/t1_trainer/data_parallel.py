@@ -40,8 +40,9 @@ with a `t1_trainer.distributed.CollectiveError` within the group's deadline.
 Built: this library piece (`DataParallelTorchBackend`, `data_parallel_ppo_step`,
 `data_parallel_critic_warmup_step`), and its use by a Ray run's trainer ranks (``runtime.ray.trainer_workers``
 > 1, `t1.run.ray.trainer_group`: placement, rendezvous, the batch to every rank, publication and checkpoints
-from rank 0). Not built: packed micro-batches over ranks, and the GRPO estimator over ranks (its groups
-would be split across shards; the run refuses it by name).
+from rank 0). Packed micro-batches (`t1_trainer.packing`) run through the DDP wrappers unchanged: each rank
+packs its own shard. Not built: the GRPO estimator over ranks (its groups would be split across shards; the
+run refuses it by name).
 """
 
 from __future__ import annotations
