@@ -1,7 +1,8 @@
 """Packed micro-batches: a packed forward and backward equal the samples' own, on the tiny model with R3.
 
 The reference is always the unpacked path (one sample per forward, the trainer's path with
-``micro_batch_size`` 1), never the packing code itself.
+``micro_batch_size`` 1), never the packing code itself. Whole PPO steps packed against unpacked are in
+``test_packing_step.py`` (out of the unit tier: they train the tiny model four times).
 """
 
 import numpy as np
@@ -11,12 +12,10 @@ import torch
 from t1_r3 import RoutingMismatchError, replay_routing, replay_routing_packed
 from t1_spec import PPOSpec
 from t1_trainer.packing import PackedSamples, forward_scope, micro_batches, plan_micro_batches
-from t1_trainer.step import ppo_step
 from t1_trainer.torch_backend import TorchBackend
 
 FAST = PPOSpec(batch_size=5, actor_lr=1e-4, critic_lr=1e-3, ppo_epochs=2)
 PACKED = FAST.model_copy(update={"micro_batch_size": 5})
-BUDGET = FAST.model_copy(update={"micro_batch_size": 5, "micro_batch_tokens": 160})
 
 
 @pytest.fixture(scope="module")
@@ -171,53 +170,3 @@ def test_packed_values_and_gradients_equal_unpacked(tiny_model_spec, batch):
     assert set(grads_packed) == set(grads_alone)
     for name, g in grads_alone.items():
         torch.testing.assert_close(grads_packed[name], g, atol=1e-6, rtol=1e-4, msg=name)
-
-
-@pytest.mark.parametrize("packed", [PACKED, BUDGET], ids=["five-in-one", "token-budget"])
-def test_ppo_step_packed_gives_the_unpacked_weights(tiny_model_spec, batch, packed):
-    one, many = _backend(tiny_model_spec, FAST), _backend(tiny_model_spec, packed)
-    m_one, m_many = ppo_step(one, batch, FAST), ppo_step(many, batch, packed)
-    if packed is BUDGET:
-        lengths = [len(s.token_ids) for s in batch]
-        assert 1 < len(plan_micro_batches(lengths, max_samples=5, max_tokens=160)) < len(batch)
-    # Adam divides by sqrt(v), so a gradient's rounding difference can move a weight by a share of one
-    # step lr; measured: 0.6% of a step (actor), 0.4% (critic), the median weight agreeing to 1e-8
-    for net, lr in (("actor", FAST.actor_lr), ("critic", FAST.critic_lr)):
-        a = dict(getattr(one, net).named_parameters())
-        b = dict(getattr(many, net).named_parameters())
-        diffs = {n: float((a[n] - b[n]).detach().abs().max()) for n in a}
-        assert max(diffs.values()) < 0.02 * lr, (
-            net,
-            max(diffs.items(), key=lambda kv: kv[1]),
-        )
-    for key in (
-        "critic/value_loss",
-        "actor/policy_loss",
-        "actor/policy_loss_first",
-        "actor/logprob_gap_replay",
-    ):
-        assert m_many[key] == pytest.approx(m_one[key], rel=1e-4, abs=1e-6), key
-    assert m_many["actor/loss_tokens"] == m_one["actor/loss_tokens"]
-
-
-def test_data_parallel_backend_packs_through_its_ddp_wrappers(tiny_model_spec, batch):
-    # one gloo rank: the DDP-wrapped hooks of t1_trainer.data_parallel see the pack where they saw a sample
-    import socket
-
-    from t1_trainer.data_parallel import DataParallelTorchBackend, data_parallel_ppo_step
-    from t1_trainer.distributed import RankGroup
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    group = RankGroup(rank=0, world_size=1, address="127.0.0.1", port=port, timeout_s=120.0).join()
-    try:
-        dp = DataParallelTorchBackend(group, model_spec=tiny_model_spec, ppo_spec=PACKED, seed=0)
-        data_parallel_ppo_step(dp, batch, PACKED)
-    finally:
-        group.leave()
-    one = _backend(tiny_model_spec, FAST)
-    ppo_step(one, batch, FAST)
-    for net, lr in (("actor", FAST.actor_lr), ("critic", FAST.critic_lr)):
-        a, b = dict(getattr(one, net).named_parameters()), dict(getattr(dp, net).named_parameters())
-        assert max(float((a[n] - b[n]).detach().abs().max()) for n in a) < 0.02 * lr, net
