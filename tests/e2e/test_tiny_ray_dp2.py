@@ -1,12 +1,12 @@
 """`recipes/tiny-ray-dp2.yaml`: two data-parallel trainer ranks on a local Ray cluster, and the loss of one.
 
-The two ranks form one gloo process group and train every step together; rank 0 publishes and
-checkpoints. Each metrics row carries the group's size and the publication's bytes, and the one-step
-asynchronous loop keeps its staleness (T1 Appendix 12). A rank killed mid-step (SIGKILL the moment the step
-is submitted to the ranks) fails the run with that rank's cause well within the collective deadline
-(T1 §7.3: Ray answers the dead actor's call, and the surviving rank's collective fails when gloo sees the
-peer's socket close), leaves no Ray process behind, and ``t1 train --resume`` continues from the last
-checkpoint on a fresh group.
+The two ranks form one gloo process group and train every step together, each its two samples packed into
+one micro-batch; rank 0 publishes and checkpoints. Each metrics row carries the group's size and the
+publication's bytes, and the one-step asynchronous loop keeps its staleness (T1 Appendix 12). A rank killed
+mid-step (SIGKILL the moment the step is submitted to the ranks) fails the run with that rank's cause well
+within the collective deadline (T1 §7.3: Ray answers the dead actor's call, and the surviving rank's
+collective fails when gloo sees the peer's socket close), leaves no Ray process behind, and
+``t1 train --resume`` continues from the last checkpoint on a fresh group.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_two_ranks_train_the_async_loop_and_rank_zero_publishes(tmp_path, tiny_r
     assert [row["trainer/ranks"] for row in rows] == [2, 2]
     assert [row["staleness"] for row in rows] == [0, 1]
     assert [row["weight_version_after"] for row in rows] == [1, 2]
-    assert [row["trainer/samples"] for row in rows] == [2, 2]  # the whole batch, over both ranks
+    assert [row["trainer/samples"] for row in rows] == [4, 4]  # the whole batch, over both ranks
     # one object put per publication, from rank 0: the actor's weights, their bytes and seconds in the row
     actor = (summary.run_dir / "weights" / "actor.safetensors").stat().st_size
     for row in rows:
