@@ -58,6 +58,14 @@ def _desc(cp: int, lengths, kinds: str) -> PackedCPDescriptor:
     )
 
 
+def _paper_cases(cp: int) -> dict[str, PackedCPDescriptor]:
+    """T1 §7.1's two lengths, T = 33,792 and 65,536, packed: two samples and a padding tail."""
+    return {
+        "t33792": _desc(cp, (20992, 8448, 4352), "rrp"),
+        "t65536": _desc(cp, (40960, 16384, 8192), "rrp"),
+    }
+
+
 def _cases(cp: int) -> dict[str, PackedCPDescriptor]:
     """Two sequence lengths with packed samples and padding; pieces a multiple of 64 tokens for ``chunk``."""
     a = 64 * cp  # the shortest length whose pieces are whole chunks
@@ -132,14 +140,14 @@ def _contiguous(full: torch.Tensor, desc: PackedCPDescriptor, r: int) -> torch.T
     return torch.cat([x.chunk(desc.cp)[r] for _, x in _entries(full, desc)])
 
 
-def _rank_main(rank: int, size: int, path: str) -> None:
+def _rank_main(rank: int, size: int, path: str, paper: bool) -> None:
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"file://{path}/store", rank=rank, world_size=size, timeout=timedelta(seconds=300)
     )
     group, results = dist.group.WORLD, {}
     layer = _layer()
-    for name, desc in _cases(size).items():
+    for name, desc in (_paper_cases if paper else _cases)(size).items():
         data = _stream(desc, seed=len(name))
         layer.zero_grad()
         x = _interleaved(data["hidden"], desc, rank).requires_grad_(True)
@@ -172,9 +180,9 @@ def _rank_main(rank: int, size: int, path: str) -> None:
     dist.destroy_process_group()
 
 
-def _run(size: int, tmp: Path) -> list[dict]:
+def _run(size: int, tmp: Path, paper: bool = False) -> list[dict]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.start_processes(_rank_main, args=(size, str(tmp)), nprocs=size, start_method="fork")
+    mp.start_processes(_rank_main, args=(size, str(tmp), paper), nprocs=size, start_method="fork")
     return [torch.load(tmp / f"rank{r}.pt") for r in range(size)]
 
 
@@ -217,9 +225,9 @@ def _reference_scan(desc, data, alg):
     return out.detach(), {k: t.grad for k, t in ins.items()}
 
 
-def _check_group(size: int, ranks: list[dict]) -> None:
+def _check_group(size: int, ranks: list[dict], paper: bool = False) -> None:
     layer = _layer()
-    for name, desc in _cases(size).items():
+    for name, desc in (_paper_cases if paper else _cases)(size).items():
         data = _stream(desc, seed=len(name))
         # the layer (transformers' own, the chunk form): exact where pieces are whole chunks
         aligned = name != "ragged"
@@ -238,7 +246,8 @@ def _check_group(size: int, ranks: list[dict]) -> None:
         _, _, exact = _reference_layer(_layer().double(), desc, {k: v.double() for k, v in data.items()})
         for n, g_ref in params.items():
             total = sum(ranks[r][f"layer/{name}"]["params"][n] for r in range(size))
-            assert _rel(total, g_ref) < (_PARAM_RTOL if aligned else _MOVED_GRID_RTOL), (name, n)
+            bound = _MOVED_GRID_RTOL if not aligned else _PARAM_RTOL * (2 if paper else 1)  # grows with T
+            assert _rel(total, g_ref) < bound, (name, n)
             assert _rel(total, exact[n]) <= 1.25 * _rel(g_ref, exact[n]) + 1e-7, (name, n)
         # the scan alone, against transformers' function of the same form
         for alg in _scan_algorithms(name):
@@ -285,6 +294,11 @@ def _check_group(size: int, ranks: list[dict]) -> None:
 
 def test_two_ranks_forward_bit_exact_and_gradients_match_one_rank(tmp_path: Path) -> None:
     _check_group(2, _run(2, tmp_path))
+
+
+@pytest.mark.slow  # minutes: the reference runs 100k tokens sample by sample, in float32 and float64
+def test_two_ranks_at_the_papers_sequence_lengths(tmp_path: Path) -> None:
+    _check_group(2, _run(2, tmp_path, paper=True), paper=True)
 
 
 @pytest.mark.slow
