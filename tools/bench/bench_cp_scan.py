@@ -63,12 +63,19 @@ def _layer(device: str):
     return Qwen3_5MoeGatedDeltaNet(cfg, 0).to(device)
 
 
+def _check_tokens(tokens: int, cp: int) -> None:
+    # entries of 1/8 of the micro-batch, each in 2 * cp chunks of whole 64-token scan chunks
+    unit = 8 * 2 * cp * 64
+    if tokens <= 0 or tokens % unit:
+        raise SystemExit(
+            f"bench_cp_scan: --tokens {tokens} must be a positive multiple of {unit} for cp={cp}"
+        )
+
+
 def _descriptor(tokens: int, cp: int):
     from t1_trainer.context_parallel import PackedCPDescriptor
 
-    unit = 2 * cp * 64
-    if tokens % (8 * unit):
-        raise SystemExit(f"bench_cp_scan: --tokens {tokens} must be a multiple of {8 * unit} for cp={cp}")
+    _check_tokens(tokens, cp)
     lengths = (tokens // 2, tokens // 4, tokens // 8, tokens // 8)
     return PackedCPDescriptor(cp=cp, lengths=lengths, real=(True, True, True, False), segments=(2 * cp,) * 4)
 
@@ -140,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cps = sorted(set(args.cps) | {1})
     for cp in cps:  # refuse before any rank starts
-        _descriptor(args.tokens, cp)
+        _check_tokens(args.tokens, cp)
     rows = [measure(cp, args.tokens, args.device) for cp in cps]
     base = rows[0]
     print(f"Gated DeltaNet mixer, {args.tokens} tokens packed, {args.device}; baseline cp = 1 (one rank)")
