@@ -4,7 +4,6 @@ import asyncio
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -106,17 +105,31 @@ async def test_a_launch_runs_as_its_uid_in_a_new_session_with_default_signals():
     assert ignored.split()[1] == "0000000000000000"  # SIGPIPE, SIGINT, ... not left ignored by the server
 
 
-async def test_a_dead_server_ends_the_waits_and_is_replaced():
-    first = spawner()
-    proc = await first.spawn(["sleeper", "600"], executable="/bin/sleep", fds=[0, 1, 2], uid=NOBODY)
-    os.kill(first.proc.pid, signal.SIGKILL)
-    assert await asyncio.wait_for(proc.wait(), timeout=30) < 0
-    first.proc.wait()
-    os.kill(proc.pid, signal.SIGKILL)  # the test's own sleeper, if its parent's death did not reach it
-    second = spawner()
-    assert second is not first and second.alive
-    again = await second.spawn(["t"], executable="/bin/true", fds=[0, 1, 2], uid=NOBODY)
-    assert await again.wait() == 0
+def test_a_dead_server_ends_the_waits_and_is_replaced():
+    # in a process of its own: killing this process's server would end other tests' sandboxes
+    script = textwrap.dedent(
+        """
+        import asyncio, os, signal
+        from t1_sandbox.local.spawner import spawner
+
+        async def main():
+            first = spawner()
+            proc = await first.spawn(["sleeper", "600"], executable="/bin/sleep", fds=[0, 1, 2], uid=65534)
+            os.kill(first.proc.pid, signal.SIGKILL)
+            code = await asyncio.wait_for(proc.wait(), timeout=30)
+            first.proc.wait()
+            os.kill(proc.pid, signal.SIGKILL)  # the sleeper, if its parent's death did not reach it
+            second = spawner()
+            again = await second.spawn(["t"], executable="/bin/true", fds=[0, 1, 2], uid=65534)
+            print(code, second is not first, second.alive, await again.wait())
+
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    code, replaced, alive, second_exit = out.stdout.split()
+    assert int(code) < 0 and (replaced, alive, second_exit) == ("True", "True", "0")
 
 
 def test_the_server_and_its_launches_die_with_the_process_that_started_it(tmp_path):
