@@ -7,6 +7,7 @@ from 33 to 4,147 MiB while the tag was hashed (and a link's target content enter
 from __future__ import annotations
 
 import os
+import re
 import threading
 import tracemalloc
 from pathlib import Path
@@ -114,3 +115,15 @@ def test_a_dockerfile_linked_outside_the_context_is_refused(tmp_path):
     (env / "Dockerfile").symlink_to(tmp_path / "real.Dockerfile")
     with pytest.raises(SandboxError, match="links outside the bundle are not followed"):
         images.resolve_image(_Daemon(), env, images.TaskEnvironment(), {})
+
+
+@pytest.mark.parametrize("folder", ["pool_", "a._b", "__x__", "Ünïcode task", "-.-", "x" * 250])
+def test_the_tag_is_a_valid_docker_reference_whatever_the_task_folder_is_called(tmp_path, folder):
+    env = tmp_path / folder / "environment"  # the tag's name is the task folder's
+    env.mkdir(parents=True)
+    (env / "Dockerfile").write_text(DOCKERFILE)
+    _, _, _, tag = images.resolve_image(_Daemon(), env, images.TaskEnvironment(), {})
+    repo, _, digest = tag.partition(":")
+    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    assert re.fullmatch(rf"{component}(?:/{component})*", repo), tag
+    assert len(repo) <= 255 and re.fullmatch(r"[0-9a-f]{16}", digest), tag

@@ -241,7 +241,8 @@ def resolve_image(
             "builds t1-local/debian:bookworm and t1-local/debian:trixie)"
         )
     digest = context_digest(Path(environment_dir), text)
-    name = re.sub(r"[^a-z0-9_.-]+", "-", Path(environment_dir).resolve().parent.name.lower()).strip("-.")
+    # A repository path component is alphanumerics joined by '.', '_', '__' or dashes; dashes alone are safe.
+    name = re.sub(r"[^a-z0-9]+", "-", Path(environment_dir).resolve().parent.name.lower()).strip("-")[:100]
     return None, text, swaps, f"t1-task/{name or 'task'}:{digest[:16]}"
 
 
