@@ -27,6 +27,7 @@ import contextlib
 import functools
 import io
 import secrets
+import shlex
 import stat
 import tarfile
 from collections.abc import AsyncIterator
@@ -44,6 +45,17 @@ __all__ = ["SEALED_REPOSITORY", "SealedBox", "sealed_box", "tests_archive"]
 
 #: The repository of the committed images (one tag per verifier run, removed with it).
 SEALED_REPOSITORY = "t1-sealed"
+#: Prints the folders of ``$1`` (a ``PATH``) that only root can change: absolute, existing, and the folder
+#: and each folder above its resolved target owned by root and writable by no group or other. A folder the
+#: agent could write (an image's ``ENV PATH=/app/.venv/bin:$PATH``, the task root being the agent's) would
+#: hand root's ``bash``, ``curl`` or ``uv`` lookups in the box to a file the agent left there.
+_ROOT_ONLY_PATH = (
+    'IFS=:; for d in $1; do case "$d" in /*) ;; *) continue ;; esac; '
+    'p=$(readlink -f -- "$d") && [ -d "$p" ] || continue; ok=1; '
+    'while :; do [ "$(stat -c %u -- "$p")" = 0 ] || ok=0; '
+    'case "$(stat -c %A -- "$p")" in ?????w????|????????w?) ok=0 ;; esac; '
+    '[ "$p" = / ] && break; p=$(dirname -- "$p"); done; [ $ok = 1 ] && printf "%s\\n" "$d"; done'
+)
 #: Kills every process of the container but init and itself, by the toolchain's interpreter (on the
 #: read-only volume): nothing the program under test replaced in the box runs for it.
 _KILL_ALL = (
@@ -184,6 +196,7 @@ async def sealed_box(
         )
         if not setup.ok:
             raise SandboxError(f"sealed verifier: making /logs root's failed: {setup.stderr.strip()[-500:]}")
+        await box._keep_root_path(timeout_s)
         yield box
     finally:
         if container is None and not making.cancelled():
@@ -251,6 +264,22 @@ class SealedBox(DockerSandbox):
         result = await self._exec(command, timeout_s, cwd, self.verifier_env(), None, timeout_s, gid=0)
         await self.stop_agent()
         return result
+
+    async def _keep_root_path(self, timeout_s: float) -> None:
+        """Keep of the image's ``PATH`` only the folders only root can change, for every launch of the box.
+
+        Raises:
+            SandboxError: the check could not run.
+        """
+        done = await self._root(
+            f"set -- {shlex.quote(self._image_path)}; {_ROOT_ONLY_PATH}", timeout_s=timeout_s
+        )
+        if not done.ok:
+            raise SandboxError(
+                f"sealed verifier: checking the image's PATH failed: {done.stderr.strip()[-500:]}"
+            )
+        self._image_path = ":".join(done.stdout.splitlines()) or ROOT_ENV["PATH"]
+        self._env["PATH"] = self._image_path
 
     async def open_shell(self, *, timeout_s: float = 30) -> Any:
         """The verifier's box has no persistent shell.

@@ -1,0 +1,44 @@
+"""A command the verifier's launch finds through the image's ``PATH`` in a folder the agent could write.
+
+Task images often put a folder of the task root first on ``PATH`` (``ENV PATH=/app/.venv/bin:$PATH``, a uv
+project's virtual environment); the task root is the agent's. The verifier's launch runs ``bash`` (and
+``test.sh`` the commands it names) by ``PATH`` lookup: a ``bash`` the agent left in such a folder would run
+in place of the verifier (as root on Docker) and could write a passing report. The unsolved task must still
+score 0, finished.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_sealed_verifier import FORGED_CTRF, _unsolved, _verify
+
+_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: The agent's ``bash``: for ``test.sh`` it prints a passing pytest line and writes a forged report.
+_FAKE_BASH = (
+    "#!/bin/sh\n"
+    'case "$*" in *test.sh*)\n'
+    "  /bin/mkdir -p /logs/verifier; /bin/cp /app/forged.json /logs/verifier/ctrf.json\n"
+    "  echo 1 > /logs/verifier/reward.txt\n"
+    '  echo "============================== 4 passed in 0.10s =============================="\n'
+    "  exit 0;;\n"
+    "esac\n"
+    'exec /bin/bash "$@"\n'
+)
+
+
+@pytest.mark.parametrize("folder", ["/app/.venv/bin", "/app"])
+async def test_a_bash_the_agent_left_on_the_images_path_does_not_run_the_verifier(
+    make_sandbox, tmp_path, folder
+):
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(
+        f"FROM debian:bookworm-slim\nWORKDIR /app\nENV PATH={folder}:{_SYSTEM_PATH}\n"
+    )
+    files = {f"{folder}/bash": _FAKE_BASH, "/app/forged.json": FORGED_CTRF}
+    for name in ("curl", "uv", "pytest", "python3"):
+        files[f"{folder}/{name}"] = _FAKE_BASH
+    agent = f"chmod 0755 {folder}/*"
+    run, report, verdict, _ = await _verify(make_sandbox, env, tmp_path, files, agent=agent)
+    _unsolved(run, report, verdict)
