@@ -42,3 +42,24 @@ async def test_a_bash_the_agent_left_on_the_images_path_does_not_run_the_verifie
     agent = f"chmod 0755 {folder}/*"
     run, report, verdict, _ = await _verify(make_sandbox, env, tmp_path, files, agent=agent)
     _unsolved(run, report, verdict)
+
+
+@pytest.mark.parametrize("name", ["mkdir", "tar", "chmod", "rm"])
+async def test_a_system_tool_the_agent_left_on_the_images_path_does_not_drop_the_trial(
+    make_sandbox, tmp_path, name, backend_kind
+):
+    # T1's own steps after the agent (the tests' upload, the report's reset) must not run the agent's tool: a
+    # tool that fails them would turn the agent's honest 0 into a dropped trial
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(
+        f"FROM debian:bookworm-slim\nWORKDIR /app\nENV PATH=/app/bin:{_SYSTEM_PATH}\n"
+    )
+    files = {f"/app/bin/{name}": "#!/bin/sh\necho planted >&2\nexit 1\n"}
+    run, report, verdict, _ = await _verify(make_sandbox, env, tmp_path, files, agent="chmod 0755 /app/bin/*")
+    if backend_kind != "docker":
+        # T1's later steps (the report's sealing, its copy-back) run the agent's tools in its own stopped
+        # sandbox, as its uid: they may fail there, but as the agent's doing, scored 0, never dropped
+        assert (verdict.status, verdict.reward.value) == ("finished", 0.0), verdict
+        return
+    _unsolved(run, report, verdict)

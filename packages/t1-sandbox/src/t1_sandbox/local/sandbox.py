@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalSandbox", "LocalSandboxOptions"]
 
 DEFAULT_TASK_ROOT = "/app"
+_T1_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the host's, read-only in the sandbox
 DEFAULT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/home/agent",
@@ -469,7 +470,9 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
                 await asyncio.to_thread(hostfs.remove_tree, self._mounts.pop(top))
         self._ensure_mount_for(remote)
         payload, cmd = upload_plan(local, remote, owner_uid=INNER_UID, read_only=read_only)
-        result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload)
+        # the host's read-only system folders only: a mkdir or tar the agent left on the image PATH must not
+        # fail the tests' upload (a dropped trial in place of its 0)
+        result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload, env={"PATH": _T1_PATH})
         if result.timed_out:
             raise SandboxTimeout(f"upload {local} -> {remote}: ran past {format_seconds(timeout_s)}")
         if result.exit_code != 0:
