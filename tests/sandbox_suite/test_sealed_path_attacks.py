@@ -63,3 +63,27 @@ async def test_a_system_tool_the_agent_left_on_the_images_path_does_not_drop_the
         assert (verdict.status, verdict.reward.value) == ("finished", 0.0), verdict
         return
     _unsolved(run, report, verdict)
+
+
+async def test_a_disk_the_agent_left_full_scores_zero_not_dropped(
+    make_sandbox, tmp_path, backend_kind, request
+):
+    # the agent's last act fills its disk cap: the verifier starts with no free byte (a drop would let the
+    # agent trade its 0 for a discarded trial)
+    if backend_kind == "daytona":
+        pytest.skip("the Daytona spec has no disk_mb (the provider's disk)")
+    if backend_kind == "local":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="not fixed: the read-only tests upload unpacks inside the sandbox's disk cap, fails "
+                "with ENOSPC, and the trial is dropped as an infrastructure failure",
+            )
+        )
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    fill = "for i in $(seq 200); do head -c $((1 << 20)) /dev/zero > /app/f$i 2>/dev/null || break; done; :"
+    sandbox = lambda: make_sandbox(disk_mb=64)  # noqa: E731 - the spec's disk cap, skipped where not enforced
+    run, report, verdict, _ = await _verify(sandbox, env, tmp_path, agent=fill)
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0), (verdict, run.error)
