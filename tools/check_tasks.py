@@ -26,15 +26,16 @@ Per task, in this order, each stage run only when the one before it succeeded:
    runs): ``solution/solve.sh`` then the verifier must pass every assertion, the verifier alone must fail
    one; an infrastructure failure is an ``error`` with its attributed cause (``verifier could not reach
    astral.sh ...``), never a score; a bundle without ``solution/solve.sh`` gets the do-nothing check alone
-   (``run_check``) and its oracle column says it was not run;
+   (the same rule as ``t1 tasks validate``), its oracle column says ``not run (no solution/)`` and the task
+   is not ``ok`` (not proven solvable);
 4. per-assertion report: whether either verifier run wrote CTRF or JUnit (and how many assertions), or only
    ``reward.txt``/``reward.json`` or nothing (and whether ``tests/test.sh`` asks for one).
 
 ``--record FILE`` writes the validation record (``t1_tasks.validation``, as ``t1 tasks validate --record``
 writes it) that failure attribution reads in training: a row per validated task with its oracle and
-do-nothing runs and the backend's network policy; a task that did not build, or has no
-``solution/solve.sh``, is a ``failed`` row with its cause and no oracle run (so it never proves a verifier
-runs here); a broken bundle a ``broken`` row.
+do-nothing runs and the backend's network policy; a task without ``solution/solve.sh`` an ``unproven`` row
+(``failed`` when its do-nothing check fails) with no oracle run, so it never proves a verifier runs here; a
+task that did not build a ``failed`` row with its cause and no checks; a broken bundle a ``broken`` row.
 
 Prints a table, each failure's cause under it, and a summary line with the wall time; ``--json`` prints one
 JSON object per task instead (one line each). Exit: 0 every task passes every stage; 1 a task fails a stage,
@@ -244,7 +245,7 @@ async def check_task(
         asyncio.CancelledError: when cancelled (every sandbox it started is closed first).
     """
     from t1_rollout.attribution import declares_per_assertion
-    from t1_rollout.validate import TaskValidation, run_check, validate_task
+    from t1_rollout.validate import NO_SOLUTION, validate_task
     from t1_sandbox.registry import SANDBOXES
     from t1_tasks.validation import PER_ASSERTION_SOURCES
 
@@ -275,17 +276,13 @@ async def check_task(
     if not row.builds:
         row.duration_s = time.monotonic() - started
         return row
-    if task.has_solution:
-        result = await validate_task(task, sandbox_factory=factory, work_dir=work_dir)
-        oracle, nop, problems = result.oracle, result.nop, result.problems
-        row.validation = result
-    else:  # Harbor allows a bundle without solution/: only the do-nothing check can run
-        oracle = None
-        nop = await run_check(task, "nop", sandbox_factory=factory, work_dir=work_dir)
-        problems = TaskValidation(task.id, nop, nop).problems  # the "do-nothing: ..." sentences apply
-        problems = [p for p in problems if not p.startswith("oracle")]
-        row.causes.append(("oracle passes", "not run: the bundle has no solution/solve.sh"))
-    row.oracle = _score(oracle) if oracle is not None else None
+    # the one rule of t1_rollout.validate: no solution/ (Harbor allows it) runs the do-nothing check alone
+    result = await validate_task(task, sandbox_factory=factory, work_dir=work_dir)
+    oracle, nop, problems = result.oracle, result.nop, result.problems
+    row.validation = result
+    if oracle is None:
+        row.causes.append(("oracle passes", f"{NO_SOLUTION}: the task is not proven solvable"))
+    row.oracle = _score(oracle) if oracle is not None else NO_SOLUTION
     row.nop = _score(nop)
     row.report_source = (oracle.report_source if oracle is not None else None) or nop.report_source
     row.oracle_passes = None if oracle is None or oracle.error else oracle.all_passed
@@ -312,8 +309,9 @@ async def check_task(
 def record_of(rows: list[TaskCheck], pool: Any, wall_s: float) -> Any:
     """The validation record of the check (``t1_tasks.validation``; the module docstring says what rows).
 
-    Validated tasks as ``t1 tasks validate`` records them (``validation_record``); a task that did not
-    build or has no ``solution/solve.sh`` a ``failed`` row with its causes and no oracle run.
+    Validated tasks as ``t1 tasks validate`` records them (``validation_record``, which also makes the
+    ``unproven`` row of a task without ``solution/``); a task that did not build a ``failed`` row with its
+    causes and no checks.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -400,8 +398,8 @@ def print_table(rows: list[TaskCheck], title: str, out: Any) -> None:
             escape(r.task),
             "yes" if r.loads else "NO",
             _cell(r.builds, ran=r.loads),
-            "not run"
-            if r.builds and r.oracle is None
+            r.oracle  # not run (no solution/)
+            if r.validation is not None and r.validation.oracle is None
             else _cell(r.oracle_passes, r.oracle, ran=bool(r.builds)),
             _cell(r.nop_fails, r.nop, ran=bool(r.builds)),
             report,

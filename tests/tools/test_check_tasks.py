@@ -219,8 +219,10 @@ def test_broken_tasks_fail_at_their_stage_with_a_named_cause_never_a_zero(daemon
     assert tb2["nop_fails"] is True and tb2["report_asked"] is True and tb2["report_seen"] is True
 
     nosol = rows["no-solution"]
-    assert nosol["builds"] and nosol["oracle"] is None and nosol["nop_fails"] is True
-    assert "not run: the bundle has no solution/solve.sh" in causes["no-solution"]
+    # the rule of `t1 tasks validate`: the do-nothing check alone, the task not ok (not proven solvable)
+    assert nosol["builds"] and nosol["oracle"] == "not run (no solution/)" and nosol["nop_fails"] is True
+    assert nosol["oracle_passes"] is None and nosol["ok"] is False
+    assert "oracle passes: not run (no solution/): the task is not proven solvable" in causes["no-solution"]
 
     weak = rows["weak"]
     assert weak["oracle_passes"] is True and weak["nop_fails"] is False

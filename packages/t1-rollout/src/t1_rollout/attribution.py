@@ -21,6 +21,14 @@ which the agent can influence:
 3. for a verifier timeout, first: the validation record's oracle run timed out too, or the task failed
    validation (`task_timeout_cause`): the task's own verifier hangs, a task defect, never the agent's 0.
 
+A task whose bundle has no ``solution/`` (Harbor allows one) has a row with no oracle run and the verdict
+``unproven`` (``failed`` when its do-nothing check failed): the row proves nothing about the verifier on
+this machine (``TaskRecord.oracle_reported`` is None), so rule 1 does not decide, rule 2 does, and a run
+without a usable report is never proven the agent's doing (``TaskFacts.verifier_proven`` false: dropped
+with its cause, not scored 0); a verifier timeout on it is dropped by rule 3, as nothing shows that an
+honest run passes in time. The do-nothing run's report format still says whether the verifier writes a
+per-assertion report (``TaskRecord.per_assertion_report``).
+
 What stays open: without a validation record, a task whose ``test.sh`` names a host but whose verifier
 would still produce a report offline (every package it fetches already present) is blamed on the
 environment when the agent breaks its report in a sandbox without network, so that trial is dropped rather
@@ -203,9 +211,10 @@ def task_timeout_cause(run: VerifierRun, validated: TaskRecord | None) -> str | 
         return (
             f"verifier timed out, as the task's verifier did for its reference solution at validation ({why})"
         )
-    if validated.verdict != "ok":
+    if validated.verdict != "ok":  # an unproven task (no solution/) too: nothing shows it can pass in time
         problems = "; ".join(validated.problems)[:300] or "no cause recorded"
-        return f"verifier timed out on a task that failed validation ({validated.verdict}: {problems})"
+        what = "was not proven solvable" if validated.verdict == "unproven" else "failed validation"
+        return f"verifier timed out on a task that {what} ({validated.verdict}: {problems})"
     return None
 
 

@@ -5,7 +5,8 @@ Three policies behind one interface (`Policy.attempt`):
 - ``model``: the engine and the agent harness through `t1_rollout.trial.run_trial`, with the evaluation
   settings of the recipe (`EvalSettings`: turns, agent and verifier walls, context, decoding of T1 §6).
 - ``oracle``: the task's reference solution ``solution/solve.sh`` replayed in a fresh sandbox, then the
-  verifier (the check of `t1_rollout.validate`, reused): the ceiling of a pool.
+  verifier (the check of `t1_rollout.validate`, reused): the ceiling of a pool. A task without
+  ``solution/`` is skipped (a failed trial, cause ``no solution``), never scored 0.
 - ``do-nothing``: the verifier on the untouched environment (the other check of `t1_rollout.validate`):
   the floor of a pool.
 
@@ -280,6 +281,9 @@ class ModelPolicy:
         return _trial(task, attempt, cause=rec.cause or f"{rec.status}: no cause recorded", **extra)
 
 
+NO_SOLUTION_SKIP = "skipped, the bundle has no solution/solve.sh (the oracle cannot run)"
+
+
 @dataclass
 class CheckPolicy:
     """The reference solution (``oracle``) or no action at all (``do-nothing``), then the verifier.
@@ -300,8 +304,14 @@ class CheckPolicy:
     ledger: SandboxLedger = field(default_factory=SandboxLedger)
 
     async def attempt(self, task: Task, attempt: int, work_dir: Path) -> EvalTrial:
-        """One oracle or do-nothing check of ``task`` (see `Policy.attempt`)."""
+        """One oracle or do-nothing check of ``task`` (see `Policy.attempt`).
+
+        The oracle of a bundle without ``solution/solve.sh`` (Harbor allows one) is skipped, no sandbox
+        made: a ``failed`` trial whose cause opens ``no solution`` (never scored, so never a 0).
+        """
         kind = "oracle" if self.name == "oracle" else "nop"
+        if kind == "oracle" and not task.has_solution:
+            return _trial(task, attempt, cause=f"no solution: {NO_SOLUTION_SKIP}")
         root = work_dir / f"attempt-{attempt}"
         check = await run_check(
             task, kind, sandbox_factory=self.sandbox_factory, work_dir=root, ledger=self.ledger

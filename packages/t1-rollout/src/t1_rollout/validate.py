@@ -60,11 +60,15 @@ __all__ = [
     "validate_pool",
     "validation_record",
     "SOLUTION_DIR",
+    "NO_SOLUTION",
+    "short_cause",
 ]
 
 SOLUTION_DIR = "/solution"
 BUILD_TIMEOUT_S = 300.0
 _TAIL_CHARS = 300  # characters of a script's output quoted in a verdict
+NO_SOLUTION = "not run (no solution/)"
+"""The oracle check of a bundle without ``solution/solve.sh`` (Harbor allows one): only do-nothing runs."""
 
 
 @dataclass(frozen=True)
@@ -124,40 +128,49 @@ class CheckResult:
         return self.error is None and self.count_matches and self.passed == self.total
 
 
+def _oracle_problems(oracle: CheckResult) -> list[str]:
+    """Why the oracle check fails (empty when it passes every expected assertion)."""
+    failed = ", ".join(oracle.failed_assertions)
+    if oracle.error:
+        return [f"oracle: {oracle.error}"]
+    if not oracle.count_matches:
+        where = (
+            f"where tests/ define {oracle.expected_total}"
+            if oracle.expected_total is not None
+            else "(tests/ could not be counted statically)"
+        )
+        return [
+            f"oracle: the verifier reported {oracle.total} assertions {where}"
+            + (f" and {len(oracle.failed_assertions)} failed: {failed}" if failed else "")
+        ]
+    if not oracle.all_passed:
+        return [f"oracle passes {oracle.passed}/{oracle.total} assertions (failed: {failed})"]
+    return []
+
+
 @dataclass(frozen=True)
 class TaskValidation:
     """Both checks of one task and the verdict.
 
     Attributes:
         task_id: the task.
-        oracle: the reference-solution check: must pass every assertion.
-        nop: the do-nothing check: must fail at least one assertion.
+        oracle: the reference-solution check: must pass every assertion; None when the bundle has no
+            ``solution/solve.sh`` (`NO_SOLUTION`): the task is then not proven solvable.
+        nop: the do-nothing check: must fail at least one assertion (run with or without a solution).
     """
 
     task_id: str
-    oracle: CheckResult
+    oracle: CheckResult | None
     nop: CheckResult
 
     @property
     def problems(self) -> list[str]:
-        """Why the task is not valid (empty when it is): one sentence per problem."""
-        out = []
-        oracle, nop = self.oracle, self.nop
-        failed = ", ".join(oracle.failed_assertions)
-        if oracle.error:
-            out.append(f"oracle: {oracle.error}")
-        elif not oracle.count_matches:
-            where = (
-                f"where tests/ define {oracle.expected_total}"
-                if oracle.expected_total is not None
-                else "(tests/ could not be counted statically)"
-            )
-            out.append(
-                f"oracle: the verifier reported {oracle.total} assertions {where}"
-                + (f" and {len(oracle.failed_assertions)} failed: {failed}" if failed else "")
-            )
-        elif not oracle.all_passed:
-            out.append(f"oracle passes {oracle.passed}/{oracle.total} assertions (failed: {failed})")
+        """Why the task is not valid (empty when it is): one sentence per problem.
+
+        A missing oracle is no problem here (Harbor allows it); `verdict` says ``unproven`` for it.
+        """
+        nop = self.nop
+        out = _oracle_problems(self.oracle) if self.oracle is not None else []
         if nop.error:
             out.append(f"do-nothing: {nop.error}")
         elif nop.all_passed:
@@ -165,9 +178,32 @@ class TaskValidation:
         return out
 
     @property
+    def verdict(self) -> str:
+        """``ok``, ``unproven`` or ``failed``: the record's verdict (``TaskRecord.verdict``).
+
+        ``ok``: the oracle passes all and do-nothing fails some; ``unproven``: no ``solution/``, the
+        do-nothing check found nothing wrong but nothing shows the task can be solved; ``failed``: `problems`.
+        """
+        if self.problems:
+            return "failed"
+        return "unproven" if self.oracle is None else "ok"
+
+    @property
     def ok(self) -> bool:
-        """The oracle passes everything and the do-nothing agent fails something."""
-        return not self.problems
+        """The oracle passes everything and the do-nothing agent fails something (never without an oracle)."""
+        return self.verdict == "ok"
+
+
+def short_cause(text: str, lines: int = 3) -> str:
+    """A failure cause cut for a table cell: its first line and its last ``lines`` lines, on one line.
+
+    A failed build's error carries the whole build log; the table shows the step, exit code and the end of
+    the log, the record keeps all of it.
+    """
+    rows = [" ".join(line.split()) for line in text.strip().splitlines() if line.strip()]
+    if len(rows) <= lines + 1:
+        return " | ".join(rows)
+    return f"{rows[0]} | ... | " + " | ".join(rows[-lines:])
 
 
 @dataclass
@@ -346,8 +382,8 @@ async def run_check(
 ) -> CheckResult:
     """Run one check of one task in a fresh sandbox: ``"oracle"`` (solution, then verifier) or ``"nop"``.
 
-    `validate_task` runs both; a caller with a bundle that has no ``solution/`` (Harbor allows it) runs the
-    do-nothing check alone with this.
+    `validate_task` runs both (only do-nothing for a bundle without ``solution/``); ``t1 eval --policy``
+    runs one.
 
     Args:
         task: the task.
@@ -360,10 +396,13 @@ async def run_check(
         The ``CheckResult``; infrastructure failures are recorded in it, not raised.
 
     Raises:
-        ValueError: ``kind`` is neither ``"oracle"`` nor ``"nop"``.
+        ValueError: ``kind`` is neither ``"oracle"`` nor ``"nop"``, or ``"oracle"`` for a bundle without
+            ``solution/solve.sh``.
     """
     if kind not in ("oracle", "nop"):
         raise ValueError(f"check kind must be 'oracle' or 'nop', got {kind!r}")
+    if kind == "oracle" and not task.has_solution:
+        raise ValueError(f"task {task.id}: no oracle check without {task.path / 'solution' / 'solve.sh'}")
     return await _check(
         task, kind, sandbox_factory, work_dir, ledger if ledger is not None else SandboxLedger()
     )
@@ -378,6 +417,9 @@ async def validate_task(
 ) -> TaskValidation:
     """Run the oracle check and the do-nothing check of one task, each in a fresh sandbox.
 
+    A bundle without ``solution/solve.sh`` (Harbor allows one) gets the do-nothing check alone; its oracle
+    is None (`NO_SOLUTION`) and its verdict at best ``unproven``.
+
     Args:
         task: the task.
         sandbox_factory: makes a fresh, unstarted sandbox.
@@ -388,7 +430,7 @@ async def validate_task(
         The ``TaskValidation``; infrastructure failures are recorded in it, not raised.
     """
     ledger = ledger if ledger is not None else SandboxLedger()
-    oracle = await _check(task, "oracle", sandbox_factory, work_dir, ledger)
+    oracle = await _check(task, "oracle", sandbox_factory, work_dir, ledger) if task.has_solution else None
     nop = await _check(task, "nop", sandbox_factory, work_dir, ledger)
     return TaskValidation(task_id=task.id, oracle=oracle, nop=nop)
 
@@ -451,7 +493,9 @@ async def validate_pool(
     )
 
 
-def _check_record(check: CheckResult) -> CheckRecord:
+def _check_record(check: CheckResult | None) -> CheckRecord | None:
+    if check is None:
+        return None
     return CheckRecord(
         passed=check.passed,
         total=check.total,
@@ -471,10 +515,19 @@ def _emits(result: TaskValidation, task: Task) -> tuple[bool, int | None]:
     It writes one when its oracle's run wrote one, or when its ``tests/test.sh`` asks pytest for one even
     though none came out here (no network, a broken toolchain): training then treats a run without one as a
     verifier failure, never as the binary fallback. The count is the oracle's observed one, else the static.
+    Without an oracle, the do-nothing run's report shows the format (not the count: its tests may not
+    collect).
     """
+    if result.oracle is None:
+        return result.nop.per_assertion_report or declares_per_assertion(task), task.n_assertions
     observed = result.oracle.per_assertion_report
     count = result.oracle.total if observed and result.oracle.total > 0 else task.n_assertions
     return observed or declares_per_assertion(task), count
+
+
+def _no_oracle(result: TaskValidation) -> tuple[str, ...]:
+    """The record's sentence for a task validated without an oracle (no ``solution/``)."""
+    return (f"oracle: {NO_SOLUTION}: the task is not proven solvable",) if result.oracle is None else ()
 
 
 def validation_record(result: PoolValidation, pool: Pool, *, t1_version: str) -> ValidationRecord:
@@ -486,13 +539,15 @@ def validation_record(result: PoolValidation, pool: Pool, *, t1_version: str) ->
         t1_version: the version of T1 that ran the validation.
 
     Returns:
-        The record: one row per task and broken bundle, sorted by id, stamped with the current UTC time.
+        The record: one row per task and broken bundle, sorted by id, stamped with the current UTC time. A
+        task without ``solution/`` has no ``oracle`` and the verdict ``unproven`` (or ``failed``), its
+        problems saying the oracle was `NO_SOLUTION`.
     """
     rows = [
         TaskRecord(
             id=r.task_id,
-            verdict="ok" if r.ok else "failed",
-            problems=tuple(r.problems),
+            verdict=r.verdict,  # type: ignore[arg-type]
+            problems=tuple(r.problems) + _no_oracle(r),
             category=pool.get(r.task_id).category,
             difficulty=pool.get(r.task_id).difficulty,
             static_assertions=pool.get(r.task_id).n_assertions,

@@ -108,9 +108,14 @@ class TaskRecord(_Model):
     id: str
     """The task's id (its bundle directory name)."""
 
-    verdict: Literal["ok", "failed", "broken"]
-    """``ok``: the oracle passes every assertion and do-nothing fails one; ``failed``: it does not (see
-    ``problems``); ``broken``: the bundle did not load, nothing ran."""
+    verdict: Literal["ok", "unproven", "failed", "broken"]
+    """``ok``: the oracle passes every assertion and do-nothing fails one; ``unproven``: the bundle has no
+    ``solution/`` (Harbor allows it), so no oracle ran (``oracle`` is None) and nothing shows the task can
+    be solved, while the do-nothing check found nothing wrong; ``failed``: a check failed (see
+    ``problems``; also with no oracle); ``broken``: the bundle did not load, nothing ran. Failure
+    attribution takes a row without an oracle as no proof that the verifier reports here
+    (``oracle_reported`` None) and any verdict but ``ok`` as a task whose verifier timeout is not the
+    agent's doing (``t1_rollout.attribution``)."""
 
     problems: tuple[str, ...] = ()
     """The cause of a ``failed`` or ``broken`` verdict, one sentence each (empty for ``ok``)."""
@@ -125,7 +130,7 @@ class TaskRecord(_Model):
     """Assertions counted statically from ``tests/*.py`` (``Task.n_assertions``); None when unknown."""
 
     oracle: CheckRecord | None = None
-    """The reference-solution check; None for a broken bundle."""
+    """The reference-solution check; None for a broken bundle or one without ``solution/`` (not run)."""
 
     nop: CheckRecord | None = None
     """The do-nothing check (the verifier straight after the build); None for a broken bundle."""
@@ -144,7 +149,8 @@ class TaskRecord(_Model):
     def oracle_reported(self) -> bool | None:
         """Whether the oracle's verifier wrote a usable per-assertion report on the validating machine.
 
-        None when its verifier did not run (build or solution failure) or the task is broken.
+        None when its verifier did not run (build or solution failure), the bundle has no ``solution/``
+        (no oracle ran) or the task is broken.
         """
         if self.oracle is None or self.oracle.report_source is None:
             return None

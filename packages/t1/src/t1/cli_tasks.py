@@ -2,15 +2,16 @@
 
 ``POOL`` is ``builtin:mini`` (the bundled mini pool, default) or a directory of Harbor task bundles. Every
 verb loads the pool with ``load_pool(..., strict=False)``: the good bundles are listed, summarised or
-validated and every broken bundle (bad ``task.toml``, missing ``instruction.md``, ``tests/test.sh``,
-``solution/solve.sh``, ...) is reported with its file and field, all in one run.
+validated and every broken bundle (bad ``task.toml``, missing ``instruction.md``, ``tests/test.sh``, ...)
+is reported with its file and field, all in one run. ``solution/`` is optional, as in Harbor.
 
 Exit codes: 0 success; 1 a broken bundle (every verb) or, for ``validate``, a failing task (an oracle that
-does not pass every assertion, a weak verifier that a do-nothing agent satisfies, or an infrastructure
-failure) or a host that cannot run the local sandbox (no ``bwrap``, not root: said once, up front); 2 invalid
-input (unknown builtin pool, a pool path that is not a readable directory, a pool with no bundles, a
-``--keep`` that is not a directory, bad arguments); 130 ``validate`` interrupted by Ctrl-C (the checks in
-flight are cancelled and their sandboxes reclaimed first).
+does not pass every assertion, a weak verifier that a do-nothing agent satisfies, an infrastructure
+failure), a task without ``solution/`` (not proven solvable) or a host that cannot run the local sandbox
+(no ``bwrap``, not root: said once, up front); 2 invalid input (unknown builtin pool, a pool path that is
+not a readable directory, a pool with no bundles, a ``--keep`` that is not a directory, bad arguments);
+130 ``validate`` interrupted by Ctrl-C (the checks in flight are cancelled and their sandboxes reclaimed
+first).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from t1_tasks import Pool, Task, TaskError, format_seconds, load_pool
 if TYPE_CHECKING:  # t1_rollout is imported only by `validate`, so that `list` and `stats` start fast
     from collections.abc import Callable
 
-    from t1_rollout.validate import CheckResult, SandboxLedger
+    from t1_rollout.validate import CheckResult, SandboxLedger, TaskValidation
     from t1_sandbox.base import Sandbox
 
 app = typer.Typer(
@@ -78,19 +79,21 @@ def table_console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 
 
-def load_lenient(pool: str, limit: int | None, *, oracle: bool = False) -> Pool:
+def load_lenient(pool: str, limit: int | None) -> Pool:
     """The pool with every broken bundle collected in ``Pool.broken`` (not raised at the first one).
+
+    Harbor's rules, for every verb: ``solution/`` is optional (``validate`` runs the do-nothing check alone
+    for a bundle without one).
 
     Args:
         pool: ``builtin:mini`` or a directory of task bundles.
         limit: only the first ``limit`` tasks in stored order (``None``: all).
-        oracle: (``validate``) also count a bundle without ``solution/solve.sh`` as broken.
 
     Raises:
         TaskError: unknown builtin pool, an unreadable directory or a directory with no bundles.
         FileNotFoundError: ``pool`` is not a directory.
     """
-    return load_pool(pool, limit=limit, strict=False, require_solution=oracle)
+    return load_pool(pool, limit=limit, strict=False)
 
 
 def print_broken(out: Console, p: Pool, what: str) -> None:
@@ -325,22 +328,26 @@ def validate(
     and `images` apply), with the task.toml's [agent] timeout_sec for the solution and [verifier]
     timeout_sec for the verifier. Validate on the backend (and network policy) that training will use:
     the record then tells failure attribution whether the task's verifier writes its report there. Broken
-    bundles are reported as failures next to the validated tasks. A task whose assertion count is not known
-    statically (shown as `?` by `list`) is checked against the count its verifier reports. Exit 0 when
-    every bundle is valid, 1 otherwise (or when this machine cannot run the sandboxes, said once up front),
-    2 for a bad recipe or a `--keep` that is not a directory, 130 on Ctrl-C (after the sandboxes in flight
-    are reclaimed). `--record FILE` writes what was observed (per task: verdict, oracle and do-nothing
-    counts, report format, solve and verifier times, failure causes, the network policy; format in
-    `t1_tasks.validation`), read by `t1 tasks stats --validated FILE` and by failure attribution.
+    bundles are reported as failures next to the validated tasks. A bundle without `solution/` (Harbor
+    allows one) gets the do-nothing check alone: its oracle column says `not run (no solution/)` and its
+    verdict `unproven` (not proven solvable; exit 1, listed apart from the failures). A task whose
+    assertion count is not known statically (shown as `?` by `list`) is checked against the count its
+    verifier reports. Exit 0 when every bundle is valid, 1 otherwise (or when this machine cannot run
+    the sandboxes, said once up front), 2 for a bad recipe or a `--keep` that is not a directory, 130 on
+    Ctrl-C (after the sandboxes in flight are reclaimed). A failed check's verdict cell holds its cause
+    (a build's failing step, exit code and last lines); `--record FILE` writes what was observed in full
+    (per task: verdict, oracle and do-nothing counts, report format, solve and verifier times, failure
+    causes with whole build logs, the network policy; format in `t1_tasks.validation`), read by `t1 tasks
+    stats --validated FILE` and by failure attribution.
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
-        from t1_rollout.validate import SandboxLedger, TaskValidation, validate_pool, validation_record
+        from t1_rollout.validate import SandboxLedger, validate_pool, validation_record
 
         keep = _keep_dir(keep)
         if record is not None and record.is_dir():
             raise ValueError(f"--record {record}: is a directory; give the path of the JSON file to write")
-        p = load_lenient(pool, limit, oracle=True)
+        p = load_lenient(pool, limit)
         factory, where = _validation_sandboxes(recipe, needed=bool(p.tasks))
         out = table_console()
         print_broken(out, p, "not validated")
@@ -351,8 +358,9 @@ def validate(
 
         def progress(r: TaskValidation) -> None:
             done.append(r)
-            mark = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
-            out.print(f"  {mark} {r.task_id} ({r.oracle.duration_s + r.nop.duration_s:.1f} s)")
+            mark = {"ok": "[green]ok[/]", "unproven": "[yellow]unproven[/]"}.get(r.verdict, "[red]FAIL[/]")
+            wall = r.nop.duration_s + (r.oracle.duration_s if r.oracle is not None else 0.0)
+            out.print(f"  {mark} {r.task_id} ({wall:.1f} s)")
 
         started = time.monotonic()
         ledger = SandboxLedger()
@@ -380,8 +388,7 @@ def validate(
             table.add_column(col, no_wrap=col != "verdict", overflow="fold")
         rows = {}
         for r in result.tasks:
-            verdict = "[green]ok[/]" if r.ok else "[red]" + escape("; ".join(r.problems)) + "[/]"
-            rows[r.task_id] = (r.task_id, _score(r.oracle), _score(r.nop), verdict)
+            rows[r.task_id] = (r.task_id, _score(r.oracle), _score(r.nop), _verdict_cell(r))
         for b in p.broken:
             rows[b.id] = (b.id, "-", "-", "[red]broken bundle (not validated): " + escape(b.message) + "[/]")
         for key in sorted(rows):  # stored order: bundles are sorted by directory name
@@ -392,10 +399,18 @@ def validate(
 
             written = write_record(validation_record(result, p, t1_version=_t1_version()), record)
             out.print(f"validation record written to {escape(str(written))}", soft_wrap=True)
-        bad = sorted([r.task_id for r in result.tasks if not r.ok] + [b.id for b in p.broken])
+        bad = sorted([r.task_id for r in result.tasks if r.verdict == "failed"] + [b.id for b in p.broken])
+        unproven = sorted(r.task_id for r in result.tasks if r.verdict == "unproven")
         total = len(result.tasks) + len(p.broken)
         if bad:
             out.print(f"[bold red]{len(bad)} of {_tasks(total)} failed validation:[/] {', '.join(bad)}")
+        if unproven:
+            out.print(
+                f"[bold yellow]{len(unproven)} of {_tasks(total)} not proven solvable (no solution/; "
+                f"do-nothing check only):[/] {', '.join(unproven)}",
+                soft_wrap=True,
+            )
+        if bad or unproven:
             code = EXIT_CHECK_FAILED
         else:
             out.print(f"[bold green]{'the 1 task is valid' if total == 1 else f'all {total} tasks valid'}[/]")
@@ -450,8 +465,30 @@ def _t1_version() -> str:
         return "unknown"
 
 
-def _score(check: CheckResult) -> str:
-    """``passed/expected`` (``passed/reported`` when the count is not known statically), then ``(error)``."""
+def _verdict_cell(r: TaskValidation) -> str:
+    """The verdict column: ``ok``, ``unproven`` or each problem cut to its cause (`short_cause`).
+
+    A failed build's error carries the whole build log: the cell keeps its first line (step, exit code)
+    and last lines; ``--record`` and ``--keep`` keep all of it.
+    """
+    from t1_rollout.validate import short_cause
+
+    if r.verdict == "ok":
+        return "[green]ok[/]"
+    if r.verdict == "unproven":
+        return "[yellow]unproven: no solution/, so not proven solvable; do-nothing fails as it should[/]"
+    return "[red]" + escape("; ".join(short_cause(p) for p in r.problems)) + "[/]"
+
+
+def _score(check: CheckResult | None) -> str:
+    """``passed/expected`` (``passed/reported`` when the count is not known statically), then ``(error)``.
+
+    `NO_SOLUTION` for the oracle of a bundle without ``solution/``.
+    """
+    if check is None:
+        from t1_rollout.validate import NO_SOLUTION
+
+        return NO_SOLUTION
     total = check.expected_total if check.expected_total is not None else check.total
     return f"{check.passed}/{total}" + (" (error)" if check.error else "")
 

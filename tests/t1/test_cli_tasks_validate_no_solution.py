@@ -1,0 +1,84 @@
+"""`t1 tasks validate` on bundles without ``solution/`` and on a failed build: the table and the record.
+
+A bundle without ``solution/`` loads (Harbor's rule, as ``tools/check_tasks.py`` has it): its oracle column
+says ``not run (no solution/)``, the do-nothing check runs, the verdict is ``unproven`` (exit 1, listed
+apart from failures) and the record's row has no oracle. A failed build's verdict cell holds the cause
+(first line, last lines), the record the whole log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from t1.cli import app
+from t1_sandbox.base import SandboxError
+from t1_tasks import load_pool
+
+runner = CliRunner()
+MINI_TASK = "csv-region-totals"
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None or os.geteuid() != 0,
+    reason="needs bubblewrap (apt-get install bubblewrap) and root",
+)
+BUILD_LOG = "docker build of environment/ failed at step RUN make (exit code 2)\n" + "\n".join(
+    f"build-log-line-{i:04d}" for i in range(400)
+)
+
+
+def _pool(tmp_path: Path, *, solution: bool) -> Path:
+    root = tmp_path / "pool"
+    shutil.copytree(load_pool("builtin:mini").get(MINI_TASK).path, root / MINI_TASK)
+    if not solution:
+        shutil.rmtree(root / MINI_TASK / "solution")
+    return root
+
+
+@needs_bwrap
+def test_a_bundle_without_solution_is_validated_by_the_do_nothing_check_alone(tmp_path):
+    record = tmp_path / "record.json"
+    result = runner.invoke(
+        app, ["tasks", "validate", str(_pool(tmp_path, solution=False)), "--record", str(record)]
+    )
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "broken bundle" not in out and "solve.sh: missing" not in out
+    assert "not run (no solution/)" in out and "unproven" in out
+    assert "1 of 1 task not proven solvable (no solution/; do-nothing check only)" in out
+    assert "failed validation" not in out
+    row = json.loads(record.read_text())["tasks"][0]
+    assert row["verdict"] == "unproven" and row["oracle"] is None
+    assert row["nop"]["report_source"] == "ctrf" and row["nop"]["passed"] < row["nop"]["total"]
+
+
+class _FailingBuild:
+    """A sandbox whose build fails with a long log, as the Docker backend's does."""
+
+    network = False
+
+    async def start(self, environment_dir: Path, *, timeout_s: float) -> None:
+        raise SandboxError(BUILD_LOG)
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_failed_build_shows_its_cause_and_the_record_keeps_the_whole_log(tmp_path, monkeypatch):
+    import t1.cli_tasks as cli_tasks
+
+    monkeypatch.setattr(cli_tasks, "_validation_sandboxes", lambda recipe, needed: (_FailingBuild, "fake"))
+    record = tmp_path / "record.json"
+    result = runner.invoke(
+        app, ["tasks", "validate", str(_pool(tmp_path, solution=True)), "--record", str(record)]
+    )
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert "failed at step RUN make (exit code 2)" in out
+    assert "build-log-line-0399" in out and "build-log-line-0200" not in out
+    row = json.loads(record.read_text())["tasks"][0]
+    assert row["verdict"] == "failed" and "build-log-line-0200" in row["oracle"]["error"]
