@@ -82,3 +82,25 @@ def test_a_failed_build_shows_its_cause_and_the_record_keeps_the_whole_log(tmp_p
     assert "build-log-line-0399" in out and "build-log-line-0200" not in out
     row = json.loads(record.read_text())["tasks"][0]
     assert row["verdict"] == "failed" and "build-log-line-0200" in row["oracle"]["error"]
+
+
+def test_training_loads_a_pool_without_solutions_and_its_unproven_record(tmp_path):
+    # the agent needs no solution: `t1 train` loads the pool (and its record) as the preflight does
+    from t1.run.pools import load_one, load_validation
+    from t1_rollout.validate import CheckResult, PoolValidation, TaskValidation, validation_record
+    from t1_spec import PoolSpec
+    from t1_tasks import write_record
+
+    root = _pool(tmp_path, solution=False)
+    nop = CheckResult("nop", 0, 4, 4, None, 1.0, report_source="ctrf", network=False)
+    record = tmp_path / "record.json"
+    loaded = load_pool(root)
+    write_record(
+        validation_record(PoolValidation((TaskValidation(MINI_TASK, None, nop),)), loaded, t1_version="t"),
+        record,
+    )
+    spec = PoolSpec(source=str(root), validation=str(record))
+    pool = load_one("pool", spec)
+    assert [t.id for t in pool] == [MINI_TASK] and not pool.tasks[0].has_solution
+    row = load_validation("pool", spec, pool).get(MINI_TASK)
+    assert row is not None and row.verdict == "unproven" and row.oracle is None
