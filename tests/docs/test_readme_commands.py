@@ -67,6 +67,7 @@ COMMANDS: dict[str, Run] = {
     "uv run t1 train recipes/tiny-ray.yaml trainer.checkpoint_every=1": Run(
         f"ppo.steps=1 {RUNS}", slow=True, sandbox=True
     ),
+    "uv run t1 train recipes/tiny-ray-dp2.yaml": Run(f"ppo.steps=1 {RUNS}", slow=True, sandbox=True),
     "uv run t1 recipe validate recipes/tiny-cpu.yaml": Run(sandbox=True),
     "uv run t1 recipe validate recipes/t1-122b.yaml": Run(code=1),  # the README: exit 1 here
     "uv run t1 recipe validate recipes/t1-122b.yaml --spec-only": Run(),
