@@ -104,3 +104,18 @@ def test_training_loads_a_pool_without_solutions_and_its_unproven_record(tmp_pat
     assert [t.id for t in pool] == [MINI_TASK] and not pool.tasks[0].has_solution
     row = load_validation("pool", spec, pool).get(MINI_TASK)
     assert row is not None and row.verdict == "unproven" and row.oracle is None
+
+
+@needs_bwrap
+def test_eval_oracle_skips_the_task_without_solution_and_scores_the_other(tmp_path):
+    root = _pool(tmp_path, solution=False)
+    other = load_pool("builtin:mini").tasks[1]
+    shutil.copytree(other.path, root / other.id)
+    tiny = str(Path(__file__).resolve().parents[2] / "recipes" / "tiny-cpu.yaml")
+    result = runner.invoke(
+        app, ["eval", str(root), "--recipe", tiny, "--policy", "oracle", "--json", "evaluation.attempts=1"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (data["trials"], data["failed"], data["resolved_rate"]) == (1, 1, 1.0)
+    assert data["failed_causes"] == {"no solution": 1}

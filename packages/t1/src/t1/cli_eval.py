@@ -61,8 +61,9 @@ def register(app: typer.Typer) -> None:
         """Evaluate a policy on a pool: resolved rate, mean reward, pass@k, turns and tokens (T1 §6).
 
         Every task is attempted evaluation.attempts times with the recipe's evaluation settings (turns,
-        walls, context, temperature/top-p/top-k); --policy oracle replays each reference solution and
-        --policy do-nothing runs the verifier on the untouched environment. pool.limit, or pool.tasks (a
+        walls, context, temperature/top-p/top-k); --policy oracle replays each reference solution (a task
+        without solution/ is skipped: a failed trial, cause "no solution", never a 0) and --policy
+        do-nothing runs the verifier on the untouched environment. pool.limit, or pool.tasks (a
         split), cuts POOL too. Failed trials (infrastructure) are counted apart with their causes. Exit 0
         evaluated, 1 no trial finished or the sandbox cannot run here, 2 invalid input, 130 interrupted.
         """
