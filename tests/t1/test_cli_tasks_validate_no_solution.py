@@ -119,3 +119,19 @@ def test_eval_oracle_skips_the_task_without_solution_and_scores_the_other(tmp_pa
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert (data["trials"], data["failed"], data["resolved_rate"]) == (1, 1, 1.0)
     assert data["failed_causes"] == {"no solution": 1}
+
+
+def test_sft_leaves_out_a_task_without_solution_with_its_cause(tmp_path):
+    # the expert of `t1 sft` is the reference solution: a bundle without one has none to replay
+    from t1.run.sft import expert_conversations
+    from t1_spec import load_recipe
+
+    root = _pool(tmp_path, solution=False)
+    recipe = load_recipe(
+        Path(__file__).resolve().parents[2] / "recipes" / "tiny-learn.yaml",
+        [f"sft.pool.source={root}", "sft.pool.limit=null", "sft.pool.tasks=null", "sft.pool.audit=null"],
+    )
+    rows, left_out = expert_conversations(recipe, tito=None)
+    assert rows == [] and left_out == [
+        f"{MINI_TASK}: no solution/solve.sh in its bundle, so no expert trajectory"
+    ]

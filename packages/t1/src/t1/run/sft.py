@@ -119,6 +119,8 @@ async def _replay_all(recipe: Recipe, tito: Any, out_dir: Path) -> tuple[list[di
     gate = asyncio.Semaphore(recipe.rollout.concurrency)
 
     async def one(task: Any) -> tuple[dict[str, Any] | None, str | None]:
+        if not task.has_solution:  # Harbor allows a bundle without one: there is no expert to replay
+            return None, f"{task.id}: no solution/solve.sh in its bundle, so no expert trajectory"
         script = (task.solution_dir / "solve.sh").read_text(encoding="utf-8")
         texts = expert_texts(script)
         engine = ScriptedEngine(tito, texts)
