@@ -323,8 +323,8 @@ def load_pool(
         strict: raise one `PoolError` listing every broken bundle (the default, training's use); with
             ``False`` load every good bundle and collect the broken ones, each with its ``TaskError``, in
             ``Pool.broken``.
-        require_solution: a bundle without ``solution/solve.sh`` is broken (``t1 tasks validate``, which runs
-            the oracle); training and evaluation load bundles without one, as Harbor does.
+        require_solution: a bundle without ``solution/solve.sh`` is broken (for a caller that needs every
+            oracle); every T1 command loads bundles without one, as Harbor does (`Task.has_solution`).
 
     Returns:
         The ``Pool``; with ``strict=False`` it may hold no tasks when every bundle is broken.

@@ -68,7 +68,8 @@ class Task:
         environment_dir: ``environment/`` (holds the Dockerfile and fixtures).
         tests_dir: ``tests/`` (``test.sh`` plus pytest files); held out from the agent.
         solution_dir: ``solution/`` (``solve.sh``, the oracle); held out from the agent. It may be absent
-            (Harbor allows it): only ``t1 tasks validate`` needs it (`has_solution`).
+            (Harbor allows it; `has_solution`): ``t1 tasks validate`` then runs the do-nothing check alone
+            (verdict ``unproven``), ``t1 eval --policy oracle`` and ``t1 sft`` skip the task.
         n_assertions: number of pytest test items in ``tests/*.py``, counted statically (one assertion each;
             T1 §5.2's P and T): test functions and ``Test*`` class methods, times the cases of literal
             ``@pytest.mark.parametrize`` decorators (``count_assertions``). None when it cannot be known
@@ -114,7 +115,7 @@ class Task:
 
     @property
     def has_solution(self) -> bool:
-        """Whether the bundle has ``solution/solve.sh``, the oracle ``t1 tasks validate`` runs."""
+        """Whether the bundle has ``solution/solve.sh``, the oracle (``t1 tasks validate``, ``t1 eval``)."""
         return (self.path / SOLUTION_FILE).is_file()
 
 
@@ -242,8 +243,8 @@ def load_task(path: str | Path, *, require_solution: bool = False) -> Task:
 
     Args:
         path: the bundle directory (holds ``task.toml``).
-        require_solution: also require ``solution/solve.sh`` (``t1 tasks validate`` runs it as the oracle);
-            training and evaluation load bundles without it, as Harbor does.
+        require_solution: also require ``solution/solve.sh`` (a caller that needs the oracle); every T1
+            command loads bundles without it, as Harbor does.
 
     Returns:
         The ``Task``.
