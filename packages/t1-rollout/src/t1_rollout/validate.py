@@ -11,6 +11,10 @@ validate``: the defaults of ``LocalSandboxSpec``); ``task.toml``'s ``[environmen
 bundles never reach this module: ``load_pool(..., strict=False)`` lists them in ``Pool.broken`` and the CLI
 reports them.
 
+A bundle without ``solution/`` is not broken (Harbor allows it): its oracle check is not run (`NO_SOLUTION`),
+its do-nothing check is, and its verdict is ``unproven`` at best (``TaskValidation.verdict``), recorded with
+no oracle row. ``t1 tasks validate`` and ``tools/check_tasks.py`` both take this rule from `validate_task`.
+
 The expected number of assertions is ``Task.n_assertions``, counted statically from ``tests/*.py`` (test
 functions and ``Test*`` methods times literal ``parametrize`` cases). When it is unknown (None: parametrize
 over a non-literal, fixture params, ...), the verifier's report is trusted for the count; the oracle must
