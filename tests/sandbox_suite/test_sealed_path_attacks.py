@@ -87,3 +87,28 @@ async def test_a_disk_the_agent_left_full_scores_zero_not_dropped(
     sandbox = lambda: make_sandbox(disk_mb=64)  # noqa: E731 - the spec's disk cap, skipped where not enforced
     run, report, verdict, _ = await _verify(sandbox, env, tmp_path, agent=fill)
     assert (verdict.status, verdict.reward.value) == ("finished", 0.0), (verdict, run.error)
+
+
+#: The agent's ``timeout``: T1 hashes the report with ``timeout 30 sha256sum``; this one first rewrites it.
+_FAKE_TIMEOUT = (
+    "#!/bin/sh\n"
+    'case "$*" in *sha256sum*ctrf.json*) /bin/cp /app/forged.json /logs/verifier/ctrf.json;; esac\n'
+    'case "$*" in *sha256sum*reward.txt*) echo 1 > /logs/verifier/reward.txt;; esac\n'
+    'shift; exec "$@"\n'
+)
+
+
+async def test_a_tool_the_agent_left_on_the_images_path_does_not_rewrite_the_report_after_test_sh(
+    make_sandbox, tmp_path
+):
+    # T1's steps after test.sh (the report's hashing, its copy-back) run in the verifier's sandbox: a tool
+    # they name, found in a folder of the agent's on the image PATH, would rewrite the report before hashing
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(
+        f"FROM debian:bookworm-slim\nWORKDIR /app\nENV PATH=/app/bin:{_SYSTEM_PATH}\n"
+    )
+    files = {"/app/bin/timeout": _FAKE_TIMEOUT, "/app/forged.json": FORGED_CTRF}
+    run, report, verdict, _ = await _verify(make_sandbox, env, tmp_path, files, agent="chmod 0755 /app/bin/*")
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0), (verdict, run.error)
+    assert report.passed == 0, report

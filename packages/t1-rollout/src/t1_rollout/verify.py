@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from t1_reward import TamperEvidence
 from t1_rollout.verifier_capture import INNER_TIMEOUT_MARK, TIMEOUT_EXIT, capture_command, inner_deadline
 from t1_rollout.verifier_toolchain import provision
-from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout
+from t1_sandbox.base import STEP_ENV, ExecResult, Sandbox, SandboxError, SandboxTimeout
 from t1_sandbox.local.toolchain import VERIFIER_UV_DIR
 
 __all__ = [
@@ -93,12 +93,10 @@ class VerifierRun:
 
     Attributes:
         out_dir: host directory holding the downloaded ``/logs/verifier/`` (``ctrf.json``, ``reward.json``,
-            ``test-stdout.txt``); read it with ``t1_reward.read_report(out_dir, timed_out=...,
-            crashed=...)``.
+            ``test-stdout.txt``); read it with ``t1_reward.read_report(out_dir, timed_out=..., crashed=...)``.
         exit_code: ``test.sh``'s exit status (informational: Harbor ignores it, the report files count);
             None when it did not finish.
-        timed_out: ``test.sh`` ran past the verifier deadline (the report is then a ``verifier_timeout``
-            fallback).
+        timed_out: ``test.sh`` ran past the verifier deadline (its report is a ``verifier_timeout`` fallback).
         duration_s: wall seconds of the whole run (upload, test.sh, checks, download).
         stdout_tail: the last 4000 characters of test.sh's stdout and stderr.
         error: why a T1-side call of the run failed (upload, exec, download: a ``SandboxError``), or None.
@@ -354,7 +352,7 @@ async def _blame(sandbox: Sandbox, error: str) -> tuple[str | None, str | None]:
     controls (its disk, its files), so it is the agent's doing, scored 0, not an infrastructure failure.
     """
     try:
-        probe = await sandbox.exec("true", timeout_s=30, cwd="/")
+        probe = await sandbox.exec("true", timeout_s=30, cwd="/", env=STEP_ENV)
     except SandboxError:
         return error, None
     return (None, error) if probe.ok else (error, None)
@@ -367,12 +365,12 @@ async def _workdir_broken(sandbox: Sandbox, timeout_s: float) -> bool:
     WORKDIR still unusable was removed or replaced (a file, a dangling link) by the agent, which owns it.
     """
     try:
-        if not (await sandbox.exec("true", timeout_s=timeout_s, cwd="/")).ok:
+        if not (await sandbox.exec("true", timeout_s=timeout_s, cwd="/", env=STEP_ENV)).ok:
             return False
     except SandboxError:
         return False  # the sandbox itself is lost: an infrastructure failure
     try:
-        return not (await sandbox.exec("true", timeout_s=timeout_s)).ok
+        return not (await sandbox.exec("true", timeout_s=timeout_s, env=STEP_ENV)).ok
     except SandboxTimeout:
         return False
     except SandboxError:
@@ -402,6 +400,7 @@ async def _seal_report(sandbox: Sandbox) -> dict[str, str]:
         f"cd / && mv -T {VERIFIER_LOG_DIR} {DONE_DIR} 2>/dev/null; true",
         timeout_s=60,
         cwd="/",
+        env=STEP_ENV,
     )
     if result.timed_out:
         raise SandboxError("hashing the verifier's report timed out")
@@ -458,6 +457,7 @@ async def _copy_back(
         f"[ -d {DONE_DIR} ] || exit 0; find {DONE_DIR} -mindepth 1 -printf '%y %s %P\\0'",
         timeout_s=60,
         cwd="/",
+        env=STEP_ENV,
     )
     if not listing.ok:
         why = (
@@ -562,7 +562,7 @@ async def _copy_back(
                 local.write_text(script + "\n", encoding="utf-8")
                 await sandbox.upload(local, _STAGE_SCRIPT, timeout_s=60)
             script = f"bash {_STAGE_SCRIPT}"
-        staged = await sandbox.exec(script, timeout_s=60, cwd="/")
+        staged = await sandbox.exec(script, timeout_s=60, cwd="/", env=STEP_ENV)
         if not staged.ok:
             why = (
                 "timed out"
@@ -571,7 +571,7 @@ async def _copy_back(
             )
             raise SandboxError(f"staging the verifier output failed ({why})")
         await sandbox.download(_STAGE_DIR, out_dir, timeout_s=60)
-        await sandbox.exec(f"rm -rf {_STAGE_DIR} {_STAGE_SCRIPT}", timeout_s=60, cwd="/")
+        await sandbox.exec(f"rm -rf {_STAGE_DIR} {_STAGE_SCRIPT}", timeout_s=60, cwd="/", env=STEP_ENV)
     for name in placeholders:
         (out_dir / name).write_bytes(b"")
     copied = [name for name, keep in copy if name in reports]

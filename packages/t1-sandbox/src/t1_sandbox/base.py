@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: the seam imports neither package at run t
 __all__ = [
     "ExecResult",
     "Sandbox",
+    "STEP_ENV",
     "SandboxError",
     "SandboxTimeout",
     "Shell",
@@ -29,6 +30,10 @@ __all__ = [
     "UnsupportedDockerfileInstruction",
     "format_seconds",
 ]
+
+#: The environment of T1's own steps in a sandbox (hashing, listing, staging, copy-back): system folders
+#: only, so a ``bash``, ``tar`` or ``timeout`` the agent left on the image's ``PATH`` never runs for them.
+STEP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 def format_seconds(seconds: float) -> str:

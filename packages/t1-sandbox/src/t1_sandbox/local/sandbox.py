@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Self, TypedDict, Unpack
 
-from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
+from t1_sandbox.base import STEP_ENV, ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
 from t1_sandbox.dockerfile import parse_dockerfile
 from t1_sandbox.local import hostfs
 from t1_sandbox.local.build import DockerfileBuild
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalSandbox", "LocalSandboxOptions"]
 
 DEFAULT_TASK_ROOT = "/app"
-_T1_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the host's, read-only in the sandbox
 DEFAULT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/home/agent",
@@ -472,7 +471,7 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         payload, cmd = upload_plan(local, remote, owner_uid=INNER_UID, read_only=read_only)
         # the host's read-only system folders only: a mkdir or tar the agent left on the image PATH must not
         # fail the tests' upload (a dropped trial in place of its 0)
-        result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload, env={"PATH": _T1_PATH})
+        result = await self.exec(cmd, timeout_s=timeout_s, cwd="/", stdin=payload, env=STEP_ENV)
         if result.timed_out:
             raise SandboxTimeout(f"upload {local} -> {remote}: ran past {format_seconds(timeout_s)}")
         if result.exit_code != 0:
@@ -510,7 +509,7 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
     async def _exec_bytes(self, command: str, *, timeout_s: float, what: str) -> bytes:
         if self._root is None or self._closed:
             raise SandboxError(f"{what}: sandbox is not started or already closed")
-        argv = self._argv(["bash", "-c", command], cwd="/", env=self._merged_env(None))
+        argv = self._argv(["bash", "-c", command], cwd="/", env=self._merged_env(STEP_ENV))
         out, err, code, timed_out, _ = await self._run(argv, stdin=None, timeout_s=timeout_s, cap=None)
         if timed_out:
             raise SandboxTimeout(f"{what}: ran past {format_seconds(timeout_s)}")
