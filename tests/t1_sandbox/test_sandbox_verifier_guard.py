@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from t1_sandbox.local.toolchain import GUARD_SOURCE
+from t1_sandbox.local.toolchain import FALLBACK_SITE_VARIABLE, GUARD_SOURCE
 
 AGENT = "import sys; print('AGENT', __name__, file=sys.stderr); sys.exit(3)\n"
 
@@ -38,7 +38,7 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Run ``argv`` as the verifier does: ``<toolchain>/guard`` and ``<toolchain>/site-packages`` first."""
+    """Run ``argv`` as the verifier does: ``<toolchain>/guard`` on ``PYTHONPATH``, the fallback site named."""
     toolchain = cwd.parent / "toolchain"
     if not toolchain.exists():
         (toolchain / "guard").mkdir(parents=True)
@@ -46,7 +46,8 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
         site = next(p for p in sys.path if p.endswith("site-packages"))
         (toolchain / "site-packages").symlink_to(site)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST"))}
-    env["PYTHONPATH"] = f"{toolchain}/guard:{toolchain}/site-packages"
+    env["PYTHONPATH"] = f"{toolchain}/guard"
+    env[FALLBACK_SITE_VARIABLE] = f"{toolchain}/site-packages"
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -6,10 +6,12 @@ One read-only Docker volume per toolchain (``t1-verifier-<hash>``, labelled ``t1
 bytecode, less ``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest,
 pytest-json-ctrf and what they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx``
 (the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``), the import guard
-(``guard/sitecustomize.py``, first on the verifier's ``PYTHONPATH``: pytest never imports from the working
-directory ahead of the toolchain) and ``t1run.py`` (the launcher, run isolated: `LAUNCH`). The volume is
-mounted in every container, but only the verifier's launch runs with group `VERIFIER_GID`: the agent's uid
-cannot enter the directory, and nothing in the container can write the volume. The tree is built on the host
+(``guard/sitecustomize.py``, alone on the verifier's ``PYTHONPATH``: pytest never imports from the working
+directory ahead of the toolchain; it appends the toolchain's ``site-packages`` last, for a process with no
+pytest of its own, so uvx's or a venv's pinned pytest and plugins take precedence) and ``t1run.py`` (the
+launcher, run isolated: `LAUNCH`). The volume is mounted in every container, but only the verifier's
+launch runs with group `VERIFIER_GID`: the agent's uid cannot enter the directory, and nothing in the
+container can write the volume. The tree is built on the host
 once (cached under ``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
 
 Other CPythons of this host, for the ``uvx -p X.Y`` of Terminal-Bench 2 scripts (`EXTRA_PYTHONS`), are
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from t1_sandbox.base import SandboxError
-from t1_sandbox.local.toolchain import UV_ISOLATION
+from t1_sandbox.local.toolchain import FALLBACK_SITE_VARIABLE, UV_ISOLATION
 from t1_sandbox.verifier_env import ROOTS, distributions
 
 __all__ = [
@@ -61,7 +63,7 @@ LAUNCHER = f"{ROOT}/t1run.py"
 #: How T1 starts the launcher as the container's root: isolated (``-I``: no ``PYTHON*`` variable, no user site
 #: under an agent's ``HOME``, no script folder on the module path), so nothing the agent wrote runs as root.
 LAUNCH = (PYTHON, "-I", LAUNCHER)
-#: The folder first on the verifier's ``PYTHONPATH``, holding the import guard (``sitecustomize.py``).
+#: The folder alone on the verifier's ``PYTHONPATH``, holding the import guard (``sitecustomize.py``).
 GUARD = f"{ROOT}/guard"
 _GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 VERIFIER_GID = 1999
@@ -80,7 +82,9 @@ def verifier_env(image_path: str) -> dict[str, str]:
     """Variables putting the toolchain first on PATH for the verifier's launch (``image_path``: image's)."""
     return {
         "PATH": f"{ROOT}/bin:{image_path}",
-        "PYTHONPATH": f"{GUARD}:{ROOT}/site-packages",  # the guard's sitecustomize first
+        # the guard alone: it appends the lean site last, so the environment's own pytest takes precedence
+        "PYTHONPATH": GUARD,
+        FALLBACK_SITE_VARIABLE: f"{ROOT}/site-packages",
         "PYTHONNOUSERSITE": "1",
         **UV_ISOLATION,  # an image's uv, or one test.sh installs, reads nothing the agent wrote
     }

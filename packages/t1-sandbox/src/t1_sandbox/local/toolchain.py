@@ -8,7 +8,7 @@ agent's shell or execs. Its ``bin`` holds ``python3``, ``python``, ``pytest``, `
 the host (as the host user, root in CI) outside any sandbox, once per process, and cached on disk; the
 interpreter's standard library keeps its bytecode (``__pycache__``, compiled once at build time, read-only
 after), so the verifier's Python does not recompile it on every start. The verifier's import guard
-(``sandbox/verifier_site/sitecustomize.py``, at ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``) keeps the
+(``sandbox/verifier_site/sitecustomize.py``, at ``/opt/t1-verifier/guard``, alone on ``PYTHONPATH``) keeps the
 working directory off every pytest process's module path, so an agent's ``/app/pytest.py`` or ``/app/ctrf/``
 is never the grader (its docstring says how). `bundle_masks` lists the directories of T1 packages that ship
 task bundles (the ``t1-tasks`` wheel's pools, with held-out tests and reference solutions) found under a path
@@ -34,7 +34,14 @@ from pathlib import Path
 from t1_sandbox.base import SandboxError
 from t1_sandbox.verifier_env import lean_site
 
-__all__ = ["GUARD_SOURCE", "TOOLCHAIN_MOUNT", "VerifierToolchain", "bundle_masks", "toolchain"]
+__all__ = [
+    "FALLBACK_SITE_VARIABLE",
+    "GUARD_SOURCE",
+    "TOOLCHAIN_MOUNT",
+    "VerifierToolchain",
+    "bundle_masks",
+    "toolchain",
+]
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,10 @@ UV_ISOLATION = {
     "UV_TOOL_BIN_DIR": f"{VERIFIER_UV_DIR}/bin",
     "UV_PYTHON_INSTALL_DIR": f"{VERIFIER_UV_DIR}/python",
 }
-#: The verifier's import guard, first on the verifier's ``PYTHONPATH`` on each backend with a toolchain.
+#: The variable naming the toolchain's lean ``site-packages`` to the guard, which appends it last to
+#: ``sys.path`` in a process that finds no pytest of its own (``SITE_VARIABLE`` of `GUARD_SOURCE`).
+FALLBACK_SITE_VARIABLE = "T1_VERIFIER_SITE"
+#: The verifier's import guard, alone on the verifier's ``PYTHONPATH`` on each backend with a toolchain.
 GUARD_SOURCE = Path(__file__).resolve().parents[1] / "verifier_site" / "sitecustomize.py"
 _TOOLCHAIN: VerifierToolchain | None = None
 
@@ -215,13 +225,15 @@ def toolchain() -> VerifierToolchain:
     The base interpreter (``sys.base_prefix``) is mounted at its own path (its binary's RPATH points there)
     from a world-readable mirror that keeps the standard library's bytecode; a lean ``site-packages`` holding
     only pytest, pytest-json-ctrf and their dependencies (``verifier_env.lean_site``, built once per machine
-    from the installed distributions, with bytecode) at ``/opt/t1-verifier/site-packages`` and put on
-    ``PYTHONPATH``, so a task's pytest loads no plugin of the project's environment (hypothesis,
-    pytest-asyncio, anyio, platformdirs); ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at
+    from the installed distributions, with bytecode) at ``/opt/t1-verifier/site-packages``, named by
+    `FALLBACK_SITE_VARIABLE`: the guard appends it to the end of ``sys.path`` of a process that has no pytest
+    of its own (a bare ``pytest``), so a task's pytest loads no plugin of the project's environment
+    (hypothesis, pytest-asyncio, anyio, platformdirs), and an environment's own pytest and plugins (uvx's, a
+    venv's) take precedence over it; ``bin`` (python3, python, pytest, uv, uvx: `_bin_dir`) at
     ``/opt/t1-verifier/bin``, first on ``PATH``; the import guard (`GUARD_SOURCE`, compiled) at
-    ``/opt/t1-verifier/guard``, first on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
-    repository: editable installs' ``.pth`` files are not processed from ``PYTHONPATH`` and their targets do
-    not exist inside the sandbox, so task bundles (tests, solutions) stay invisible.
+    ``/opt/t1-verifier/guard``, alone on ``PYTHONPATH``. Only ``site-packages`` is mounted, never the
+    repository: editable installs' ``.pth`` files are not processed from an appended ``sys.path`` entry and
+    their targets do not exist inside the sandbox, so task bundles (tests, solutions) stay invisible.
 
     Raises:
         SandboxError: the interpreter binary or the ``uv`` package's binary is missing, or a distribution of
@@ -246,8 +258,10 @@ def toolchain() -> VerifierToolchain:
     binds.append((str(_guard_dir(cache)), f"{TOOLCHAIN_MOUNT}/guard"))
     env = {
         "PATH": f"{TOOLCHAIN_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin",
-        # the guard first: its sitecustomize keeps the agent's files off pytest's module path (GUARD_SOURCE)
-        "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/guard:{TOOLCHAIN_MOUNT}/site-packages",
+        # the guard alone: its sitecustomize keeps the agent's files off pytest's module path (GUARD_SOURCE)
+        # and appends the lean site last, so an environment's own pytest (uvx's, a venv's) takes precedence
+        "PYTHONPATH": f"{TOOLCHAIN_MOUNT}/guard",
+        FALLBACK_SITE_VARIABLE: f"{TOOLCHAIN_MOUNT}/site-packages",
         "PYTHONNOUSERSITE": "1",
         "UV_PYTHON": f"{TOOLCHAIN_MOUNT}/bin/python3",  # uv and uvx run the toolchain's interpreter
         "UV_PYTHON_DOWNLOADS": "never",  # no network: fail naming the missing Python, not a timeout

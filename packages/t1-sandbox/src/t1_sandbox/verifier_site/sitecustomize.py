@@ -1,9 +1,16 @@
 """The verifier's import guard: Python imports it at start in every process of a verifier launch.
 
-It is never imported by T1 itself. Each backend that mounts a verifier toolchain puts this file's folder first
-on the verifier launch's ``PYTHONPATH`` (``/opt/t1-verifier/guard`` locally, ``/opt/t1/verifier/guard`` in a
-Docker container), so Python's ``site`` imports it as ``sitecustomize`` before any of the command runs.
+It is never imported by T1 itself. Each backend that mounts a verifier toolchain puts this file's folder on
+the verifier launch's ``PYTHONPATH``, alone (``/opt/t1-verifier/guard`` locally, ``/opt/t1/verifier/guard`` in
+a Docker container), so Python's ``site`` imports it as ``sitecustomize`` before any of the command runs.
 Standard library only, for any Python 3 (the task image's own interpreter reads it too).
+
+In every process, the toolchain's lean ``site-packages`` (named by ``T1_VERIFIER_SITE``: pytest, its report
+plugin, their dependencies) is appended to the END of ``sys.path`` when no ``pytest`` is importable from a
+trusted entry of the process's own path (3. below): a bare ``pytest`` with none installed runs the
+toolchain's, while an environment that has one (uvx's, a venv's, the image's) runs its own pytest with its
+own plugins (``uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5`` gets those versions, as under Harbor), and
+no plugin of the fallback mixes in.
 
 In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m unittest``, or a script named
 ``pytest`` or ``py.test``), and in one that runs ``python3 -c`` code (which may call ``pytest.main()``):
@@ -19,9 +26,11 @@ In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m uni
    optional import, such as ``trio``, is never served from there). It is not on ``sys.path``, so no
    distribution metadata or ``.pth`` file is read from it.
 3. A top-level module named like one of the standard library or of the verifier toolchain (pytest, its
-   plugins and what they import) is only taken from the interpreter's standard library, the toolchain or a
-   ``sys.path`` entry this process can neither write nor own, even when the tests put the working
-   directory first on ``sys.path`` themselves.
+   plugins and what they import) is only taken from the interpreter's standard library, its own
+   ``site-packages`` (``site.getsitepackages()``: whoever can write there has its ``.pth`` files run at
+   start and its ``pytest11`` entry points loaded anyway), the toolchain or a ``sys.path`` entry this
+   process can neither write nor own, even when the tests put the working directory first on ``sys.path``
+   themselves.
 4. The process is made non-dumpable, so the program under test (same uid) cannot open its ``/proc/<pid>/mem``
    and rewrite pytest's objects (the outcome string "failed") in place.
 5. In a pytest process, before pytest starts (so before any code of the tests or of the program under test
@@ -48,6 +57,8 @@ _VALUE_FLAGS = "XWQ"  # one-letter options of the interpreter that take a value
 #: The line the guard prints in a pytest process before pytest starts: the tests' imports found nowhere.
 MARK = "[t1-verifier-guard] test imports found nowhere:"
 _TESTS = os.environ.get("T1_VERIFIER_TESTS", "/tests")  # set only by T1 and by tests of T1
+#: The variable naming the toolchain's lean ``site-packages``, the fallback appended last to ``sys.path``.
+SITE_VARIABLE = "T1_VERIFIER_SITE"
 
 
 def _grader_launch(argv):
@@ -103,7 +114,7 @@ class _ProtectedNames:
     def __init__(self, names):
         self.names = names
         stdlib = os.path.dirname(os.path.abspath(os.__file__))
-        self.stdlib = (stdlib, os.path.join(stdlib, "lib-dynload"))
+        self.stdlib = (stdlib, os.path.join(stdlib, "lib-dynload"), *_own_site_packages())
         self.toolchain = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
     def _trusted(self, entry):
@@ -176,7 +187,36 @@ class _WorkdirLast:
         pass
 
 
+def _own_site_packages():
+    """The interpreter's own ``site-packages`` folders (its venv's, or the image's system ones)."""
+    try:
+        import site
+
+        return tuple(os.path.abspath(p) for p in site.getsitepackages())
+    except (AttributeError, ImportError):
+        return ()  # an old virtualenv's site module has no getsitepackages: nothing more is trusted
+
+
+def _append_fallback_site():
+    """Append the toolchain's ``site-packages`` to the end of ``sys.path`` unless pytest is found before it.
+
+    The process's own packages then always take precedence; no fallback plugin mixes into an environment's
+    pytest (pluggy registers the first distribution on ``sys.path`` of each entry-point name).
+    """
+    fallback = os.environ.get(SITE_VARIABLE)
+    if not fallback or fallback in sys.path:
+        return
+    trusted = _ProtectedNames(frozenset())._trusted  # a pytest the guard would refuse does not count
+    try:
+        if PathFinder.find_spec("pytest", [p for p in sys.path if trusted(p)]) is not None:
+            return
+    except (ImportError, ValueError):
+        pass
+    sys.path.append(fallback)
+
+
 def _guard():
+    _append_fallback_site()
     launch = _grader_launch(list(getattr(sys, "orig_argv", ())))
     if launch is None:
         return
