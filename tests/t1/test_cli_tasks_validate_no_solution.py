@@ -135,3 +135,40 @@ def test_sft_leaves_out_a_task_without_solution_with_its_cause(tmp_path):
     assert rows == [] and left_out == [
         f"{MINI_TASK}: no solution/solve.sh in its bundle, so no expert trajectory"
     ]
+
+
+def _docker_ready() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(not _docker_ready(), reason="needs a Docker daemon")
+def test_validate_with_the_docker_recipe_runs_a_bundle_without_solution(tmp_path):
+    # the case found on Terminal-Bench 2 bundles: `--recipe recipes/tiny-docker.yaml` called them broken
+    record = tmp_path / "record.json"
+    docker_recipe = str(Path(__file__).resolve().parents[2] / "recipes" / "tiny-docker.yaml")
+    result = runner.invoke(
+        app,
+        [
+            "tasks",
+            "validate",
+            "--recipe",
+            docker_recipe,
+            str(_pool(tmp_path, solution=False)),
+            "--record",
+            str(record),
+        ],
+    )
+    out = " ".join(result.output.split())
+    assert result.exit_code == 1 and "broken bundle" not in out, result.output
+    assert "not run (no solution/)" in out and "not proven solvable" in out
+    row = json.loads(record.read_text())["tasks"][0]
+    assert row["verdict"] == "unproven" and row["oracle"] is None and row["nop"]["network"] is False
