@@ -218,3 +218,31 @@ def test_a_python_with_its_own_pytest_never_sees_the_fallback_site(tmp_path):
     where, first, last = done.stdout.split()
     assert "toolchain" not in where and "toolchain" not in last, done.stdout + done.stderr
     assert first == str(tmp_path / "toolchain" / "guard")
+
+
+def test_the_environments_report_plugin_wins_over_the_fallbacks_when_both_are_on_the_path(tmp_path):
+    # a venv with json-ctrf 0.3.5 and no pytest: the fallback (pytest and json-ctrf 0.6) is appended, and
+    # pluggy registers one plugin per entry-point name, the first distribution on sys.path: the venv's
+    from uv import find_uv_bin
+
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    folder = _cached_wheelhouse(python)
+    base = Path(sys.base_prefix) / "bin" / f"python{python}"
+    if folder is None or not base.is_file():
+        pytest.skip(
+            f"no cached pytest-json-ctrf {REPORT_PLUGIN[1]} wheel in {wh.HOST_CACHE}, or no base Python"
+        )
+    (wheel,) = folder.glob(f"{REPORT_PLUGIN[0]}-{REPORT_PLUGIN[1]}-*.whl")
+    uv, venv = find_uv_bin(), tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "--python", str(base), str(venv)], check=True, timeout=120)
+    install = [uv, "pip", "install", "-q", "--offline", "--no-deps", "--python", str(venv / "bin" / "python")]
+    subprocess.run([*install, str(wheel)], check=True, timeout=120)
+    done = _guarded(
+        str(venv / "bin" / "python"), "import pytest; pytest.main(['--version', '--version'])", tmp_path
+    )
+    out = done.stdout + done.stderr
+    assert "This is pytest version" in out and str(tmp_path / "toolchain") in out, out  # the fallback's
+    plugins = re.findall(r"^\s+(pytest-json-ctrf-\S+) at (\S+)", out, flags=re.M)
+    assert [(p, w.startswith(str(venv))) for p, w in plugins] == [
+        (f"pytest-json-ctrf-{REPORT_PLUGIN[1]}", True)
+    ]
