@@ -218,7 +218,9 @@ def test_a_backward_error_that_is_not_the_gradient_sum_is_not_called_a_collectiv
 def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:
     """One rank of a test's group.
 
-    Modes: ``step`` trains and saves; ``packed`` the same with packed micro-batches of two samples; ``die``:
+    Modes: ``step`` trains and saves, the PPO step as a Ray run's rank takes it (the plan made from the whole
+    batch, then only this rank's shard given to `data_parallel_ppo_shard_step`); ``packed`` through
+    `data_parallel_ppo_step` (every rank plans) with packed micro-batches of two samples; ``die``:
     rank 1 dies in its actor update; ``autograd``: a backward of a loss without a graph, whose error is
     written down.
     """
@@ -227,9 +229,11 @@ def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:
     from t1_trainer.data_parallel import (
         DataParallelTorchBackend,
         data_parallel_critic_warmup_step,
+        data_parallel_ppo_shard_step,
         data_parallel_ppo_step,
     )
     from t1_trainer.distributed import CollectiveError
+    from t1_trainer.shard_plan import plan_ppo_step
 
     torch.set_num_threads(1)
     spec = load_recipe(TINY_RECIPE).model
@@ -255,7 +259,12 @@ def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:
 
         be.backward = dying_backward
     try:
-        metrics = data_parallel_ppo_step(be, batch, ppo)
+        if mode == "step":
+            plan = plan_ppo_step(batch, ppo, world, policy_version=0, routing_errors=be.routing_errors)
+            shard = [batch[i] for i in plan.shards[rank]]
+            metrics = data_parallel_ppo_shard_step(be, shard, plan, ppo)
+        else:
+            metrics = data_parallel_ppo_step(be, batch, ppo)
     except CollectiveError as e:
         (out / f"rank{rank}.err").write_text(str(e))
         os._exit(0)  # the group is broken: leaving it would wait on the dead peer

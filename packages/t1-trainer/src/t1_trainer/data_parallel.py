@@ -33,16 +33,19 @@ How the arithmetic matches one rank (`t1_trainer.update`):
   row to fp32 reduction-order tolerance.
 
 Deterministic refusals (inconsistent streams, staleness, routing records, fewer trainable samples than
-ranks) are decided on the whole batch, which every rank holds, before the first collective, so every rank
-raises the same error and none waits on another. A rank that dies makes the others' next collective fail
+ranks) are decided on the whole batch before the first collective (`t1_trainer.shard_plan`): by the caller
+that holds the batch (a Ray run's driver plans once and sends each rank only its shard and the plan,
+`data_parallel_ppo_shard_step`), or by every rank alike (`data_parallel_ppo_step`, every rank given the whole
+batch), so no rank waits on another that refused. A rank that dies makes the others' next collective fail
 with a `t1_trainer.distributed.CollectiveError` within the group's deadline.
 
-Built: this library piece (`DataParallelTorchBackend`, `data_parallel_ppo_step`,
-`data_parallel_critic_warmup_step`), and its use by a Ray run's trainer ranks (``runtime.ray.trainer_workers``
-> 1, `t1.run.ray.trainer_group`: placement, rendezvous, the batch to every rank, publication and checkpoints
-from rank 0). Packed micro-batches (`t1_trainer.packing`) run through the DDP wrappers unchanged: each rank
-packs its own shard. Not built: the GRPO estimator over ranks (its groups would be split across shards; the
-run refuses it by name).
+Built: this library piece (`DataParallelTorchBackend`, `data_parallel_ppo_step` and
+`data_parallel_critic_warmup_step` on the whole batch, their shard-only forms `data_parallel_ppo_shard_step`
+and `data_parallel_critic_warmup_shard_step`), and its use by a Ray run's trainer ranks
+(``runtime.ray.trainer_workers`` > 1, `t1.run.ray.trainer_group`: placement, rendezvous, the plan made in
+the driver and each rank's shard sent to it, publication and checkpoints from rank 0). Packed micro-batches
+(`t1_trainer.packing`) run through the DDP wrappers unchanged: each rank packs its own shard. Not built: the
+GRPO estimator over ranks (its groups would be split across shards; the run refuses it by name).
 """
 
 from __future__ import annotations
@@ -59,19 +62,22 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from t1_spec import GAEAdvantageSpec, PPOSpec, Recipe
+from t1_spec import PPOSpec, Recipe
 from t1_trainer.algorithms import explained_variances
-from t1_trainer.distributed import RankGroup, shard_by_tokens
+from t1_trainer.distributed import RankGroup
 from t1_trainer.errors import TrainerConfigError
-from t1_trainer.samples import TrainSample, check_sample, loss_mask_tensor, token_tensor
-from t1_trainer.step import StepMetrics, check_staleness, critic_warmup_step, ppo_step
+from t1_trainer.samples import TrainSample, loss_mask_tensor, token_tensor
+from t1_trainer.shard_plan import ShardPlan, plan_critic_warmup_step, plan_ppo_step
+from t1_trainer.step import StepMetrics, critic_warmup_step, ppo_step
 from t1_trainer.torch_backend import TorchBackend, loss_token_logprobs
 from t1_trainer.update import Network
 
 __all__ = [
     "DataParallelTorchBackend",
     "HookState",
+    "data_parallel_critic_warmup_shard_step",
     "data_parallel_critic_warmup_step",
+    "data_parallel_ppo_shard_step",
     "data_parallel_ppo_step",
     "reduce_metrics",
     "sum_gradients_hook",
@@ -335,23 +341,60 @@ def reduce_metrics(rows: Sequence[StepMetrics]) -> StepMetrics:
     return out
 
 
-def _shard(
-    backend: DataParallelTorchBackend, samples: Sequence[TrainSample], indices: Sequence[int], what: str
-) -> list[TrainSample]:
-    """This rank's token-balanced shard of ``samples[indices]``; records the shard's batch positions.
+def data_parallel_ppo_shard_step(
+    backend: DataParallelTorchBackend,
+    shard: Sequence[TrainSample],
+    plan: ShardPlan,
+    ppo_spec: PPOSpec,
+    *,
+    staleness: int = 0,
+    continuation_lag: int = 0,
+    max_staleness: int | None = None,
+) -> StepMetrics:
+    """This rank's part of a group PPO step (T1 §4.5): `ppo_step` on its shard, then the metrics' reduction.
+
+    Args:
+        backend: this rank's `DataParallelTorchBackend`.
+        shard: the batch's samples at ``plan.shards[rank]``, in that order (the rank holds no other).
+        plan: the step's `t1_trainer.shard_plan.ShardPlan` (`plan_ppo_step`), the same on every rank.
+        ppo_spec: the recipe's PPO spec (GAE).
+        staleness: as `t1_trainer.step.ppo_step`.
+        continuation_lag: as `t1_trainer.step.ppo_step`.
+        max_staleness: as `t1_trainer.step.ppo_step`.
+
+    Returns:
+        As `data_parallel_ppo_step`; the same on every rank.
 
     Raises:
-        TrainerConfigError: fewer samples than ranks (a rank with no micro-batch could not join the sum).
+        TrainerConfigError: ``shard`` is not this rank's part of ``plan``.
+        CollectiveError: a peer rank died or a collective missed the group's deadline.
+        NonFiniteUpdateError: from the optimizer step, on every rank alike.
     """
     group = backend.group
-    shards = shard_by_tokens([len(samples[i].token_ids) for i in indices], group.world_size)
-    if any(not s for s in shards):
+    if len(plan.shards) != group.world_size or len(shard) != len(plan.shards[group.rank]):
         raise TrainerConfigError(
-            f"{what}: {len(indices)} trainable samples for {group.world_size} data-parallel ranks; "
-            "every rank needs at least one (raise ppo.batch_size or lower the rank count)"
+            f"data_parallel_ppo_shard_step: rank {group.rank} of {group.world_size} got {len(shard)} samples "
+            f"for a plan of {len(plan.shards)} shards ({[len(s) for s in plan.shards]} samples)"
         )
-    backend.positions = list(shards[group.rank])
-    return [samples[indices[j]] for j in shards[group.rank]]
+    backend.positions = list(plan.shards[group.rank])
+    row = ppo_step(
+        backend,
+        shard,
+        ppo_spec,
+        staleness=staleness,
+        continuation_lag=continuation_lag,
+        max_staleness=max_staleness,
+    )
+    rows = group.all_gather(row, "the metrics' gather")
+    out = reduce_metrics(rows)  # type: ignore[arg-type]
+    out.update(plan.versions)
+    out["trainer/samples"] = plan.batch_size
+    out["samples_aborted_routing"] += len(plan.routing_errors)
+    out["routing_errors"] = [plan.routing_errors[i] for i in sorted(plan.routing_errors)] + out[
+        "routing_errors"
+    ]
+    out["trainer/ranks"] = group.world_size
+    return out
 
 
 def data_parallel_ppo_step(
@@ -365,9 +408,10 @@ def data_parallel_ppo_step(
 ) -> StepMetrics:
     """One PPO step of the group on the whole batch: each rank runs `ppo_step` on its shard (T1 §4.5).
 
-    Every rank calls it with the same ``samples`` (the whole batch) and arguments. The checks on the whole
-    batch come first (streams, staleness, routing records), then the shard (`shard_by_tokens` over the
-    trainable samples), the step, and the reduction of the rows (`reduce_metrics`).
+    Every rank calls it with the same ``samples`` (the whole batch) and arguments, and plans the step
+    itself (`t1_trainer.shard_plan.plan_ppo_step`: streams, staleness, routing records, then the shard of
+    the trainable samples) before `data_parallel_ppo_shard_step` trains its shard. A caller that holds the
+    batch where the ranks are not (a Ray run's driver) plans once and sends each rank its shard instead.
 
     Args:
         backend: this rank's `DataParallelTorchBackend`.
@@ -387,34 +431,56 @@ def data_parallel_ppo_step(
         CollectiveError: a peer rank died or a collective missed the group's deadline.
         NonFiniteUpdateError: from the optimizer step, on every rank alike.
     """
-    if not isinstance(ppo_spec.advantage, GAEAdvantageSpec):
-        raise TrainerConfigError(
-            f"data_parallel_ppo_step: advantage.estimator {ppo_spec.advantage.estimator!r} over ranks is not "
-            "built (its groups would be split across shards); use gae or one rank"
-        )
-    for s in samples:
-        check_sample(s)
-    versions = check_staleness(
-        backend, samples, staleness, continuation_lag=continuation_lag, max_staleness=max_staleness
+    plan = plan_ppo_step(
+        samples,
+        ppo_spec,
+        backend.group.world_size,
+        policy_version=int(getattr(backend, "policy_version", 0)),
+        routing_errors=backend.routing_errors,
+        staleness=staleness,
+        continuation_lag=continuation_lag,
+        max_staleness=max_staleness,
     )
-    errors = backend.routing_errors(samples)
-    kept = [i for i in range(len(samples)) if i not in errors]
-    local = _shard(backend, samples, kept, "data_parallel_ppo_step")
-    row = ppo_step(
+    shard = [samples[i] for i in plan.shards[backend.group.rank]]
+    return data_parallel_ppo_shard_step(
         backend,
-        local,
+        shard,
+        plan,
         ppo_spec,
         staleness=staleness,
         continuation_lag=continuation_lag,
         max_staleness=max_staleness,
     )
-    rows = backend.group.all_gather(row, "the metrics' gather")
-    out = reduce_metrics(rows)  # type: ignore[arg-type]
-    out.update(versions)
-    out["trainer/samples"] = len(samples)
-    out["samples_aborted_routing"] += len(errors)
-    out["routing_errors"] = [errors[i] for i in sorted(errors)] + out["routing_errors"]
-    out["trainer/ranks"] = backend.group.world_size
+
+
+def data_parallel_critic_warmup_shard_step(
+    backend: DataParallelTorchBackend, shard: Sequence[TrainSample], plan: ShardPlan, ppo_spec: PPOSpec
+) -> StepMetrics:
+    """This rank's part of a group critic warm-up step: `critic_warmup_step` on its shard, then the reduction.
+
+    Args:
+        backend: this rank's `DataParallelTorchBackend`.
+        shard: the batch's samples at ``plan.shards[rank]`` (`plan_critic_warmup_step`), in that order.
+        plan: the step's `t1_trainer.shard_plan.ShardPlan`, the same on every rank.
+        ppo_spec: the recipe's PPO spec.
+
+    Raises:
+        TrainerConfigError: ``shard`` is not this rank's part of ``plan``.
+        CollectiveError: a peer rank died or a collective missed the group's deadline.
+    """
+    group = backend.group
+    if len(plan.shards) != group.world_size or len(shard) != len(plan.shards[group.rank]):
+        raise TrainerConfigError(
+            f"data_parallel_critic_warmup_shard_step: rank {group.rank} of {group.world_size} got "
+            f"{len(shard)} samples for a plan of {[len(s) for s in plan.shards]} samples per shard"
+        )
+    backend.positions = list(plan.shards[group.rank])
+    row = critic_warmup_step(backend, shard, ppo_spec)
+    row["trainer/loss_tokens"] = int(sum(np.asarray(s.loss_mask).sum() for s in shard))  # the means' weight
+    out = reduce_metrics(group.all_gather(row, "the metrics' gather"))  # type: ignore[arg-type]
+    del out["trainer/loss_tokens"]  # not in the one-rank row
+    out["trainer/samples"] = plan.batch_size
+    out["trainer/ranks"] = group.world_size
     return out
 
 
@@ -431,13 +497,6 @@ def data_parallel_critic_warmup_step(
         TrainerConfigError: fewer samples than ranks.
         CollectiveError: a peer rank died or a collective missed the group's deadline.
     """
-    for s in samples:
-        check_sample(s)
-    local = _shard(backend, samples, list(range(len(samples))), "data_parallel_critic_warmup_step")
-    row = critic_warmup_step(backend, local, ppo_spec)
-    row["trainer/loss_tokens"] = int(sum(np.asarray(s.loss_mask).sum() for s in local))  # the means' weight
-    out = reduce_metrics(backend.group.all_gather(row, "the metrics' gather"))  # type: ignore[arg-type]
-    del out["trainer/loss_tokens"]  # not in the one-rank row
-    out["trainer/samples"] = len(samples)
-    out["trainer/ranks"] = backend.group.world_size
-    return out
+    plan = plan_critic_warmup_step(samples, backend.group.world_size)
+    shard = [samples[i] for i in plan.shards[backend.group.rank]]
+    return data_parallel_critic_warmup_shard_step(backend, shard, plan, ppo_spec)
