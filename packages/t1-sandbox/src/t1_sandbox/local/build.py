@@ -15,6 +15,7 @@ copied as a link.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -32,6 +33,8 @@ from t1_sandbox.local.hostfs import copy_inside, make_dirs_inside
 from t1_sandbox.local.uids import UidSlot
 
 __all__ = ["DockerfileBuild"]
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 class DockerfileBuild:
@@ -64,8 +67,9 @@ class DockerfileBuild:
             if ins.name == "FROM":
                 continue
             if ins.name == "ENV":
+                before = dict(self._env)  # as Docker: $NAME and ${NAME} take the values before this line
                 for key, value in zip(ins.args[::2], ins.args[1::2], strict=True):
-                    self._env[key] = value
+                    self._env[key] = _VAR.sub(lambda m, b=before: b.get(m[1] or m[2], ""), value)
             elif ins.name == "WORKDIR":
                 path = ins.args[0]
                 path = inner_path(path if path.startswith("/") else os.path.join(self._workdir, path), where)
