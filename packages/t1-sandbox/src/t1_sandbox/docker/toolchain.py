@@ -11,8 +11,8 @@ directory ahead of the toolchain; it appends the toolchain's ``site-packages`` l
 pytest of its own, so uvx's or a venv's pinned pytest and plugins take precedence) and ``t1run.py`` (the
 launcher, run isolated: `LAUNCH`). The volume is mounted in every container, but only the verifier's
 launch runs with group `VERIFIER_GID`: the agent's uid cannot enter the directory, and nothing in the
-container can write the volume. The tree is built on the host
-once (cached under ``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
+container can write the volume. The tree is built on the host once (cached under
+``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
 
 Other CPythons of this host, for the ``uvx -p X.Y`` of Terminal-Bench 2 scripts (`EXTRA_PYTHONS`), are
 added the same way under ``pythons/X.Y`` with a ``pythonX.Y`` link in ``bin``, when this host has them
