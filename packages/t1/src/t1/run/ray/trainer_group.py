@@ -8,14 +8,16 @@ or a free port on its node), then every rank joins one ``torch.distributed`` pro
 deadline ``liveness.collective_timeout_s`` (T1 §7.3), and builds its `t1_trainer.data_parallel`
 backend (DDP over the same seeded weights).
 
-Only the driver rolls out. A step puts the batch once into Ray's object store; every rank reads it, checks
-the whole batch alike (streams, staleness, routing records) and trains its token-balanced shard
-(`t1_trainer.distributed.shard_by_tokens`), the gradients summed over the group, so every rank ends the
-step on the same weights and the same metrics row (which carries ``trainer/ranks``). The critic warm-up and
-the critic-then-actor order are `t1_trainer.step`'s, unchanged. Rank 0 alone publishes (its replicated
-weights, as `TrainerWorker.publish`; the other ranks then take the new version for their staleness
-checks), writes the trainer's part of a checkpoint (the one-process format: weights, optimizer states,
-counters, rank 0's RNG) and the final weights; a resume loads the checkpoint into every rank.
+Only the driver rolls out, and it plans each step (`t1_trainer.shard_plan`): it checks the whole batch
+(streams, staleness against the version it tracks, routing records against rank 0's router geometry) and
+computes the token-balanced shards (`t1_trainer.distributed.shard_by_tokens`) before any rank is called, so a
+refusal is raised in the driver (`Refused`). Each rank receives only its shard and the plan and trains it, the
+gradients summed over the group, so every rank ends the step on the same weights and the same metrics row
+(which carries ``trainer/ranks``). The critic warm-up and the critic-then-actor order are `t1_trainer.step`'s,
+unchanged. Rank 0 alone publishes (its replicated weights, as `TrainerWorker.publish`; the other ranks then
+take the new version for their staleness checks), writes the trainer's part of a checkpoint (the one-process
+format: weights, optimizer states, counters, rank 0's RNG) and the final weights; a resume loads the
+checkpoint into every rank.
 
 A rank that dies (its process killed, its node lost) fails the step: Ray answers its call with the actor's
 death, the other ranks' next collective fails when gloo sees the peer's socket close, or at the group's
@@ -98,22 +100,44 @@ class TrainerRank(TrainerWorker):
         self.backend = DataParallelTorchBackend.for_rank(self.group, self.recipe, actor=policy)
         return os.getpid()
 
+    def plan_inputs(self) -> tuple[int, Any]:
+        """What the driver needs to plan a step: the policy version and the actor's router geometry.
+
+        Returns:
+            ``(policy_version, geometry)``: geometry is a `t1_trainer.shard_plan.RouterGeometry`, or None
+            with routing replay off.
+        """
+        from t1_trainer.shard_plan import router_geometry
+
+        geometry = router_geometry(self.backend.actor) if self.recipe.ppo.routing_replay else None
+        return int(self.backend.policy_version), geometry
+
     def ppo_step(
-        self, samples: list[Sample], staleness: int, continuation_lag: int, max_staleness: int
+        self, shard: list[Sample], plan: Any, staleness: int, continuation_lag: int, max_staleness: int
     ) -> tuple[dict[str, Any], float]:
-        """`t1_trainer.data_parallel.data_parallel_ppo_step` on the whole batch; metrics (plain) and seconds.
+        """`t1_trainer.data_parallel.data_parallel_ppo_shard_step` on this rank's shard of the driver's plan.
+
+        Args:
+            shard: the batch's samples at ``plan.shards[rank]``, in that order.
+            plan: the step's `t1_trainer.shard_plan.ShardPlan`, planned by the driver.
+            staleness: as `TrainerWorker.ppo_step`.
+            continuation_lag: as `TrainerWorker.ppo_step`.
+            max_staleness: as `TrainerWorker.ppo_step`.
+
+        Returns:
+            The metrics of the whole batch (plain, the same on every rank) and this rank's seconds.
 
         Raises:
-            t1_trainer.errors.StalenessError: as `TrainerWorker.ppo_step`, on every rank alike.
             t1_trainer.distributed.CollectiveError: a peer rank died or a collective missed the deadline.
         """
         from t1.run.steps import plain_metrics
-        from t1_trainer.data_parallel import data_parallel_ppo_step
+        from t1_trainer.data_parallel import data_parallel_ppo_shard_step
 
         t0 = time.monotonic()
-        metrics = data_parallel_ppo_step(
+        metrics = data_parallel_ppo_shard_step(
             self.backend,
-            samples,
+            shard,
+            plan,
             self.recipe.ppo,
             staleness=staleness,
             continuation_lag=continuation_lag,
@@ -121,19 +145,38 @@ class TrainerRank(TrainerWorker):
         )
         return plain_metrics(metrics), time.monotonic() - t0
 
-    def critic_warmup_step(self, samples: list[Sample]) -> tuple[dict[str, Any], float]:
-        """`t1_trainer.data_parallel.data_parallel_critic_warmup_step`; metrics (plain) and seconds."""
+    def critic_warmup_step(self, shard: list[Sample], plan: Any) -> tuple[dict[str, Any], float]:
+        """`t1_trainer.data_parallel.data_parallel_critic_warmup_shard_step`; metrics (plain) and seconds."""
         from t1.run.steps import plain_metrics
-        from t1_trainer.data_parallel import data_parallel_critic_warmup_step
+        from t1_trainer.data_parallel import data_parallel_critic_warmup_shard_step
 
         t0 = time.monotonic()
-        metrics = data_parallel_critic_warmup_step(self.backend, samples, self.recipe.ppo)
+        metrics = data_parallel_critic_warmup_shard_step(self.backend, shard, plan, self.recipe.ppo)
         return plain_metrics(metrics), time.monotonic() - t0
 
     def set_policy_version(self, version: int) -> int:
         """Take the version rank 0 just published (the staleness checks of the next step read it)."""
         self.backend.policy_version = int(version)
         return self.backend.policy_version
+
+
+class Refused:
+    """A step the driver refused before calling any rank (a `t1.run.runtime.PendingTrain`).
+
+    Args:
+        error: the refusal (`t1_trainer.shard_plan`'s checks of the whole batch); `result` raises it.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def result(self) -> tuple[dict[str, Any], float]:
+        """Raises the refusal, as a step every rank refused alike would have.
+
+        Raises:
+            Exception: the refusal (e.g. `t1_trainer.errors.StalenessError`).
+        """
+        raise self.error
 
 
 class GroupTrain:
@@ -252,6 +295,8 @@ class TrainerGroup:
         self.recipe = recipe
         self.ranks = ranks
         self.pids: list[int] = []
+        self.version = 0  # the ranks' policy version, for the driver's staleness check (N > 1)
+        self.geometry: Any = None  # rank 0's router geometry, for the driver's routing check (N > 1)
 
     @property
     def size(self) -> int:
@@ -304,6 +349,7 @@ class TrainerGroup:
         )
         joins = [r.join.remote(address, port) for r in self.ranks]
         GroupTrain(joins, self.pids, f"the rendezvous at {address}:{port}", self._grace()).answers()
+        self.version, self.geometry = ray.get(self.lead.plan_inputs.remote(), timeout=CONTROL_DEADLINE_S)
 
     def _grace(self) -> float:
         return float(self.recipe.liveness.probe_deadline_s)
@@ -317,26 +363,67 @@ class TrainerGroup:
         max_staleness: int,
         on_result: Callable[[float], None] | None = None,
     ) -> Any:
-        """Submit a PPO step to every rank (the batch put once); a `t1.run.runtime.PendingTrain`."""
-        refs = self._on_all("ppo_step", samples, staleness, continuation_lag, max_staleness)
+        """Submit a PPO step; a `t1.run.runtime.PendingTrain`.
+
+        With N > 1 the driver plans the step (`t1_trainer.shard_plan.plan_ppo_step`: streams, staleness,
+        routing records, the token-balanced shards) and sends each rank only its shard and the plan; a
+        refusal calls no rank (`Refused` raises it at ``result``).
+        """
+        if self.size == 1:
+            batch = list(samples)
+            refs = [self.lead.ppo_step.remote(batch, staleness, continuation_lag, max_staleness)]
+            return GroupTrain(refs, self.pids, "the PPO step", self._grace(), on_result)
+        import functools
+
+        from t1_trainer.shard_plan import geometry_routing_errors, plan_ppo_step
+
+        try:
+            plan = plan_ppo_step(
+                samples,
+                self.recipe.ppo,
+                self.size,
+                policy_version=self.version,
+                routing_errors=functools.partial(geometry_routing_errors, geometry=self.geometry),
+                staleness=staleness,
+                continuation_lag=continuation_lag,
+                max_staleness=max_staleness,
+            )
+        except Exception as e:  # noqa: BLE001 - the refusal is the step's result, raised where it is read
+            return Refused(e)
+        refs = [
+            r.ppo_step.remote(self.shard(samples, plan, k), plan, staleness, continuation_lag, max_staleness)
+            for k, r in enumerate(self.ranks)
+        ]
         return GroupTrain(refs, self.pids, "the PPO step", self._grace(), on_result)
 
     def critic_warmup_step(self, samples: Sequence[Sample]) -> Any:
-        """Submit a critic warm-up step to every rank; a `t1.run.runtime.PendingTrain`."""
-        return GroupTrain(
-            self._on_all("critic_warmup_step", samples), self.pids, "the critic warm-up step", self._grace()
-        )
+        """Submit a critic warm-up step (with N > 1, each rank its shard); a `t1.run.runtime.PendingTrain`."""
+        what = "the critic warm-up step"
+        if self.size == 1:
+            return GroupTrain(
+                [self.lead.critic_warmup_step.remote(list(samples))], self.pids, what, self._grace()
+            )
+        from t1_trainer.shard_plan import plan_critic_warmup_step
 
-    def _on_all(self, method: str, samples: Sequence[Sample], *args: Any) -> list[Any]:
-        import ray
+        try:
+            plan = plan_critic_warmup_step(samples, self.size)
+        except Exception as e:  # noqa: BLE001 - as in ppo_step
+            return Refused(e)
+        refs = [
+            r.critic_warmup_step.remote(self.shard(samples, plan, k), plan) for k, r in enumerate(self.ranks)
+        ]
+        return GroupTrain(refs, self.pids, what, self._grace())
 
-        batch = ray.put(list(samples)) if self.size > 1 else list(samples)
-        return [getattr(r, method).remote(batch, *args) for r in self.ranks]
+    @staticmethod
+    def shard(samples: Sequence[Sample], plan: Any, rank: int) -> list[Sample]:
+        """The samples ``rank`` receives: the batch's at ``plan.shards[rank]``, in that order."""
+        return [samples[i] for i in plan.shards[rank]]
 
     def published(self, version: int) -> None:
         """After rank 0 published ``version``: the other ranks take it (bounded by the control deadline)."""
         import ray
 
+        self.version = int(version)
         if self.size > 1:
             calls = [r.set_policy_version.remote(version) for r in self.ranks[1:]]
             ray.get(calls, timeout=CONTROL_DEADLINE_S)
@@ -345,7 +432,7 @@ class TrainerGroup:
         """Every rank loads the checkpoint's trainer part (`TrainerWorker.restore_checkpoint`)."""
         import ray
 
-        ray.get([r.restore_checkpoint.remote(state) for r in self.ranks])
+        self.version = int(ray.get([r.restore_checkpoint.remote(state) for r in self.ranks])[0])
 
     def kill(self) -> None:
         """Kill every rank's actor (already dead ones are skipped)."""
