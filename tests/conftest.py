@@ -11,6 +11,7 @@ the README gives the measured time). A new test is in the tier unless it is mark
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_unit(item):
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_process_group_outlives_its_module():
+    """Tear down a torch.distributed group (and megatron's parallel state) a test module left behind.
+
+    The Megatron backend keeps its one-process group for the process's life (its groups are reused by a
+    second backend); in the shared pytest process that group would make a later module's own rendezvous
+    fail ("a torch.distributed process group already exists").
+    """
+    yield
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None:
+        ps.destroy_model_parallel()
+    dist.destroy_process_group()
 
 
 @pytest.fixture(scope="session")
