@@ -10,9 +10,10 @@ metrics need (the batch size, the staleness metrics, the aborted samples' messag
 (`t1_trainer.data_parallel.data_parallel_ppo_shard_step`) trains one shard.
 
 A Ray run's driver plans each step itself (`t1.run.ray.trainer_group`), so a refusal is raised there before
-any rank is called, and each rank receives only its shard and the plan. The routing check here gives the
-same aborts and messages as `t1_trainer.torch_backend.TorchBackend.routing_errors` on a model of the same
-geometry (`RouterGeometry`, read once from a rank's actor by `router_geometry`).
+any rank is called, and each rank receives only its shard and the plan. The routing check here is the one
+`t1_trainer.torch_backend.TorchBackend.routing_errors` calls, so the driver's aborts and messages are the
+backend's on a model of the same geometry (`RouterGeometry`, read once from a rank's actor by
+`router_geometry`).
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def geometry_routing_errors(
 ) -> dict[int, str]:
     """Index -> reason for each sample whose routing record does not fit ``geometry`` (None: replay off).
 
-    The checks and messages of `TorchBackend.routing_errors` (the record against its tokens, then against
-    the routers), without a model.
+    The torch backend's routing check (`TorchBackend.routing_errors` calls it): the record against its
+    tokens, then against the routers, without a model.
     """
     if geometry is None:
         return {}

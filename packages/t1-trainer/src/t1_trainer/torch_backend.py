@@ -40,7 +40,6 @@ from t1_trainer.samples import (
     check_sample,
     loss_mask_tensor,
     routing_array,
-    sample_name,
     token_tensor,
 )
 from t1_trainer.update import Network
@@ -202,26 +201,14 @@ class TorchBackend:
 
         Returns:
             ``{index: message}`` for each sample that must be aborted (missing record, rows != T - 1, layer
-            count / top-k / expert ids that do not fit the model); empty when replay is off.
+            count / top-k / expert ids that do not fit the model); empty when replay is off. The one check
+            of `t1_trainer.shard_plan.geometry_routing_errors`, against this actor's routers.
         """
         if not self.ppo.routing_replay:
             return {}
-        from t1_r3 import RoutingMismatchError, check_routing, replay_routing
+        from t1_trainer.shard_plan import geometry_routing_errors, router_geometry
 
-        errors: dict[int, str] = {}
-        for i, s in enumerate(samples):
-            name = sample_name(s)
-            if s.routing is None:
-                errors[i] = f"sample {name}: routing record missing; R3 cannot replay it (T1 §4.3: aborted)"
-                continue
-            try:
-                routing = routing_array(s.routing)
-                check_routing(routing, num_tokens=len(s.token_ids))
-                with replay_routing(self.actor, routing):
-                    pass  # entering validates layers, top-k and expert ids against the model
-            except RoutingMismatchError as e:
-                errors[i] = f"sample {name}: {e} (aborted)"
-        return errors
+        return geometry_routing_errors(samples, router_geometry(self.actor))
 
     # ---- critic ----
 
