@@ -89,6 +89,17 @@ def test_the_rendezvous_port_is_a_tcp_port_or_zero():
         load_recipe(TINY_RAY, ["runtime.ray.trainer_address=''"])
 
 
+def test_the_rendezvous_address_is_a_host_without_scheme_or_port():
+    from t1_spec import RecipeError
+
+    for good in ("10.0.0.7", "::1", "fe80::1", "head-0", "head-0.cluster.local", "node7."):
+        recipe = load_recipe(TINY_RAY, [f"runtime.ray.trainer_address='{good}'"])
+        assert recipe.runtime.ray.trainer_address == good
+    for bad in ("tcp://10.0.0.7", "10.0.0.7:29500", "head 0", "-head", "head_0", "a..b", "x" * 64):
+        with pytest.raises(RecipeError, match="trainer_address.*not an IP address or a DNS host name"):
+            load_recipe(TINY_RAY, [f"runtime.ray.trainer_address='{bad}'"])
+
+
 def test_ray_runs_checkpoints_and_their_resume():
     recipe = load_recipe(TINY_RAY, ["trainer.checkpoint_every=1", "trainer.checkpoint_optimizer=true"])
     assert not any("checkpoint" in line for line in runtime_problems(recipe))

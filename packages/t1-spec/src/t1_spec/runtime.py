@@ -10,9 +10,11 @@ step is exactly one version stale; ``max_staleness: k`` lets rollout run up to k
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from t1_spec._base import Spec
 
@@ -54,11 +56,40 @@ class RaySpec(Spec):
 
     trainer_address: str | None = Field(default=None, min_length=1)
     """Rendezvous host of the trainer ranks' process group (rank 0 listens there; with ``trainer_workers``
-    > 1 only); ``null`` = the IP address of rank 0's Ray node."""
+    > 1 only): an IPv4 or IPv6 address or a DNS host name, without scheme or port (``trainer_port`` is the
+    port); ``null`` = the IP address of rank 0's Ray node."""
 
     trainer_port: int = Field(default=0, ge=0, le=65535)
     """Rendezvous TCP port of the trainer ranks' process group (port; with ``trainer_workers`` > 1 only);
     0 = a port free on rank 0's node, picked when the group forms."""
+
+    @field_validator("trainer_address")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is None or _is_host(value):
+            return value
+        raise ValueError(
+            f"{value!r} is not an IP address or a DNS host name (no scheme, port, path or spaces: the "
+            "port is trainer_port)"
+        )
+
+
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _is_host(value: str) -> bool:
+    """Whether ``value`` is an IPv4 / IPv6 address or an RFC 1123 host name.
+
+    Host name: labels of letters, digits and inner hyphens, 63 characters each, 253 in all; a trailing dot
+    allowed.
+    """
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        pass
+    name = value[:-1] if value.endswith(".") else value
+    return 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split("."))
 
 
 class RuntimeSpec(Spec):
