@@ -340,6 +340,39 @@ async def test_the_box_its_image_and_its_tests_volume_are_reclaimed(
     assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
 
 
+
+async def test_a_commit_without_answer_in_time_is_an_infrastructure_failure_and_leaves_nothing(
+    make_sandbox, environment_dir, tmp_path, backend_kind, monkeypatch
+):
+    # 64 MiB written by the agent make the commit take far longer than the 0.05 s allowed here
+    _sealed(backend_kind)
+    from t1_sandbox.docker import client as dc
+    from t1_sandbox.docker import sealed
+
+    monkeypatch.setattr(sealed, "COMMIT_TIMEOUT_S", 0.05)
+    run_id = f"t1-sealed-test-{secrets.token_hex(6)}"
+    sb = make_sandbox()
+    sb.run_id = run_id
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text(_test_sh())
+    (tests / "test_outputs.py").write_text(TESTS_PY)
+    async with sb:
+        await sb.start(environment_dir, timeout_s=120)
+        wrote = await sb.exec("head -c 67108864 /dev/urandom > /app/big && echo ok", timeout_s=120)
+        assert wrote.stdout.strip() == "ok", wrote.stderr
+        task = GraderTask("sealed-commit", tests)
+        run = await run_verifier(sb, task, timeout_s=120, out_dir=tmp_path / "o")
+        assert run.error is not None and "gave no answer within 0.05 s" in run.error, run.error
+        api = dc.api_client(sb.host)
+        for _ in range(1200):  # the daemon still finishes the commit it was asked for: wait for its image
+            if api.images(filters={"label": f"t1.run={run_id}"}):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(dc.reclaim_run, run_id, sb.host)
+    assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
+
+
 ROOT_TESTS = """
 import os
 from pathlib import Path

@@ -43,6 +43,10 @@ from t1_sandbox.docker.toolchain import PYTHON
 
 __all__ = ["SEALED_REPOSITORY", "SealedBox", "sealed_box", "tests_archive"]
 
+#: Seconds the daemon may take to commit the agent's container (its whole filesystem diff, paused); a commit
+#: that gives no answer by then fails the verification as an infrastructure failure, never as the agent's 0.
+COMMIT_TIMEOUT_S = 600.0
+
 #: The repository of the committed images (one tag per verifier run, removed with it).
 SEALED_REPOSITORY = "t1-sealed"
 #: Prints the folders of ``$1`` (a ``PATH``) that only root can change: absolute, existing, and the folder
@@ -88,21 +92,40 @@ def tests_archive(tests: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _make_box(parent: DockerSandbox, remote: str, labels: dict[str, str], token: str, tests: bytes) -> str:
+def _make_box(
+    parent: DockerSandbox,
+    remote: str,
+    labels: dict[str, str],
+    token: str,
+    tests: bytes,
+    commit_timeout_s: float,
+) -> str:
     """Commit ``parent``, fill the tests volume, create and start the fresh container; returns its id.
 
     Blocking (run in a thread). The image and the volume are named by ``token`` (removed by `_reclaim`).
+
+    Raises:
+        SandboxError: the agent's container is gone, the daemon refused a step, or the commit gave no answer
+            within ``commit_timeout_s`` seconds (an infrastructure failure, never the agent's score).
     """
     import docker
+    import requests
 
     api = dc.api_client(parent.host)
     agent = parent.container_id
     if agent is None:
         raise SandboxError("sealed verifier: the agent's container is gone (closed or never started)")
     try:
-        image = api.commit(
-            agent, repository=SEALED_REPOSITORY, tag=token, pause=True, conf={"Labels": labels}
-        )["Id"]
+        try:
+            image = dc.api_client(parent.host, timeout=commit_timeout_s).commit(
+                agent, repository=SEALED_REPOSITORY, tag=token, pause=True, conf={"Labels": labels}
+            )["Id"]
+        except requests.exceptions.RequestException as exc:
+            raise SandboxError(
+                f"sealed verifier: committing the agent's container {agent[:12]} gave no answer within "
+                f"{commit_timeout_s:g} s ({type(exc).__name__}); its image, if the daemon still makes it, "
+                f"carries the label t1.sealed={token} and is removed with the box"
+            ) from exc
         api.create_volume(f"t1-tests-{token}", labels=labels)
         helper = api.create_container(
             image,
@@ -176,7 +199,7 @@ async def sealed_box(
         parent: the started sandbox whose agent has finished.
         tests: the task's held-out ``tests/`` on the host.
         remote: where the tests are mounted read-only (``/tests``).
-        timeout_s: deadline of the box's setup command, seconds (the commit is the daemon's and not cut).
+        timeout_s: deadline of the box's setup command, seconds (the commit has its own, `COMMIT_TIMEOUT_S`).
 
     Raises:
         SandboxError: ending the agent phase, the commit, the volume or the container failed.
@@ -185,7 +208,9 @@ async def sealed_box(
     token = secrets.token_hex(8)
     labels = dc.owner_labels(parent.run_id) | {"t1.sealed": token}
     archive = await asyncio.to_thread(tests_archive, Path(tests))
-    making = asyncio.ensure_future(asyncio.to_thread(_make_box, parent, remote, labels, token, archive))
+    making = asyncio.ensure_future(
+        asyncio.to_thread(_make_box, parent, remote, labels, token, archive, COMMIT_TIMEOUT_S)
+    )
     container: str | None = None
     try:
         container = await asyncio.shield(making)
