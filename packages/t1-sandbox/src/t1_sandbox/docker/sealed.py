@@ -124,7 +124,8 @@ def _make_box(
             raise SandboxError(
                 f"sealed verifier: committing the agent's container {agent[:12]} gave no answer within "
                 f"{commit_timeout_s:g} s ({type(exc).__name__}); its image, if the daemon still makes it, "
-                f"carries the label t1.sealed={token} and is removed with the box"
+                f"carries the label t1.sealed={token} and this process's labels, and goes with its leftovers "
+                "(the watchdog when it exits, or the next process's start sweep)"
             ) from exc
         api.create_volume(f"t1-tests-{token}", labels=labels)
         helper = api.create_container(
