@@ -85,6 +85,7 @@ class TaskCheck:
         report_source: what the oracle's verifier run wrote (``ctrf``, ``junit``, ``reward.txt``, ...), else
             the do-nothing run's.
         stand_ins: ``base -> local image`` for every base the image map replaced.
+        build_network: the image was built with network (``Sandbox.built_with_network``; None: unknown).
         causes: ``(stage, cause)`` for every failed stage, in stage order.
         duration_s: wall seconds for the task, all stages.
     """
@@ -102,6 +103,7 @@ class TaskCheck:
     nop: str | None = None
     report_source: str | None = None
     stand_ins: list[str] = field(default_factory=list)
+    build_network: bool | None = None
     causes: list[tuple[str, str]] = field(default_factory=list)
     validation: Any = field(default=None, repr=False)  # the TaskValidation, for --record (not in --json)
     duration_s: float = 0.0
@@ -266,6 +268,7 @@ async def check_task(
         try:
             await sandbox.start(task.environment_dir, timeout_s=timeout)
             row.builds = True
+            row.build_network = getattr(sandbox, "built_with_network", None)
             choice = getattr(sandbox, "choice", None)
             row.stand_ins = [_stand_in(sandbox, a, b) for a, b in getattr(choice, "stand_ins", ())]
         finally:

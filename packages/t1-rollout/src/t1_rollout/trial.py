@@ -95,6 +95,9 @@ class TrialRecord:
         resumes: later steps the trial was continued in (0 unless continued).
         parking: the scheduler's continuation handle (`t1_rollout.parking.Parking`), None when the tail is
             cancelled rather than parked; not written out.
+        image_built_with_network: the sandbox's ``Sandbox.built_with_network`` once started (the image's
+            build had network: Docker's ``sandbox.build_network``); None when unknown or not started. The
+            trial's own network is ``verifier.network``.
     """
 
     trial_id: str
@@ -113,6 +116,7 @@ class TrialRecord:
     steps: list[str] = field(default_factory=list)
     resumes: int = 0
     parking: Parking | None = field(default=None, repr=False, compare=False)
+    image_built_with_network: bool | None = None
 
     @property
     def tampered(self) -> bool:
@@ -182,7 +186,9 @@ class TrialRecord:
                 "signal": self.verifier.signal,
                 "dir": str(self.verifier.out_dir),
                 "toolchain": self.verifier.toolchain,
+                "network": self.verifier.network,
             },
+            "image_built_with_network": self.image_built_with_network,
             "samples": [
                 {
                     "chunk": s.chunk_index,
@@ -262,6 +268,7 @@ async def run_trial(
                 t0 = time.monotonic()
                 await sandbox.start(task.environment_dir, timeout_s=limits.build_deadline_s)
                 rec.timings["sandbox_start"] = time.monotonic() - t0
+                rec.image_built_with_network = sandbox.built_with_network
 
                 stage = "agent"
                 shell = await sandbox.open_shell()

@@ -99,6 +99,8 @@ class CheckResult:
             not run.
         network: the sandbox's network policy during the check (``VerifierRun.network``); None when the
             backend did not say or no sandbox was made.
+        build_network: the image's build had network (``Sandbox.built_with_network``: Docker's
+            ``sandbox.build_network``, or an image reused from such a build); None when unknown.
         verifier_ran: ``tests/test.sh`` ran and exited on its own (no T1-side failure, no deadline, no
             signal), so its output folder (``<work_dir>/<task>/<kind>/``) is there to be scored.
     """
@@ -115,6 +117,7 @@ class CheckResult:
     verifier_s: float | None = None
     network: bool | None = None
     verifier_ran: bool = False
+    build_network: bool | None = None
 
     @property
     def per_assertion_report(self) -> bool:
@@ -329,12 +332,14 @@ async def _check(
     error: str | None = None
     solve_s: float | None = None
     network: bool | None = None
+    build_network: bool | None = None
     try:
         sandbox = sandbox_factory()
         network = sandbox_network(sandbox)
         ledger.opened += 1
         try:
             await sandbox.start(task.environment_dir, timeout_s=BUILD_TIMEOUT_S)
+            build_network = getattr(sandbox, "built_with_network", None)
             if kind == "oracle":
                 await sandbox.upload(task.solution_dir, SOLUTION_DIR, timeout_s=60)
                 solve_started = time.monotonic()
@@ -370,9 +375,18 @@ async def _check(
             verifier_s=run.duration_s,
             network=run.network,
             verifier_ran=not (run.crashed or run.timed_out),
+            build_network=build_network,
         )
     return CheckResult(
-        kind, 0, 0, task.n_assertions, error, time.monotonic() - started, solve_s=solve_s, network=network
+        kind,
+        0,
+        0,
+        task.n_assertions,
+        error,
+        time.monotonic() - started,
+        solve_s=solve_s,
+        network=network,
+        build_network=build_network,
     )
 
 
@@ -510,6 +524,7 @@ def _check_record(check: CheckResult | None) -> CheckRecord | None:
         error=check.error,
         failed_assertions=check.failed_assertions,
         network=check.network,
+        build_network=check.build_network,
     )
 
 

@@ -140,6 +140,11 @@ class Sandbox(abc.ABC):
     Use as ``async with`` so that ``close`` always runs.
     """
 
+    #: Whether the environment's image was built with network (``True``), without (``False``), or unknown
+    #: (``None``: the backend does not build, or the image does not say); set by ``start``. The running
+    #: sandbox's own network is the backend's ``network`` policy, never this.
+    built_with_network: bool | None = None
+
     @abc.abstractmethod
     async def start(self, environment_dir: Path, *, timeout_s: float) -> None:
         """Build the task's environment (``environment/Dockerfile`` and its fixtures).

@@ -53,7 +53,7 @@ class DockerSandboxSpec(Spec):
 
     Each limit is the most a container gets: a task whose ``task.toml`` ``[environment]`` asks for less
     (``cpus``, ``memory``, ``storage``) gets its own request. Network needs both ``network: true`` here and
-    the task's ``allow_internet``.
+    the task's ``allow_internet``; ``build_network: true`` gives it to the image build alone.
     """
 
     kind: Literal["docker"] = "docker"
@@ -83,8 +83,17 @@ task's ``storage`` is then not applied either)."""
     ``cpus`` still bounds its share). The verifier's processes get the verifier deadline instead."""
 
     network: bool = False
-    """Attach the bridge network (when the task allows it too); off by default: ``--network none``, the
-    image build included."""
+    """Attach the bridge network to the trial's container (when the task allows it too): the agent, the
+    reference solution and the verifier. Off by default: ``--network none``; the image build too, unless
+    ``build_network``."""
+
+    build_network: bool = False
+    """Give the image build (``docker build`` of the task's Dockerfile, a stand-in base included) the bridge
+    network, whatever ``network`` and the task's ``allow_internet`` say, as Harbor builds: a pool whose
+    Dockerfiles ``apt-get``, ``pip install`` or ``git clone`` then builds where the registries (or mirrors)
+    are reachable, and its trials still run offline. The trial's container gets the network by ``network``
+    alone, never by this field. Off by default: the build has the network exactly when the trial does. The
+    image is labelled ``t1.build_network`` and the validation and trial records say it."""
 
     host: str | None = None
     """Docker daemon address (``DOCKER_HOST`` form); ``None`` = ``DOCKER_HOST`` or the local socket."""

@@ -91,6 +91,11 @@ class CheckRecord(_Model):
     backend did not say or the record predates the field. Training uses the record's verdict on the
     environment only under the same policy."""
 
+    build_network: bool | None = None
+    """Whether the image this check ran was built with network (``True``: Docker's ``sandbox.build_network``,
+    or an image reused from such a build; ``False``: without); None when the backend does not build, the
+    image does not say, or the record predates the field. The check's own network is ``network``."""
+
     @property
     def per_assertion_report(self) -> bool:
         """The verifier wrote a usable per-assertion report (CTRF or JUnit)."""

@@ -14,8 +14,9 @@ Isolation (T1 §6):
   with quota, overlay2 over xfs with pquota, zfs; `preflight` refuses a ``disk_mb`` the driver cannot
   enforce), each the task's ``task.toml`` request capped by the recipe's value; ``cpu_time_s`` per process
   when set;
-- network only when both the recipe (``network: true``) and the task (``allow_internet``) allow it, the build
-  included; otherwise ``--network none``;
+- network only when both the recipe (``network: true``) and the task (``allow_internet``) allow it; otherwise
+  ``--network none``, for the agent, the reference solution and the verifier alike; the image build gets it
+  then too, and also under ``build_network: true`` (``images.network_policy``, the one rule);
 - the verifier toolchain (this host's Python with pytest, pytest-json-ctrf, ``uv``) is a read-only volume
   that only the verifier's launch can enter (its group); held-out tests are uploaded by root, read-only,
   after every agent process was killed (``stop_agent``);

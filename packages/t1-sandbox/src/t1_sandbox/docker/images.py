@@ -9,17 +9,22 @@ whose base the map names replaced by its target (a stand-in: recorded in `ImageC
 image's ``t1.stand_in`` label; what it differs in, read from T1's labels on it, is logged as a warning naming
 the task: ``stand_ins.py``). Built images are tagged by a digest of the build context and the
 substitutions (`context_digest`: links by their target text, never followed; files streamed), so a task is
-built once per daemon. Source: Harbor's task model (``EnvironmentConfig``), the
-Docker Engine API.
+built once per daemon. `network_policy` is the one rule of which network the build and the trial's
+container get (``sandbox.network``, ``sandbox.build_network``, the task's ``allow_internet``); a built image
+says which its build had in its ``t1.build_network`` label (`built_with_network`). Source: Harbor's task
+model (``EnvironmentConfig``), the Docker Engine API.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import os
 import re
 import stat
 import tempfile
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,15 +40,23 @@ from t1_sandbox.docker.stand_ins import check_stand_in
 from t1_sandbox.unreached import unreached_cause
 
 __all__ = [
+    "BUILD_NETWORK_LABEL",
     "ImageChoice",
+    "NetworkPolicy",
     "TaskEnvironment",
     "build_failure_cause",
     "build_image",
+    "built_with_network",
     "context_digest",
+    "ensure_image",
     "map_base",
+    "network_policy",
     "resolve_image",
     "task_environment",
 ]
+
+#: The label of an image T1 built: ``"true"`` when its build had the bridge network, ``"false"`` when not.
+BUILD_NETWORK_LABEL = "t1.build_network"
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _NETWORK_HINTS = (
@@ -111,6 +124,45 @@ def task_environment(environment_dir: Path) -> TaskEnvironment:
     )
 
 
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """Which network the image build and the trial's container get (`network_policy`).
+
+    Attributes:
+        build: the image build (``docker build``) gets the bridge network.
+        trial: the trial's container, and so the agent, the reference solution and the verifier's sealed box
+            (made with the container's own host settings), gets it; otherwise ``--network none``.
+    """
+
+    build: bool
+    trial: bool
+
+
+def network_policy(*, network: bool, build_network: bool, allow_internet: bool) -> NetworkPolicy:
+    """The one rule of the Docker backend's network: which network the build and the trial's container get.
+
+    The trial's container has the network only when the recipe (``sandbox.network``) and the task
+    (``allow_internet``: ``network_mode = "public"``) both allow it. The build has it then too, and whenever
+    ``sandbox.build_network`` is true, whatever the task says: Harbor builds with the network and applies
+    the task's policy to the running container only. Nothing of the build's network reaches the container.
+
+    Args:
+        network: the recipe's ``sandbox.network``.
+        build_network: the recipe's ``sandbox.build_network``.
+        allow_internet: the task's ``TaskEnvironment.allow_internet``.
+    """
+    trial = network and allow_internet
+    return NetworkPolicy(build=build_network or trial, trial=trial)
+
+
+def built_with_network(labels: dict[str, str] | None) -> bool | None:
+    """Whether the image with ``labels`` was built with the bridge network (its `BUILD_NETWORK_LABEL`).
+
+    None when it says nothing: not built by T1 (a task's ``docker_image``), or built before the label.
+    """
+    return {"true": True, "false": False}.get((labels or {}).get(BUILD_NETWORK_LABEL, ""))
+
+
 # Registries that serve Docker Hub's official images under the same names (mirrors), as written in FROM lines.
 _HUB_MIRRORS = ("docker.io/", "registry-1.docker.io/", "public.ecr.aws/docker/", "mirror.gcr.io/")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -151,12 +203,15 @@ class ImageChoice:
         source: ``"docker_image"`` (the task's prebuilt image) or ``"dockerfile"`` (built here).
         stand_ins: ``(base the task names, local image used instead)`` for every substituted base.
         built: whether this call built it (False: it was in the daemon already).
+        build_network: whether the image's build had the bridge network, read from its label
+            (`built_with_network`; None: unknown, not built by T1). A reused image says how it was built then.
     """
 
     image: str
     source: str
     stand_ins: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     built: bool = False
+    build_network: bool | None = None
 
 
 def _has_image(api: Any, ref: str) -> bool:
@@ -244,6 +299,61 @@ def resolve_image(
     # A repository path component is alphanumerics joined by '.', '_', '__' or dashes; dashes alone are safe.
     name = re.sub(r"[^a-z0-9]+", "-", Path(environment_dir).resolve().parent.name.lower()).strip("-")[:100]
     return None, text, swaps, f"t1-task/{name or 'task'}:{digest[:16]}"
+
+
+_BUILD_LOCKS: dict[str, asyncio.Lock] = {}
+
+
+async def ensure_image(
+    api: Any,
+    host: str | None,
+    environment_dir: Path,
+    env: TaskEnvironment,
+    images: dict[str, str],
+    *,
+    build_network: bool,
+    end: float,
+) -> tuple[ImageChoice, dict[str, Any]]:
+    """The image a trial runs (`resolve_image`), built when the daemon lacks it: ``(choice, its inspection)``.
+
+    A build of one tag runs once per process at a time (a lock per tag); a trial that waited finds it built.
+    ``choice.build_network`` is read from the image's label, so a reused image says how it was built.
+
+    Args:
+        api: the daemon's ``docker.APIClient``.
+        host: the daemon address (None: ``DOCKER_HOST`` or the local socket).
+        environment_dir: the task's ``environment/`` (the build context).
+        env: the task's ``[environment]`` (`task_environment`).
+        images: the recipe's base map (``sandbox.images``).
+        build_network: the build gets the bridge network (`NetworkPolicy.build`).
+        end: ``time.monotonic()`` deadline of the build, seconds.
+
+    Raises:
+        SandboxError, SandboxTimeout: as `resolve_image` and `build_image` do.
+    """
+    choice, text, swaps, tag = await asyncio.to_thread(resolve_image, api, environment_dir, env, images)
+    if choice is None:
+        async with _BUILD_LOCKS.setdefault(tag, asyncio.Lock()):
+            built = False
+            try:
+                await asyncio.to_thread(api.inspect_image, tag)
+            except Exception:  # not built yet on this daemon
+                remaining = max(1.0, end - time.monotonic())
+                await asyncio.to_thread(
+                    build_image,
+                    host,
+                    environment_dir,
+                    text,
+                    tag,
+                    swaps,
+                    network=build_network,
+                    timeout_s=remaining,
+                )
+                built = True
+        choice = ImageChoice(tag, "dockerfile", tuple(swaps), built)
+    inspected = await asyncio.to_thread(api.inspect_image, choice.image)
+    labels = (inspected.get("Config") or {}).get("Labels")
+    return dataclasses.replace(choice, build_network=built_with_network(labels)), inspected
 
 
 def context_digest(environment_dir: Path, dockerfile_text: str) -> str:
@@ -351,7 +461,9 @@ def build_image(
 ) -> None:
     """Build ``text`` (the rewritten Dockerfile) over the context ``environment_dir`` as ``tag``; blocking.
 
-    Runs in a worker thread; the daemon's answer is read with ``timeout_s`` as the socket deadline.
+    Runs in a worker thread; the daemon's answer is read with ``timeout_s`` as the socket deadline. The
+    build's ``RUN`` steps get the bridge network when ``network`` (`NetworkPolicy.build`), else none; the
+    image is labelled with it (`BUILD_NETWORK_LABEL`).
 
     Raises:
         SandboxTimeout: the build ran past ``timeout_s``.
@@ -362,7 +474,7 @@ def build_image(
 
     kwargs = docker.utils.kwargs_from_env() if host is None else {"base_url": host}
     api = docker.APIClient(version="auto", timeout=max(1.0, timeout_s), **kwargs)
-    labels = {"t1.image": "task"}
+    labels = {"t1.image": "task", BUILD_NETWORK_LABEL: "true" if network else "false"}
     if swaps:
         labels["t1.stand_in"] = ", ".join(f"{a} -> {b}" for a, b in swaps)
     log: list[str] = []
@@ -390,8 +502,9 @@ def build_image(
                     hint = f": {cause}" if cause else ""
                     if not network and any(h in tail for h in _NETWORK_HINTS):
                         hint += (
-                            " (the build has no network: sandbox.network is false or the task disallows it, "
-                            "and no registry or mirror is reachable from here)"
+                            " (the build has no network: sandbox.build_network is false, and sandbox.network "
+                            "is false or the task disallows it; where a registry or mirror is reachable, "
+                            "sandbox.build_network: true builds with it and the trials stay offline)"
                         )
                     where = failed_step("".join(log), chunk["error"])
                     raise SandboxError(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Self
 from t1_sandbox.base import ExecResult, Sandbox, SandboxError, SandboxTimeout, format_seconds
 from t1_sandbox.bash_view import BashView
 from t1_sandbox.docker import client as dc
-from t1_sandbox.docker.images import ImageChoice, build_image, resolve_image, task_environment
+from t1_sandbox.docker.images import ImageChoice, ensure_image, network_policy, task_environment
 from t1_sandbox.docker.launch import ROOT_ENV, Launches
 from t1_sandbox.docker.security import CAPS, seccomp_profile
 from t1_sandbox.docker.shell import DockerShell
@@ -42,7 +42,6 @@ AGENT_UID = 1000
 DEFAULT_TASK_ROOT = "/app"
 DEFAULT_ENV = {"HOME": "/home/agent", "LANG": "C.UTF-8", "TERM": "xterm-256color", "USER": "agent"}
 _SPEC = DockerSandboxSpec()
-_BUILD_LOCKS: dict[str, asyncio.Lock] = {}
 _RUN_ID = f"{dc.HOSTNAME}-{os.getpid()}-{int(time.time())}"
 
 
@@ -63,7 +62,8 @@ class DockerSandbox(Launches, Sandbox):
         memory_mb: memory of the container, MiB (``Memory`` = ``MemorySwap``: no swap), at most.
         pids_limit: processes and threads of the container (``PidsLimit``).
         disk_mb: the container's writable layer, MiB (``--storage-opt size``), at most; ``None``: no cap.
-        network: allow the bridge network when the task allows it too (off: ``--network none``).
+        network: allow the trial's container the bridge network when the task allows it too (off: none).
+        build_network: give the image build the bridge network whatever the trial gets (`network_policy`).
         host: the daemon address (``None``: ``DOCKER_HOST`` or the local socket).
         images: base image -> local image substituted for it (builds and ``docker_image``).
         cpu_time_s: ``RLIMIT_CPU`` of each agent process, CPU seconds (``None``: none).
@@ -79,6 +79,7 @@ class DockerSandbox(Launches, Sandbox):
         pids_limit: int = _SPEC.pids_limit,
         disk_mb: int | None = _SPEC.disk_mb,
         network: bool = _SPEC.network,
+        build_network: bool = _SPEC.build_network,
         host: str | None = _SPEC.host,
         images: dict[str, str] | None = None,
         cpu_time_s: float | None = _SPEC.cpu_time_s,
@@ -86,7 +87,8 @@ class DockerSandbox(Launches, Sandbox):
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.cpus, self.memory_mb, self.pids_limit, self.disk_mb = cpus, memory_mb, pids_limit, disk_mb
-        self.network, self.host, self.cpu_time_s = network, host, cpu_time_s
+        self.network, self.build_network = network, build_network
+        self.host, self.cpu_time_s = host, cpu_time_s
         self.images = dict(_SPEC.images if images is None else images)
         self.run_id = run_id or _RUN_ID
         self._extra_env = dict(extra_env or {})
@@ -109,6 +111,7 @@ class DockerSandbox(Launches, Sandbox):
             "pids_limit": spec.pids_limit,
             "disk_mb": spec.disk_mb,
             "network": spec.network,
+            "build_network": spec.build_network,
             "host": spec.host,
             "images": dict(spec.images),
             "cpu_time_s": spec.cpu_time_s,
@@ -242,34 +245,16 @@ class DockerSandbox(Launches, Sandbox):
         env = task_environment(environment_dir)
         await asyncio.to_thread(dc.sweep_dead_owners, self.host)
         api = self._api()
-        choice, text, swaps, tag = await asyncio.to_thread(
-            resolve_image, api, environment_dir, env, self.images
+        policy = network_policy(
+            network=self.network, build_network=self.build_network, allow_internet=env.allow_internet
         )
-        network = self.network and env.allow_internet
-        if choice is None:
-            lock = _BUILD_LOCKS.setdefault(tag, asyncio.Lock())
-            async with lock:
-                built = False
-                try:
-                    await asyncio.to_thread(api.inspect_image, tag)
-                except Exception:  # not built yet on this daemon
-                    remaining = max(1.0, end - time.monotonic())
-                    await asyncio.to_thread(
-                        build_image,
-                        self.host,
-                        environment_dir,
-                        text,
-                        tag,
-                        swaps,
-                        network=network,
-                        timeout_s=remaining,
-                    )
-                    built = True
-            choice = ImageChoice(tag, "dockerfile", tuple(swaps), built)
-        self.choice = choice
+        network = policy.trial  # the container's: never widened by the build's
+        choice, inspected = await ensure_image(
+            api, self.host, environment_dir, env, self.images, build_network=policy.build, end=end
+        )
+        self.choice, self.built_with_network = choice, choice.build_network
         for base, target in choice.stand_ins:
             log.warning("docker sandbox: %s stands in for %s (sandbox.images)", target, base)
-        inspected = await asyncio.to_thread(api.inspect_image, choice.image)
         config = inspected.get("Config") or {}
         image_env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         self._image_path = image_env.get("PATH", self._image_path)

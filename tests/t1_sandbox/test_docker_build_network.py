@@ -1,0 +1,321 @@
+"""The image build's network apart from the trial's: ``sandbox.build_network`` (as Harbor builds).
+
+The rule (`t1_sandbox.docker.images.network_policy`): the trial's container, and with it the agent, the
+reference solution and the sealed verifier, gets the network only by ``sandbox.network`` and the task's
+``allow_internet``; the build gets it then too, and whenever ``sandbox.build_network`` is true. The daemon
+tests assert on what T1 passes to the real daemon (``build``'s ``network_mode``, every container's
+``NetworkMode``) and on what the build and the containers see (``/sys/class/net``), and read the image's
+``t1.build_network`` label back into the sandbox, the validation record and the trial record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+from t1_sandbox.docker import client as dc
+from t1_sandbox.docker.images import (
+    BUILD_NETWORK_LABEL,
+    NetworkPolicy,
+    built_with_network,
+    network_policy,
+)
+from t1_spec import DockerSandboxSpec, RecipeError, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_DOCKER = REPO / "recipes" / "tiny-docker.yaml"
+# a numeric address of deb.debian.org's CDN: no name lookup needed to try the route
+OUTSIDE = "151.101.2.132"
+
+
+# ---------------------------------------------------------------------------------------------- the rule
+@pytest.mark.parametrize(
+    ("network", "build_network", "allow_internet", "expected"),
+    [
+        # the trial: sandbox.network and the task's allow_internet, both; never build_network
+        (False, False, True, NetworkPolicy(build=False, trial=False)),
+        (False, True, True, NetworkPolicy(build=True, trial=False)),
+        (False, True, False, NetworkPolicy(build=True, trial=False)),
+        (True, False, False, NetworkPolicy(build=False, trial=False)),
+        (True, True, False, NetworkPolicy(build=True, trial=False)),
+        (True, False, True, NetworkPolicy(build=True, trial=True)),
+        (True, True, True, NetworkPolicy(build=True, trial=True)),
+        (False, False, False, NetworkPolicy(build=False, trial=False)),
+    ],
+)
+def test_build_network_opens_the_build_and_never_the_trial(network, build_network, allow_internet, expected):
+    got = network_policy(network=network, build_network=build_network, allow_internet=allow_internet)
+    assert got == expected
+
+
+def test_build_network_is_off_by_default_so_the_build_follows_the_trial():
+    assert DockerSandboxSpec().build_network is False
+    recipe = load_recipe(TINY_DOCKER)
+    assert recipe.sandbox.build_network is False and recipe.sandbox.network is False
+    on = load_recipe(TINY_DOCKER, ["sandbox.build_network=true"])
+    assert on.sandbox.build_network is True and on.sandbox.network is False
+
+
+def test_a_sandbox_that_builds_nothing_refuses_build_network_by_name():
+    with pytest.raises(RecipeError, match="build_network"):
+        load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["sandbox.build_network=true"])
+
+
+def test_the_label_says_true_false_or_nothing():
+    assert built_with_network({BUILD_NETWORK_LABEL: "true"}) is True
+    assert built_with_network({BUILD_NETWORK_LABEL: "false"}) is False
+    assert built_with_network({"t1.image": "task"}) is None  # built before the label
+    assert built_with_network(None) is None  # an image without labels (a task's docker_image)
+
+
+# --------------------------------------------------------------------------------------- the real daemon
+def _daemon_or_skip():
+    from t1_sandbox.docker import DockerSandbox
+
+    problems = DockerSandbox.preflight(load_recipe(TINY_DOCKER))
+    if problems:
+        pytest.skip("; ".join(problems))
+
+
+class _Passed:
+    """What T1 passed to the daemon: each build's ``network_mode``, each started container's network.
+
+    T1 also creates never-started helper containers (to fill the toolchain and tests volumes); only the
+    containers it starts run anything, so those are the ones held to ``--network none``.
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import docker
+
+        self.builds: list[str | None] = []
+        self._created: dict[str, tuple[str | None, bool]] = {}  # id -> NetworkMode, network_disabled
+        self._started: list[str] = []
+        api = docker.api.client.APIClient
+        build, create, start = api.build, api.create_container, api.start
+
+        def spy_build(client, *args, **kwargs):
+            self.builds.append(kwargs.get("network_mode"))
+            return build(client, *args, **kwargs)
+
+        def spy_create(client, image, *args, **kwargs):
+            made = create(client, image, *args, **kwargs)
+            host = kwargs.get("host_config") or {}
+            self._created[made["Id"]] = (host.get("NetworkMode"), bool(kwargs.get("network_disabled")))
+            return made
+
+        def spy_start(client, container, *args, **kwargs):
+            self._started.append(container if isinstance(container, str) else container["Id"])
+            return start(client, container, *args, **kwargs)
+
+        monkeypatch.setattr(api, "build", spy_build)
+        monkeypatch.setattr(api, "create_container", spy_create)
+        monkeypatch.setattr(api, "start", spy_start)
+
+    @property
+    def started(self) -> list[tuple[str | None, bool]]:
+        """``(NetworkMode, network_disabled)`` of every container T1 created and started."""
+        return [self._created[c] for c in self._started if c in self._created]
+
+    def all_offline(self) -> bool:
+        """At least one container started, and every one on ``--network none`` with networking disabled."""
+        return bool(self.started) and all(mode == "none" and off for mode, off in self.started)
+
+
+def _sandbox(**fields):
+    from t1_sandbox.docker import DockerSandbox
+
+    return DockerSandbox.from_spec(load_recipe(TINY_DOCKER).sandbox.model_copy(update=fields))
+
+
+def _environment(tmp_path: Path) -> Path:
+    """A task whose build writes the network interfaces its RUN step saw (a fresh tag: a new token)."""
+    env = tmp_path / "task" / "environment"
+    env.mkdir(parents=True)
+    (env / "token").write_text(secrets.token_hex(16))  # no image of an earlier test is reused
+    (env / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY token /token\nRUN ls /sys/class/net > /build-ifaces\n"
+    )
+    return env
+
+
+def _remove_image(tag: str) -> None:
+    import docker
+
+    try:
+        dc.api_client(None).remove_image(tag, force=True)
+    except docker.errors.APIError:
+        pass
+
+
+_INTERFACES = "ls /sys/class/net | tr '\\n' ' '"
+_REACH = f"timeout 5 bash -c 'echo > /dev/tcp/{OUTSIDE}/80' 2>/dev/null && echo reached || echo unreachable"
+
+
+@pytest.mark.docker
+async def test_the_build_gets_the_bridge_and_every_container_of_the_trial_none(tmp_path, monkeypatch):
+    _daemon_or_skip()
+    passed = _Passed(monkeypatch)
+    env = _environment(tmp_path)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text("true\n")
+    sb = _sandbox(build_network=True, network=False)
+    try:
+        async with sb:
+            await sb.start(env, timeout_s=600)
+            built = await sb.exec("cat /build-ifaces | tr '\\n' ' '", timeout_s=60)
+            agent = await sb.exec(f"{_INTERFACES}; {_REACH}", timeout_s=60)
+            solution = await sb.exec_solution(f"{_INTERFACES}; {_REACH}", timeout_s=60)
+            host = dc.api_client(None).inspect_container(sb.container_id)
+            async with sb.sealed_verifier(tests, "/tests", timeout_s=60) as box:
+                verifier = await box.exec_verifier(f"{_INTERFACES}; {_REACH}", timeout_s=60)
+                boxed = dc.api_client(None).inspect_container(box.container_id)
+        labels = dc.api_client(None).inspect_image(sb.choice.image)["Config"]["Labels"]
+    finally:
+        if sb.choice is not None:
+            _remove_image(sb.choice.image)
+    # what T1 passed: the build on the bridge, the trial's container and the verifier's box on none
+    assert passed.builds == ["bridge"]
+    assert len(passed.started) == 2 and passed.all_offline(), passed.started  # the trial's, the box
+    assert host["HostConfig"]["NetworkMode"] == "none" and host["Config"].get("NetworkDisabled") is True
+    assert boxed["HostConfig"]["NetworkMode"] == "none"
+    # what each saw: the build a bridge interface; the agent, the solution (root) and the verifier only lo
+    assert "eth0" in built.stdout.split(), built.stdout
+    for who, r in (("agent", agent), ("solution", solution), ("verifier", verifier)):
+        assert r.stdout.split() == ["lo", "unreachable"], (who, r.stdout, r.stderr)
+    # and the sandbox, its choice and the image say the image was built with network
+    assert sb.built_with_network is True and sb.choice.build_network is True and sb.choice.built
+    assert labels[BUILD_NETWORK_LABEL] == "true" and sb.limits["network"] is False
+
+
+@pytest.mark.docker
+async def test_without_build_network_the_build_has_none_and_says_so(tmp_path, monkeypatch):
+    _daemon_or_skip()
+    passed = _Passed(monkeypatch)
+    env = _environment(tmp_path)
+    sb = _sandbox()
+    try:
+        async with sb:
+            await sb.start(env, timeout_s=600)
+            built = await sb.exec("cat /build-ifaces | tr '\\n' ' '", timeout_s=60)
+    finally:
+        if sb.choice is not None:
+            _remove_image(sb.choice.image)
+    assert passed.builds == ["none"]
+    assert built.stdout.split() == ["lo"]
+    assert sb.built_with_network is False and sb.choice.build_network is False
+
+
+@pytest.mark.docker
+async def test_an_image_reused_by_an_offline_run_still_says_it_was_built_with_network(tmp_path, monkeypatch):
+    _daemon_or_skip()
+    env = _environment(tmp_path)
+    first = _sandbox(build_network=True)
+    try:
+        async with first:
+            await first.start(env, timeout_s=600)
+        passed = _Passed(monkeypatch)
+        again = _sandbox()  # build_network off: the image is in the daemon, nothing is built
+        async with again:
+            await again.start(env, timeout_s=600)
+    finally:
+        if first.choice is not None:
+            _remove_image(first.choice.image)
+    assert passed.builds == [] and again.choice.image == first.choice.image and not again.choice.built
+    assert again.built_with_network is True
+
+
+def _mini_copy(tmp_path: Path) -> Path:
+    """A folder holding the mini pool's csv-region-totals, its build context made unique (a fresh tag)."""
+    from t1_tasks import load_pool
+
+    src = load_pool("builtin:mini").get("csv-region-totals").path
+    root = tmp_path / "pool"
+    shutil.copytree(src, root / "csv-region-totals")
+    (root / "csv-region-totals" / "environment" / "token").write_text(secrets.token_hex(16))
+    return root
+
+
+@pytest.mark.docker
+async def test_the_validation_record_says_the_image_was_built_with_network(tmp_path, monkeypatch):
+    _daemon_or_skip()
+    from t1_rollout.validate import validate_pool, validation_record
+    from t1_tasks import load_pool
+
+    passed = _Passed(monkeypatch)
+    pool = load_pool(_mini_copy(tmp_path))
+    made = []
+
+    def factory():
+        made.append(_sandbox(build_network=True, network=False))
+        return made[-1]
+
+    try:
+        result = await validate_pool(pool, sandbox_factory=factory, work_dir=tmp_path / "work")
+    finally:
+        for tag in {sb.choice.image for sb in made if sb.choice is not None}:
+            _remove_image(tag)
+    row = validation_record(result, pool, t1_version="test").get("csv-region-totals")
+    assert row is not None and row.verdict == "ok", row
+    for check in (row.oracle, row.nop):
+        assert check is not None and check.build_network is True and check.network is False
+    assert passed.builds == ["bridge"]  # built once, reused by the second check
+    assert passed.all_offline(), passed.started
+
+
+@pytest.mark.docker
+async def test_the_trial_record_says_the_image_was_built_with_network_and_the_agent_has_none(
+    tmp_path, monkeypatch
+):
+    _daemon_or_skip()
+    from t1_rollout import trial
+    from t1_rollout.engine.base import SamplingParams
+    from t1_rollout.harness import HarnessConfig
+    from t1_spec.reward import DenseRewardSpec
+    from t1_tasks import load_pool
+    from t1_tito import ChatTemplate, TitoSession, load_tokenizer
+
+    passed = _Passed(monkeypatch)
+    task = load_pool(_mini_copy(tmp_path)).get("csv-region-totals")
+    made = []
+    seen: list[str] = []
+
+    def factory():
+        made.append(_sandbox(build_network=True, network=False))
+        return made[-1]
+
+    class Engine:
+        """Tries the network as the agent from inside the live sandbox, then waits for the agent deadline."""
+
+        weight_version = 0
+
+        async def generate(self, input_ids, sampling, **kwargs):
+            r = await made[-1].exec(f"{_INTERFACES}; {_REACH}", timeout_s=30)
+            seen.append(r.stdout)
+            await asyncio.sleep(3600)
+
+    try:
+        rec = await trial.run_trial(
+            task,
+            sandbox_factory=factory,
+            engine=Engine(),
+            tito=TitoSession(load_tokenizer(), ChatTemplate()),
+            sampling=SamplingParams(max_new_tokens=8),
+            harness=HarnessConfig(max_turns=1, agent_deadline_s=8, max_new_tokens=8, context_tokens=8192),
+            limits=trial.TrialLimits(remote_deadline_s=600, agent_deadline_s=8, verifier_deadline_s=120),
+            reward_spec=DenseRewardSpec(),
+            out_dir=tmp_path / "out",
+        )
+    finally:
+        for tag in {sb.choice.image for sb in made if sb.choice is not None}:
+            _remove_image(tag)
+    data = rec.to_json()
+    assert seen and seen[0].split() == ["lo", "unreachable"], seen
+    assert data["image_built_with_network"] is True, data["cause"]
+    assert data["verifier"] is not None and data["verifier"]["network"] is False
+    assert passed.builds == ["bridge"]
+    assert passed.all_offline(), passed.started
