@@ -319,3 +319,32 @@ async def test_the_trial_record_says_the_image_was_built_with_network_and_the_ag
     assert data["verifier"] is not None and data["verifier"]["network"] is False
     assert passed.builds == ["bridge"]
     assert passed.all_offline(), passed.started
+
+
+@pytest.mark.docker
+def test_t1_tasks_validate_with_build_network_says_so_and_records_it(tmp_path):
+    _daemon_or_skip()
+    import json
+
+    from typer.testing import CliRunner
+
+    from t1.cli import app
+
+    recipe = tmp_path / "online-builds.yaml"
+    recipe.write_text(f"schema: t1/v1\nextends: {TINY_DOCKER}\nsandbox:\n  build_network: true\n")
+    record = tmp_path / "record.json"
+    pool = _mini_copy(tmp_path)
+    try:
+        result = CliRunner().invoke(
+            app, ["tasks", "validate", "--recipe", str(recipe), str(pool), "--record", str(record)]
+        )
+    finally:
+        for tag in dc.api_client(None).images(name="t1-task/csv-region-totals", quiet=False):
+            for ref in tag.get("RepoTags") or []:
+                labels = tag.get("Labels") or {}
+                if labels.get(BUILD_NETWORK_LABEL) == "true":
+                    _remove_image(ref)
+    assert result.exit_code == 0, result.output
+    assert "no network, images built with network" in " ".join(result.output.split())
+    row = json.loads(record.read_text())["tasks"][0]
+    assert row["oracle"]["build_network"] is True and row["oracle"]["network"] is False

@@ -452,6 +452,8 @@ def _validation_sandboxes(recipe: Path | None, *, needed: bool) -> tuple[Callabl
         raise SandboxError(f"cannot validate in {kind} sandboxes of {recipe}: " + "; ".join(problems))
     network = getattr(r.sandbox, "network", None)
     policy = "" if network is None else (", network on" if network else ", no network")
+    if getattr(r.sandbox, "build_network", False):
+        policy += ", images built with network"
     return sandbox_factory(r), f"{kind} sandboxes ({recipe}{policy})"
 
 
