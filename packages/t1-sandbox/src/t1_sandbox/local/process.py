@@ -31,8 +31,8 @@ from t1_sandbox.base import SandboxError
 from t1_sandbox.local.cgroups import SandboxCgroup
 from t1_sandbox.local.rootfs import mount_root, mounted_roots, release_root
 from t1_sandbox.local.seccomp import seccomp_program
-from t1_sandbox.local.spawner import SpawnedProcess, spawner
-from t1_sandbox.local.uids import UidSlot, kill_tagged
+from t1_sandbox.local.spawner import SpawnedProcess, Spawner, spawner
+from t1_sandbox.local.uids import UidSlot, kill_tagged, pids_of_uid_among
 
 __all__ = ["LAUNCH_ENV", "MAX_EXEC_OUTPUT", "Launcher", "kill_launch", "killpg", "off_loop"]
 
@@ -46,7 +46,9 @@ class Launcher:
 
     A mixin: ``LocalSandbox`` sets the limits, the held uid slot (``_slot``), its host directory (``_root``),
     whether it is closed (``_closed``), the set of running launchers (``_procs``, killed by ``stop_agent`` and
-    ``close``) and ``_cgroup`` (None until the first launch creates it).
+    ``close``), ``_cgroup`` (None until the first launch creates it), the launches not known to have exited
+    by themselves (``_launched``), the launch server that made them (``_server``) and whether a launch was
+    cut short or made by another server (``_launch_unclean``).
     """
 
     cpu_time_s: float
@@ -59,6 +61,9 @@ class Launcher:
     _closed: bool
     _procs: set[SpawnedProcess]
     _cgroup: SandboxCgroup | None
+    _launched: list[SpawnedProcess]
+    _launch_unclean: bool
+    _server: Spawner | None
 
     def _apply_limits(self) -> None:
         """Set up the per-sandbox limits: ``_root`` (new, empty) on its own ``disk_mb`` MiB tmpfs, the cgroup.
@@ -79,17 +84,42 @@ class Launcher:
         mount_root(self._root, self.disk_mb)
         self._ensure_cgroup()
 
-    def _release_limits(self) -> None:
-        """Remove the sandbox's cgroup (killing what is left in it) and unmount its tmpfs; idempotent.
+    def _release_cgroup(self) -> bool:
+        """Remove the sandbox's cgroup, killing what is left in it; idempotent.
+
+        Returns:
+            Whether a cgroup was removed here. Every process of the sandbox's uid joined it before switching
+            to that uid (the launch server's child, as root) and none can leave it (no cgroup file system in
+            the sandbox), so its removal, which succeeds only once it is empty, proves that no process of the
+            uid is left (zombies aside: a process leaves the group when it exits, before it is reaped).
 
         Raises:
             SandboxError: the cgroup could not be removed (a process survived SIGKILL).
         """
         cgroup, self._cgroup = self._cgroup, None
-        if self._root is not None:
-            release_root(self._root)
         if cgroup is not None and (left := cgroup.remove()):
             raise SandboxError(f"sandbox cgroup {cgroup.name}: {left} could not be removed")
+        return cgroup is not None
+
+    def _no_zombie_left(self) -> bool:
+        """Whether no zombie of the sandbox's uid is left, once its cgroup was removed empty.
+
+        Every process of a sandbox descends from the launch server: a process inside is reaped in its pid
+        namespace (whose end, with pid 1's, reaps them all), and what is left to reap is the server's own
+        children: the launchers and the sandboxes' pid 1, which bwrap orphans and the server adopts
+        (``spawnd.py``). So none of the server's unreaped children running as the uid means no zombie of
+        it. Not clean (False) when a launch was cut short while starting, a launcher did not exit by itself,
+        or the launches were made by more than one server (one that died left its orphans to the host's
+        init), or when the server's children cannot be read.
+        """
+        assert self._slot is not None
+        exited = all(p.returncode is not None and p.returncode >= 0 for p in self._launched)
+        if self._launch_unclean or not exited:
+            return False
+        if self._server is None:  # never launched anything: nothing to reap
+            return True
+        children = self._server.children() if self._server.alive else None
+        return children is not None and not pids_of_uid_among(children, self._slot.uid)
 
     def _ensure_cgroup(self) -> SandboxCgroup:
         if self._cgroup is None:
@@ -165,7 +195,11 @@ class Launcher:
                     os.write(writer, seccomp_program())
                 finally:
                     os.close(writer)
-                proc = await spawner().spawn(
+                server = spawner()
+                if self._server is not server:  # the first launch, or the server was replaced
+                    self._launch_unclean |= self._server is not None
+                    self._server = server
+                proc = await server.spawn(
                     [tag, "--seccomp", "3", *argv[1:]],  # the program's pipe is the child's descriptor 3
                     executable=argv[0],
                     fds=[*pipes.child, program],
@@ -181,6 +215,7 @@ class Launcher:
                 raise
             finally:
                 pipes.close_child_ends()
+            self._launched.append(proc)
             try:
                 if self._closed:  # closed while the server started it: the close may have missed it
                     raise SandboxError("the sandbox was closed while a process was being started")
@@ -195,6 +230,7 @@ class Launcher:
         try:
             return await asyncio.shield(spawn), tag
         except BaseException:
+            self._launch_unclean = True
             await _abort_spawn(spawn, uid, tag)
             raise
 
@@ -246,6 +282,8 @@ class Launcher:
                 comm.cancel()
             comm.add_done_callback(_consume)
             self._procs.discard(proc)
+            if proc.returncode is not None and proc.returncode >= 0:  # reaped clean: nothing to remember
+                self._launched.remove(proc)
 
 
 async def _abort_spawn(spawn: asyncio.Future[SpawnedProcess], uid: int, tag: str) -> None:

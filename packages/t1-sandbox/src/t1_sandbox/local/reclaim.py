@@ -25,7 +25,7 @@ from t1_sandbox.local import hostfs
 from t1_sandbox.local.process import killpg
 from t1_sandbox.local.rootfs import release_root
 from t1_sandbox.local.spawner import SpawnedProcess
-from t1_sandbox.local.uids import UidSlot, hold_if_free, kill_uid, sweep_stale_sandboxes
+from t1_sandbox.local.uids import UidSlot, hold_if_free, kill_uid, recycle_uid_slot, sweep_stale_sandboxes
 from t1_sandbox.watchdog import arm_local
 
 if TYPE_CHECKING:
@@ -214,18 +214,23 @@ class Reclaimer:
             self._closed = True
             if self._reclaimed:
                 return
-            if self._slot is not None:
+            # the cgroup first: its members are killed and its removal proves none is left (process.py)
+            emptied = self._release_cgroup()
+            if self._slot is not None and not emptied:  # no cgroup to prove it: every process of the uid
                 left = kill_uid(self._slot.uid)
                 if left:  # pragma: no cover - a process that ignores SIGKILL (D state)
                     raise SandboxError(f"sandbox uid {self._slot.uid}: processes {left} survived SIGKILL")
-            self._release_limits()  # cgroup removed, tmpfs unmounted (process.py): frees its files at once
             if self._root is not None:
+                release_root(self._root)  # its tmpfs unmounted (rootfs.py): frees its files at once
                 try:
                     hostfs.remove_tree(self._root)
                 except OSError as exc:
                     raise SandboxError(f"sandbox {self._root}: cannot delete {self._root}: {exc}") from exc
                 self._root = None
             if self._slot is not None:
-                self._slot.release()
+                if emptied and self._no_zombie_left():  # no process, no zombie of its uid: reused as is
+                    recycle_uid_slot(self._slot)
+                else:
+                    self._slot.release()
             self._reclaimed = True
             LIVE.discard(self)

@@ -39,7 +39,7 @@ from t1_sandbox.local.reclaim import DIR_PREFIX, LIVE, Reclaimer, sweep_stale
 from t1_sandbox.local.rootfs import release_root
 from t1_sandbox.local.seal import seal_tree
 from t1_sandbox.local.shell import LocalShell, open_pty
-from t1_sandbox.local.spawner import SpawnedProcess, start_spawner
+from t1_sandbox.local.spawner import SpawnedProcess, Spawner, start_spawner
 from t1_sandbox.local.toolchain import bundle_masks, toolchain
 from t1_sandbox.local.uids import UidSlot, acquire_uid_slot, kill_uid
 from t1_sandbox.terminal import new_nonce, prompt_env
@@ -149,6 +149,9 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         self._workdir = DEFAULT_TASK_ROOT
         self._env: dict[str, str] = dict(DEFAULT_ENV)
         self._procs: set[SpawnedProcess] = set()
+        self._launched: list[SpawnedProcess] = []  # launches not yet known to have exited clean (process.py)
+        self._launch_unclean = False
+        self._server: Spawner | None = None
         self._shell: LocalShell | None = None
         self._closed = False
         self._reclaimed = False  # set once processes, directories and slot are all gone
@@ -324,9 +327,10 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
                 f"{dockerfile}: missing; the local sandbox builds environments from a Dockerfile"
             )
         instructions = parse_dockerfile(dockerfile)
-        await asyncio.to_thread(sweep_stale, Path(self._work_dir or tempfile.gettempdir()))
+        work_dir = Path(self._work_dir or tempfile.gettempdir())
         try:
-            await off_loop(self._prepare)  # uid slot, /proc scan, tmpfs, cgroup: not on the event loop
+            # one worker thread for all of it (the stale sweep, the uid slot, tmpfs, cgroup): not on the loop
+            await off_loop(lambda: (sweep_stale(work_dir), self._prepare()))
             await self._build(instructions, environment_dir, dockerfile, timeout_s)
         except BaseException:  # failed or cancelled: nothing is left behind, even outside ``async with``
             await self._reclaim_off_loop()

@@ -18,6 +18,10 @@ given as its first argument (the control socket):
   signal), then closes the connection.
 
 The child runs in a new session (``setsid``) with the default action for every signal this server handles.
+The server is a child subreaper (``PR_SET_CHILD_SUBREAPER``): bwrap exits as soon as the sandbox's pid 1 has
+reported the command's status, without waiting for it, so pid 1 is orphaned; it is reparented here, not to
+the host's init (which may take seconds to reap it), and reaped with the launches, so no zombie of a sandbox's
+uid outlives its launch for long (`Spawner.children` lists what is not reaped yet).
 Lifetimes: a connection closed by the client before its child exited SIGKILLs the child's process group
 (the launch was abandoned); the control socket's end-of-file (the client process died, even by SIGKILL),
 a SIGTERM (the parent-death signal, armed with ``--pdeathsig PPID``) or a change of parent SIGKILLs every
@@ -43,6 +47,7 @@ HEADER = struct.Struct(">Q")
 MAX_FDS = 8
 MAX_REQUEST = 64 * 1024 * 1024  # bytes of JSON in one launch request
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 #: Signals this server handles or ignores, given back their default action in every child (as ``subprocess``
 #: restores SIGPIPE and SIGXFSZ, and as the trainer's own children got SIGINT, SIGHUP and SIGTERM).
 RESTORED = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD)
@@ -284,10 +289,13 @@ def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     control.set_inheritable(False)  # given inheritable (pass_fds); no child may hold it
     parent = int(argv[1])
-    if "--pdeathsig" in argv[2:]:
-        import ctypes  # noqa: PLC0415 - only with the flag
+    import ctypes  # noqa: PLC0415 - once, at start-up
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    # bwrap leaves the sandbox's pid 1 behind as it exits; as subreaper this server reaps it at once
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if "--pdeathsig" in argv[2:]:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     server = Server(control, parent)
     if os.getppid() != parent:  # died before the signal was armed
         server.stop()

@@ -119,6 +119,18 @@ class Spawner:
         """Whether the server still runs (and belongs to this process, not to a fork of it)."""
         return self.owner == os.getpid() and self.proc.poll() is None
 
+    def children(self) -> list[int] | None:
+        """The server's children not reaped yet: launchers and the sandboxes' orphaned pid 1 (None: unknown).
+
+        Read from ``/proc/<pid>/task/<pid>/children`` (the server is single-threaded); None where the kernel
+        does not offer that file or the server is gone.
+        """
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children", "rb") as fh:
+                return [int(pid) for pid in fh.read().split()]
+        except (OSError, ValueError):
+            return None
+
     def close(self) -> None:
         """End the server (its children are killed) and wait for it; idempotent."""
         self._control.close()

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from t1_sandbox.local.rootfs import release_root
 __all__ = [
     "UidSlot",
     "acquire_uid_slot",
+    "recycle_uid_slot",
     "hold_if_free",
     "sweep_stale_sandboxes",
     "kill_tagged",
     "kill_uid",
     "pids_of_uid",
+    "pids_of_uid_among",
     "pids_tagged",
 ]
 
@@ -39,6 +42,10 @@ UID_SLOTS = 4096
 # holds about as many files as there are live sandboxes.
 SLOT_DIR = Path("/tmp/t1-sandbox-slots")
 _PRUNED: set[Path] = set()  # slot directories this process has already swept of unheld lock files
+RECYCLED_MAX = 16  # held slots kept for this process's next sandboxes (`recycle_uid_slot`)
+_RECYCLED: list[UidSlot] = []  # held, known free of processes and zombies; lowest uid first
+_RECYCLED_OWNER = [os.getpid()]  # a fork's copy of the list is not its own: its locks are the parent's
+_RECYCLE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -127,6 +134,8 @@ def acquire_uid_slot() -> UidSlot:
             "unprivileged host uid so that process limits apply per sandbox"
         )
     directory = SLOT_DIR
+    if (recycled := _take_recycled(directory)) is not None:
+        return recycled
     directory.mkdir(mode=0o700, exist_ok=True)
     _prune_slot_files(directory)
     # One /proc scan per slot locked, taken after the lock (no process of a locked uid can appear after it:
@@ -153,6 +162,43 @@ def acquire_uid_slot() -> UidSlot:
             continue
         return held
     raise SandboxError(f"all {UID_SLOTS} local sandbox uid slots are in use")
+
+
+def recycle_uid_slot(slot: UidSlot) -> None:
+    """Keep ``slot`` held for this process's next sandbox: `acquire_uid_slot` hands it out again at once.
+
+    Only for a slot whose uid has no process and no zombie left, which the caller has proved (the local
+    sandbox: its cgroup, which every process of the uid had to join, was removed empty, and every launch of
+    it was reaped by the launch server after exiting by itself). The lock stays held, so no other process can
+    take the slot meanwhile and no process of its uid can appear (only the holder launches under it): the
+    ``/proc`` scan of `acquire_uid_slot` has nothing to find. At most `RECYCLED_MAX` are kept; past that, or
+    in a forked child, the slot is released as usual. The kernel drops the locks when this process exits.
+    """
+    with _RECYCLE_LOCK:
+        if slot.fd < 0 or _RECYCLED_OWNER[0] != os.getpid() or len(_RECYCLED) >= RECYCLED_MAX:
+            keep = False
+        else:
+            _RECYCLED.append(slot)
+            _RECYCLED.sort(key=lambda held: held.uid)
+            keep = True
+    if not keep:
+        slot.release()
+
+
+def _take_recycled(directory: Path) -> UidSlot | None:
+    """The lowest recycled slot of ``directory`` in the current uid range (None: none kept)."""
+    with _RECYCLE_LOCK:
+        if _RECYCLED_OWNER[0] != os.getpid():  # a fork: the parent's locks, never ours to hand out
+            _RECYCLED.clear()
+            _RECYCLED_OWNER[0] = os.getpid()
+            return None
+        # slots of another slot folder or uid range (the settings changed since) are given back
+        stale = [s for s in _RECYCLED if s.path is None or s.path.parent != directory]
+        stale += [s for s in _RECYCLED if not 0 <= s.uid - UID_BASE < UID_SLOTS and s not in stale]
+        for held in stale:
+            _RECYCLED.remove(held)
+            held.release()
+        return _RECYCLED.pop(0) if _RECYCLED else None
 
 
 def hold_if_free(uid: int) -> UidSlot | None:
@@ -220,27 +266,61 @@ def sweep_stale_sandboxes(parent: Path, prefix: str) -> list[Path]:
     return removed
 
 
+def _status_field(status: bytes, name: bytes) -> bytes | None:
+    """The first word of the line ``name:`` of a ``/proc/<pid>/status`` text (None when absent)."""
+    at = status.find(b"\n" + name + b":")
+    if at < 0:
+        return None
+    words = status[at + len(name) + 2 : status.find(b"\n", at + 1)].split()
+    return words[0] if words else None
+
+
 def _proc_uids() -> Iterator[tuple[int, int, bytes | None]]:
-    """``(pid, real uid, state letter)`` of every process in ``/proc`` (one pass; vanished ones skipped)."""
+    """``(pid, real uid, state letter)`` of every process in ``/proc`` (one pass; vanished ones skipped).
+
+    Each ``status`` file is read with one ``read`` (its ``State:`` and ``Uid:`` lines sit in the first
+    kilobyte): the scan runs at every slot taken and every sweep, so no buffered file object per process.
+    """
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/status", "rb") as fh:
-                state = None
-                for line in fh:
-                    if line.startswith(b"State:"):  # comes before Uid: in the file
-                        state = line.split()[1]
-                    elif line.startswith(b"Uid:"):
-                        yield int(entry), int(line.split()[1]), state
-                        break
+            fd = os.open(f"/proc/{entry}/status", os.O_RDONLY | os.O_CLOEXEC)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
+        try:
+            status = os.read(fd, 4096)
+        except (ProcessLookupError, PermissionError):  # the process went away between open and read
+            continue
+        finally:
+            os.close(fd)
+        uid = _status_field(status, b"Uid")
+        if uid is not None:
+            yield int(entry), int(uid), _status_field(status, b"State")
 
 
 def _uids_in_range() -> set[int]:
     """Real uids of processes (zombies included) that are sandbox uids (one pass over ``/proc``)."""
     return {uid for _, uid, _ in _proc_uids() if 0 <= uid - UID_BASE < UID_SLOTS}
+
+
+def pids_of_uid_among(pids: list[int], uid: int) -> list[int]:
+    """Those of ``pids`` whose real uid is ``uid``, zombies included (only their ``status`` files read)."""
+    found = []
+    for pid in pids:
+        try:
+            fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        try:
+            owner = _status_field(os.read(fd, 4096), b"Uid")
+        except (ProcessLookupError, PermissionError):
+            continue
+        finally:
+            os.close(fd)
+        if owner is not None and int(owner) == uid:
+            found.append(pid)
+    return found
 
 
 def pids_of_uid(uid: int, *, include_zombies: bool = False) -> list[int]:
