@@ -229,6 +229,32 @@ async def test_an_image_reused_by_an_offline_run_still_says_it_was_built_with_ne
     assert again.built_with_network is True
 
 
+@pytest.mark.docker
+async def test_an_offline_build_takes_no_cached_layer_that_a_build_with_network_made(tmp_path):
+    """Docker's layer cache does not key on the network: same steps, new tag, built offline after online."""
+    _daemon_or_skip()
+    env = _environment(tmp_path)
+    online, offline, again = _sandbox(build_network=True), _sandbox(), _sandbox()
+    try:
+        async with online:
+            await online.start(env, timeout_s=600)
+        (env / "unused.txt").write_text("a new tag over the same layers\n")
+        async with offline:
+            await offline.start(env, timeout_s=600)
+            seen = await offline.exec("cat /build-ifaces | tr '\\n' ' '", timeout_s=60)
+        (env / "unused.txt").write_text("another tag over the offline layers\n")
+        async with again:
+            await again.start(env, timeout_s=600)
+            cached = await again.exec("cat /build-ifaces | tr '\\n' ' '", timeout_s=60)
+    finally:
+        for sb in (online, offline, again):
+            if sb.choice is not None:
+                _remove_image(sb.choice.image)
+    assert offline.choice.image != online.choice.image and offline.choice.built
+    assert offline.built_with_network is False and seen.stdout.split() == ["lo"], seen.stdout
+    assert again.built_with_network is False and cached.stdout.split() == ["lo"]
+
+
 def _mini_copy(tmp_path: Path) -> Path:
     """A folder holding the mini pool's csv-region-totals, its build context made unique (a fresh tag)."""
     from t1_tasks import load_pool

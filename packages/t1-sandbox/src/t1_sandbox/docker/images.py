@@ -463,7 +463,9 @@ def build_image(
 
     Runs in a worker thread; the daemon's answer is read with ``timeout_s`` as the socket deadline. The
     build's ``RUN`` steps get the bridge network when ``network`` (`NetworkPolicy.build`), else none; the
-    image is labelled with it (`BUILD_NETWORK_LABEL`).
+    image is labelled with it (`BUILD_NETWORK_LABEL`). Docker's layer cache does not key on the network, so
+    a build without network takes cached layers only from images labelled as built without it
+    (``cache_from``): a layer that a build with network made never turns up in an image labelled ``false``.
 
     Raises:
         SandboxTimeout: the build ran past ``timeout_s``.
@@ -478,6 +480,15 @@ def build_image(
     if swaps:
         labels["t1.stand_in"] = ", ".join(f"{a} -> {b}" for a, b in swaps)
     log: list[str] = []
+    cache_from = None  # with network: any cached layer (the label then says only that the build had network)
+    if not network:
+        try:
+            offline = api.images(filters={"label": f"{BUILD_NETWORK_LABEL}=false"})
+        except docker.errors.APIError as exc:
+            api.close()
+            raise SandboxError(f"{environment_dir}/Dockerfile: listing offline-built images: {exc}") from exc
+        # a name no image has still restricts the cache to the list (the daemon skips it): no layer at all
+        cache_from = [i["Id"] for i in offline] or ["t1-no-cache-source"]
     with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile", delete=True) as df:
         df.write(text)
         df.flush()
@@ -492,6 +503,7 @@ def build_image(
                 decode=True,
                 labels=labels,
                 network_mode="bridge" if network else "none",
+                cache_from=cache_from,
                 use_config_proxy=False,
             ):
                 if "stream" in chunk:
