@@ -26,6 +26,7 @@ import os
 import py_compile
 import shutil
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -290,24 +291,82 @@ def bundle_masks(*, verifier: bool) -> tuple[str, ...]:
     A package holds bundles when it is ``t1_tasks`` or has a ``pools`` directory. Searched: the system
     Python's ``site-packages`` / ``dist-packages`` under ``/usr`` and ``/usr/local``, wherever the running
     ``t1_tasks`` is installed when that is under ``/usr`` or ``/etc`` (a wheel in a system venv), and, for the
-    verifier's launch (``verifier=True``), the toolchain's ``site-packages`` at its sandbox path. Cheap: a few
-    ``glob`` calls, no import.
+    verifier's launch (``verifier=True``), the toolchain's ``site-packages`` at its sandbox path.
+
+    The answer is kept per process with every directory whose listing decided it (the folders the site
+    globs walk, the sites, the packages) and their ``stat``; a later call only ``stat``s those and searches
+    again when one changed (a package installed, removed or given ``pools``), so a launch pays a few
+    ``stat`` calls, not the globs. An answer read while one of them had changed in the last `RACY_NS` is not
+    kept (a second change within the file system's clock tick would leave its time as it was).
     """
-    found: set[str] = set()
-    sites = [Path(d) for pattern in _SITE_GLOBS for d in glob.glob(pattern)]
+    location = _t1_tasks_location()
+    kept = _MASKS.get(verifier)
+    if kept is not None and kept[0] == location and _fingerprint(kept[1]) == kept[2]:
+        return kept[3]
+    watched: set[str] = set()
+    found = _search_masks(verifier=verifier, location=location, watched=watched)
+    ordered = tuple(sorted(watched))
+    stats = _fingerprint(ordered)
+    # file times are coarse (a clock tick): a folder changed this recently could change again unseen
+    recent = time.time_ns() - RACY_NS
+    if all(st is None or st[2] < recent for st in stats):
+        _MASKS[verifier] = (location, ordered, stats, found)
+    else:
+        _MASKS.pop(verifier, None)
+    return found
+
+
+_Stat = tuple[int, int, int] | None
+#: verifier launch? -> (t1_tasks location, watched folders, their stat, the masks)
+_MASKS: dict[bool, tuple[tuple[str, ...], tuple[str, ...], tuple[_Stat, ...], tuple[str, ...]]] = {}
+RACY_NS = 2_000_000_000  # a folder changed less than this long ago (ns) is too recent to trust its time
+
+
+def _t1_tasks_location() -> tuple[str, ...]:
     spec = importlib.util.find_spec("t1_tasks")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        sites.append(Path(location).resolve().parent)
+    return tuple(spec.submodule_search_locations or ()) if spec else ()
+
+
+def _fingerprint(paths: tuple[str, ...]) -> tuple[_Stat, ...]:
+    """``(device, inode, mtime in ns)`` of each path, None for one that is gone."""
+    out: list[_Stat] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_dev, st.st_ino, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _search_masks(*, verifier: bool, location: tuple[str, ...], watched: set[str]) -> tuple[str, ...]:
+    """`bundle_masks`'s search; adds to ``watched`` every folder whose listing it read."""
+    found: set[str] = set()
+    for pattern in _SITE_GLOBS:  # the folders each glob lists: those where a part has a wildcard
+        parts = pattern.split("/")
+        for depth in range(2, len(parts)):
+            if glob.has_magic(parts[depth]):
+                watched.update(glob.glob("/".join(parts[:depth])))
+    sites = [Path(d) for pattern in _SITE_GLOBS for d in glob.glob(pattern)]
+    for entry in location:
+        sites.append(Path(entry).resolve().parent)
     for site in sites:
         real = site.resolve()
         if not any(real == Path(b) or Path(b) in real.parents for b in BOUND_SYSTEM_PATHS):
             continue
+        watched.add(str(real))
         for package in real.glob("t1_*"):
-            if package.is_dir() and _holds_bundles(package):
-                found.add(str(package))
+            if package.is_dir():
+                watched.add(str(package))
+                if _holds_bundles(package):
+                    found.add(str(package))
     if verifier:
         tc = toolchain()
+        watched.add(tc.site)
         for package in Path(tc.site).glob("t1_*"):
-            if package.is_dir() and _holds_bundles(package):
-                found.add(f"{TOOLCHAIN_MOUNT}/site-packages/{package.name}")
+            if package.is_dir():
+                watched.add(str(package))
+                if _holds_bundles(package):
+                    found.add(f"{TOOLCHAIN_MOUNT}/site-packages/{package.name}")
     return tuple(sorted(found))
