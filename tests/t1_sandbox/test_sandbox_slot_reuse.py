@@ -17,7 +17,7 @@ import pytest
 
 from t1_sandbox.local import LocalSandbox, uids
 from t1_sandbox.local.cgroups import leftover_cgroups
-from t1_sandbox.local.rootfs import mounted_roots
+from t1_sandbox.local.rootfs import mount_root, mounted_roots, unmount_own_root
 from t1_sandbox.local.uids import pids_of_uid
 
 pytestmark = pytest.mark.skipif(
@@ -143,3 +143,15 @@ def test_the_recycled_slots_kept_are_bounded(private_slots, monkeypatch):
     assert [uids._take_recycled(private_slots) for _ in range(3)] == [slots[0], slots[1], None]
     for slot in slots[:2]:
         slot.release()
+
+
+def test_the_own_root_unmount_takes_every_stacked_tmpfs_and_is_quiet_without_one(tmp_path):
+    root = tmp_path / "t1-sbx-own"
+    root.mkdir()
+    mount_root(root, 4)
+    mount_root(root, 4)  # a retried start stacks a second one
+    assert mounted_roots(tmp_path).count(root) == 2
+    unmount_own_root(root)
+    assert root not in mounted_roots(tmp_path)
+    unmount_own_root(root)  # nothing mounted there: quiet
+    root.rmdir()

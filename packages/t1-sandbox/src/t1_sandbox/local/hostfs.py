@@ -244,6 +244,13 @@ def remove_tree(path: Path | str) -> None:
     path = Path(path)
     parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        try:  # an empty folder (a sandbox's root once its tmpfs is unmounted) in one call; a link fails
+            os.rmdir(path.name, dir_fd=parent)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
         remove_entry(parent, path.name)
     finally:
         os.close(parent)

@@ -69,14 +69,15 @@ class Launcher:
         """Set up the per-sandbox limits: ``_root`` (new, empty) on its own ``disk_mb`` MiB tmpfs, the cgroup.
 
         Stale tmpfs of the same uid slot (left by a process killed with SIGKILL) are unmounted and removed
-        first: the slot's lock proves no live sandbox uses them.
+        first: the slot's lock proves no live sandbox uses them (not for a slot this process hands out again,
+        ``UidSlot.recycled``: they were swept when it first took the slot, and it has held it since).
 
         Raises:
             SandboxError: the tmpfs could not be mounted or the cgroup not created (no cgroups: the sandbox
                 refuses to run without its aggregate limits).
         """
         assert self._root is not None and self._slot is not None
-        for stale in mounted_roots(self._root.parent):
+        for stale in () if self._slot.recycled else mounted_roots(self._root.parent):
             if stale != self._root and stale.name.startswith(f"t1-sbx-{self._slot.uid}-"):
                 release_root(stale)
                 with contextlib.suppress(OSError):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from t1_sandbox.base import SandboxError
 from t1_sandbox.local import hostfs
 from t1_sandbox.local.process import killpg
-from t1_sandbox.local.rootfs import release_root
+from t1_sandbox.local.rootfs import release_root, unmount_own_root
 from t1_sandbox.local.spawner import SpawnedProcess
 from t1_sandbox.local.uids import UidSlot, hold_if_free, kill_uid, recycle_uid_slot, sweep_stale_sandboxes
 from t1_sandbox.watchdog import arm_local
@@ -221,9 +221,9 @@ class Reclaimer:
                 if left:  # pragma: no cover - a process that ignores SIGKILL (D state)
                     raise SandboxError(f"sandbox uid {self._slot.uid}: processes {left} survived SIGKILL")
             if self._root is not None:
-                release_root(self._root)  # its tmpfs unmounted (rootfs.py): frees its files at once
+                unmount_own_root(self._root)  # its tmpfs (rootfs.py): frees its files at once
                 try:
-                    hostfs.remove_tree(self._root)
+                    hostfs.remove_tree(self._root)  # the mount point: empty once its tmpfs is gone
                 except OSError as exc:
                     raise SandboxError(f"sandbox {self._root}: cannot delete {self._root}: {exc}") from exc
                 self._root = None

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 from pathlib import Path
 
 from t1_sandbox.base import SandboxError
 
-__all__ = ["FS_NAME", "mount_root", "mounted_roots", "release_root"]
+__all__ = ["FS_NAME", "mount_root", "mounted_roots", "release_root", "unmount_own_root"]
 
 FS_NAME = "t1-sandbox"  # the mount source shown in the host's and the sandbox's mount tables
 _MS_NOSUID, _MS_NODEV = 0x2, 0x4
 _MNT_DETACH = 0x2
+_UMOUNT_NOFOLLOW = 0x8
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
@@ -67,3 +69,23 @@ def release_root(path: Path) -> None:
             return
         if _LIBC.umount2(target, _MNT_DETACH) != 0:
             return
+
+
+def unmount_own_root(path: Path) -> None:
+    """Lazily unmount every tmpfs stacked on ``path``, a sandbox's own directory that `mount_root` mounted.
+
+    For the sandbox's own reclaim: ``path`` is its directory, which only root can mount on, so what is
+    mounted there is its tmpfs; unmounted until the kernel says nothing is (``EINVAL``), without reading the
+    mount table (`release_root` reads it twice; it serves the sweeps, where a directory is a guess). The
+    (then empty) directory itself is left for the caller to remove.
+
+    Raises:
+        SandboxError: an unmount failed for another reason than nothing being mounted there.
+    """
+    target = os.fsencode(path)
+    for _ in range(8):  # a tmpfs mounted twice on one directory (a retried start) is stacked
+        if _LIBC.umount2(target, _MNT_DETACH | _UMOUNT_NOFOLLOW) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.EINVAL, errno.ENOENT):
+                return
+            raise SandboxError(f"cannot unmount the sandbox's tmpfs at {path}: {os.strerror(err)}")

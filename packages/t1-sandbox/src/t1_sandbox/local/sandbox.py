@@ -240,8 +240,9 @@ class LocalSandbox(Launcher, DockerfileBuild, Reclaimer, Sandbox):
         self._slot = acquire_uid_slot()
         LIVE.add(self)
         parent = Path(self._work_dir or tempfile.gettempdir())
-        for stale in parent.glob(f"{DIR_PREFIX}{self._slot.uid}-*"):  # our slot is held: not a live one's
-            release_root(stale)  # its own tmpfs (rootfs.py), if still mounted
+        # a slot this process hands out again had its leftovers swept when first taken, and has made none
+        for stale in () if self._slot.recycled else parent.glob(f"{DIR_PREFIX}{self._slot.uid}-*"):
+            release_root(stale)  # its own tmpfs (rootfs.py), if still mounted (our slot is held: not live)
             hostfs.remove_tree(stale)
         # the creating pid in the name says whose it is; liveness is the slot lock (`sweep_stale`)
         prefix = f"{DIR_PREFIX}{self._slot.uid}-{os.getpid()}-"

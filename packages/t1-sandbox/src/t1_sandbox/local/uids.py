@@ -61,6 +61,8 @@ class UidSlot:
     uid: int
     fd: int
     path: Path | None = None
+    recycled: bool = False
+    """Handed out again by this process (`recycle_uid_slot`): its leftovers were swept when first taken."""
 
     def release(self) -> None:
         """Give the uid back and remove its lock file (idempotent).
@@ -198,7 +200,11 @@ def _take_recycled(directory: Path) -> UidSlot | None:
         for held in stale:
             _RECYCLED.remove(held)
             held.release()
-        return _RECYCLED.pop(0) if _RECYCLED else None
+        if not _RECYCLED:
+            return None
+        held = _RECYCLED.pop(0)
+        held.recycled = True
+        return held
 
 
 def hold_if_free(uid: int) -> UidSlot | None:
