@@ -14,25 +14,21 @@ padded column never receives attention weight and rotary positions are those of 
 DeltaNet layers hold fixed-size conv ``[B, C, K]`` and recurrent ``[B, H, d_k, d_v]`` states per row, which
 stack without padding. The batch is rebuilt only when its membership changes (join or leave), not every
 step; the padding then shrinks to the longest remaining sequence. A lone sequence decodes through exactly
-the call the one-at-a-time engine made (its own cache, no mask, no position ids), so ``max_batch_size: 1``
-reproduces it bit for bit.
+the call the one-at-a-time engine made (its own cache, no mask, no position ids).
 
-Equivalence: the ids and routed experts of a batched answer equal those of one-at-a-time decoding for the
-same seed; its log-probs differ only by float32 rounding (measured on the tiny Qwen3.5-MoE: at most a few
-1e-7 in logits, 1e-6 in log-probs; the tests bound the log-prob difference by 1e-5). They are not bit-equal,
-and cannot be with torch's CPU matmul: traced layer by layer, the first value that differs is the output of
-the decode step's first linear layer (``layers.0.linear_attn.in_proj_qkv``) on identical inputs, because the
-BLAS sgemm (MKL, one thread) sums a row's products in an order that depends on how many rows the call holds:
-a row alone, in a pair, or among three or more round differently (about 3e-7 relative; calls of three or
-more rows agree with each other); every later layer inherits it. Padding the batch would not cure it: each
-expert's matmul holds the tokens routed to that expert, a count that changes with the batch's membership.
-Bit-equal answers would need one matmul per row, which is what batching removes; so the embedded default
-stays ``max_batch_size: 1``. Prefills are not batched (a long prompt stalls the decode steps while it runs).
+Equivalence: every forward runs under `t1_rollout.engine.invariant.BatchInvariantMode`, so the ids, routed
+experts and log-probs of a batched answer are bit-identical to one-at-a-time decoding for the same seed
+(one torch thread, the engine's default). Without it they are not: torch's CPU sgemm reduces a row in an
+order set by how many rows the call holds, each MoE expert's matmul holds the tokens routed to it (a count
+the other rows set), the left-padded attention shifts a row's columns, and the vectorized elementwise
+kernels (exp, sigmoid, softplus, ...) round an element differently from their scalar tail; log-probs then
+differ by up to about 1e-6. Prefills are not batched (a long prompt stalls the decode steps while it runs).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import weakref
@@ -47,6 +43,7 @@ import torch.nn.functional as F
 
 from t1_r3 import capture_routing, check_routing
 from t1_rollout.engine.base import EngineStateError, FinishReason, Generation, SamplingParams
+from t1_rollout.engine.invariant import BatchInvariantMode
 from t1_rollout.engine.sampling import sample_token
 
 if TYPE_CHECKING:
@@ -195,19 +192,21 @@ class DecodeLoop:
     Args:
         engine: the engine whose model, prefix cache, stats and weight version the loop uses.
         max_batch_size: sequences decoded together at most (>= 1); 1 = one request at a time.
+        batch_invariant: forward under `BatchInvariantMode` (see `t1_rollout.engine.invariant`).
 
     Raises:
         ValueError: ``max_batch_size < 1``. A model whose cache cannot be stacked (`check_batchable`) fails
             its requests with that error once a second sequence would join the batch.
     """
 
-    def __init__(self, engine: EmbeddedEngine, max_batch_size: int) -> None:
+    def __init__(self, engine: EmbeddedEngine, max_batch_size: int, *, batch_invariant: bool = True) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size={max_batch_size} must be >= 1")
         # A weak reference: an engine dropped without close() is still collected (its model freed), and
         # its finalizer stops this thread; the loop holds it strongly only while it has work.
         self._engine = weakref.ref(engine)
         self.max_batch_size = max_batch_size
+        self._kernels = BatchInvariantMode if batch_invariant else contextlib.nullcontext
         self.cond = threading.Condition()
         self.paused = False
         self._busy = False
@@ -295,7 +294,7 @@ class DecodeLoop:
                 self._fail(admitted + self._active, EngineStateError("the embedded engine was collected"))
                 return
             busy_from = time.monotonic()
-            with torch.inference_mode():
+            with torch.inference_mode(), self._kernels():  # a row's logits ignore its batch
                 for req in admitted:
                     self._admit(req)
                 if self._active:

@@ -3,9 +3,10 @@
 Torch work runs on one dedicated worker thread, so many async trials share one engine without blocking the
 event loop. Up to ``max_batch_size`` requests decode together with continuous batching: one forward over
 the active sequences per step, each with its own cache row, seeded generator and stop
-(`t1_rollout.engine.batching`); ``max_batch_size: 1`` (the default) serves one request at a time in arrival
-order. Routing is captured from the MoE routers during the very forwards that produce the sampled tokens
-(T1 §4.2), so the record is exactly what the sampler used.
+(`t1_rollout.engine.batching`); ``max_batch_size: 1`` serves one request at a time in arrival order. The
+forwards are batch-invariant (`t1_rollout.engine.invariant`): a request gets the same ids and log-probs,
+bit for bit, whatever it is batched with. Routing is captured from the MoE routers during the very
+forwards that produce the sampled tokens (T1 §4.2), so the record is exactly what the sampler used.
 
 A per-sequence prefix cache keeps the KV/recurrent state after each answer: a prompt that extends a
 previous prompt + output (the next turn of the same trial, TITO strict case) only prefills its new tokens,
@@ -48,6 +49,10 @@ class EmbeddedEngine:
             0 = always prefill from scratch.
         seed: seeds the draws of requests that give no seed.
         max_batch_size: requests decoded together at most (continuous batching); 1 = one at a time.
+        batch_invariant: run every forward under `t1_rollout.engine.invariant.BatchInvariantMode`, so a
+            request's ids and log-probs are bit-identical whatever else is in its batch (and equal to one at
+            a time). False uses torch's kernels as they are (batched log-probs then differ by ~1e-6); it is
+            there to measure what invariance costs.
 
     Raises:
         ValueError: a model without a full-attention layer, or ``max_batch_size < 1``. With ``max_batch_size >
@@ -65,6 +70,7 @@ class EmbeddedEngine:
         prefix_cache_size: int = 64,
         seed: int = 0,
         max_batch_size: int = 1,
+        batch_invariant: bool = True,
     ) -> None:
         if num_threads is not None:
             torch.set_num_threads(num_threads)
@@ -90,7 +96,7 @@ class EmbeddedEngine:
         self._stats = dict.fromkeys(
             ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "decode_steps", "busy_s"), 0.0
         )
-        self._loop = DecodeLoop(self, max_batch_size)
+        self._loop = DecodeLoop(self, max_batch_size, batch_invariant=batch_invariant)
         weakref.finalize(self, self._loop.stop_soon)
 
     @classmethod
