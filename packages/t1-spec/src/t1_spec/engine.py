@@ -92,8 +92,9 @@ class EmbeddedEngineSpec(Spec):
     max_batch_size: int = Field(default=1, ge=1)
     """Requests decoded together at most, sequences (continuous batching: one forward over the active
     sequences per step, new requests join between steps, as SGLang's scheduler does, T1 §6). Default 1: one
-    request at a time, which keeps the figures of ``recipes/tiny-cpu.yaml`` bit for bit; a larger value
-    returns the same ids and routing for the same seeds, with log-probs equal up to float32 rounding."""
+    request at a time. The engine's forwards are batch-invariant (one torch thread), so a larger value
+    returns the same ids, routing and log-probs, bit for bit, for the same seeds; ``recipes/tiny-cpu.yaml``
+    decodes every trial in flight together."""
 
 
 class SGLangEngineSpec(Spec):
