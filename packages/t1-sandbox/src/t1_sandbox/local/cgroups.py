@@ -107,6 +107,7 @@ def _discover() -> CgroupHierarchy | str:
 
 
 _HIERARCHY: CgroupHierarchy | str | None = None
+_READY_PARENTS: set[Path] = set()  # ``t1`` parents this process has set up (`_ensure_parent`)
 
 
 def cgroup_hierarchy() -> CgroupHierarchy:
@@ -273,11 +274,18 @@ class SandboxCgroup:
         _LIVE_GROUPS.add(self.name)
         try:
             for root, group in zip(self.hierarchy.roots, self.dirs, strict=True):
-                _ensure_parent(self.hierarchy, root)
-                group.mkdir(mode=0o755)
+                if root not in _READY_PARENTS:  # once per process; again if the parent was removed since
+                    _ensure_parent(self.hierarchy, root)
+                    _READY_PARENTS.add(root)
+                try:
+                    group.mkdir(mode=0o755)
+                except FileNotFoundError:
+                    _ensure_parent(self.hierarchy, root)
+                    group.mkdir(mode=0o755)
             self._limit(memory_mb * 1024 * 1024, max_processes, cpus)
         except OSError as exc:
             self.remove()
+            _READY_PARENTS.clear()  # the next sandbox sets the parents up again
             raise SandboxError(f"cannot set up the sandbox's cgroup {self.name}: {exc}") from exc
         #: the files a launch writes its pid to (the launch server's child, as root, before ``exec``)
         self.procs_files = tuple(str(d / "cgroup.procs") for d in self.dirs)
