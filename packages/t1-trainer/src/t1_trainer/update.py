@@ -13,7 +13,8 @@ optimizer), and its device scope. The step order around them (values, advantages
 optional hooks, looked up by name and absent on one rank: ``group_loss_tokens`` (`loss_token_count`),
 ``accumulating`` (`micro_batch_scope`) and ``group_explained_variances`` (`batch_explained_variances`).
 A backend that packs supplies ``packed`` (`t1_trainer.packing.forward_scope`); its other hooks then also
-receive a `t1_trainer.packing.PackedSamples` where they would receive a sample.
+receive a `t1_trainer.packing.PackedSamples` where they would receive a sample. A pipelined backend supplies
+``pipelined`` (`run_micro_batches`): a pass's forwards and backwards then run in its schedule.
 
 Losses and their metrics are `t1_trainer.algorithms`' (T1 Eq. 17 clipped surrogate, the clipped value loss;
 T1 §4.5): no KL, no load-balancing loss, no advantage normalization (T1 §5.2).
@@ -22,8 +23,9 @@ T1 §4.5): no KL, no load-balancing loss, no advantage normalization (T1 §5.2).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -50,6 +52,7 @@ __all__ = [
     "logprob_gap",
     "loss_token_count",
     "micro_batch_scope",
+    "run_micro_batches",
     "update_actor",
     "update_critic",
 ]
@@ -174,6 +177,37 @@ def micro_batch_scope(backend: UpdateBackend, network: Network, *, last: bool) -
     return nullcontext() if accumulating is None or last else accumulating(network)
 
 
+def run_micro_batches(
+    backend: UpdateBackend,
+    network: Network,
+    batches: Sequence[MicroBatch],
+    loss_of: Callable[[int, torch.Tensor], tuple[torch.Tensor, dict[str, float]]],
+    *,
+    replay: bool,
+) -> list[tuple[float, dict[str, float]]]:
+    """Forward, loss and backward of a pass's micro-batches: ``(loss, metrics)`` of each, in order.
+
+    ``loss_of(j, head)``: micro-batch ``j``'s loss (its share of the batch's token mean) and metrics from the
+    actor's log-probs ``[n_loss]`` or the critic's values ``[T]``, in `micro_batch_scope` and
+    `t1_trainer.packing.forward_scope`. A pipelined backend's ``pipelined(network, units, loss_of, replay=)``
+    runs them in its schedule instead (`t1_trainer.megatron.pipeline`).
+    """
+    pipelined = getattr(backend, "pipelined", None)
+    if pipelined is not None:
+        return pipelined(network, [mb.unit for mb in batches], loss_of, replay=replay)
+    out = []
+    for j, mb in enumerate(batches):
+        with (
+            micro_batch_scope(backend, network, last=j == len(batches) - 1),
+            forward_scope(backend, network, mb.unit, replay=replay),
+        ):
+            head = backend.actor_logprobs(mb.unit) if network == "actor" else backend.critic_values(mb.unit)
+            loss, met = loss_of(j, head)
+            backend.backward(loss, network)
+        out.append((loss.item(), met))
+    return out
+
+
 def batch_explained_variances(
     backend: Any, samples: Sequence[TrainSample], values: Sequence[np.ndarray], returns: Sequence[np.ndarray]
 ) -> tuple[float, float]:
@@ -254,25 +288,26 @@ def update_critic(
         n_tok = float(sum(int(m.sum()) for m in masks))
         n_loss = loss_token_count(backend, n_tok)
         batches = micro_batches(samples, range(len(samples)), ppo)
+        mb_masks = [mb.cat([masks[i] for i in mb.indices]) for mb in batches]
+
+        def loss_of(j: int, values: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            mb = batches[j]
+            return value_loss(
+                mb.values(values),
+                mb.cat([torch.as_tensor(old_values[i], device=device) for i in mb.indices]),
+                mb.cat([torch.as_tensor(returns[i], device=device) for i in mb.indices]),
+                mb_masks[j],
+                value_clip=ppo.value_clip,
+                num_tokens=n_loss,
+            )
+
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("critic")
             total, clipped = 0.0, 0.0
-            for j, mb in enumerate(batches):
-                m = mb.cat([masks[i] for i in mb.indices])
-                with (
-                    micro_batch_scope(backend, "critic", last=j == len(batches) - 1),
-                    forward_scope(backend, "critic", mb.unit, replay=False),
-                ):
-                    loss, met = value_loss(
-                        mb.values(backend.critic_values(mb.unit)),
-                        mb.cat([torch.as_tensor(old_values[i], device=device) for i in mb.indices]),
-                        mb.cat([torch.as_tensor(returns[i], device=device) for i in mb.indices]),
-                        m,
-                        value_clip=ppo.value_clip,
-                        num_tokens=n_loss,
-                    )
-                    backend.backward(loss, "critic")
-                total += loss.item()
+            for m, (loss, met) in zip(
+                mb_masks, run_micro_batches(backend, "critic", batches, loss_of, replay=False), strict=True
+            ):
+                total += loss
                 clipped += met["value_clip_fraction"] * float(m.sum())
             norms.append(backend.optimizer_step("critic"))
             if epoch == 0:
@@ -419,17 +454,17 @@ def update_actor(
         norms: list[float] = []
         out: dict[str, Any] = {}
         backend.actor.train()
+        pos = [{i: torch.nonzero(masks[i]).flatten() for i in mb.indices} for mb in batches]
         for epoch in range(ppo.ppo_epochs):
             backend.zero_grad("actor")
             acc = PassMetrics()
-            for j, mb in enumerate(batches):
-                pos = {i: torch.nonzero(masks[i]).flatten() for i in mb.indices}
-                with micro_batch_scope(backend, "actor", last=j == len(batches) - 1):
-                    loss, met = _actor_micro_batch(
-                        backend, samples, mb, pos, advantages, epoch, from_rollout, n_loss, first
-                    )
-                acc.add(loss, met, sum(int(p.numel()) for p in pos.values()))
-                if epoch == 0 and measure_gap:
+            loss_of = partial(_actor_loss, backend, samples, batches, pos, advantages, epoch, from_rollout)
+            results = run_micro_batches(
+                backend, "actor", batches, partial(loss_of, n_loss, first), replay=ppo.routing_replay
+            )
+            for j, (mb, (loss, met)) in enumerate(zip(batches, results, strict=True)):
+                acc.add(loss, met, sum(int(p.numel()) for p in pos[j].values()))
+                if epoch == 0 and measure_gap:  # still the pre-update weights: the step comes below
                     for i in mb.indices:
                         first.add_live(backend, samples[i])
             norms.append(backend.optimizer_step("actor"))
@@ -447,47 +482,43 @@ def update_actor(
     return out
 
 
-def _actor_micro_batch(
+def _actor_loss(
     backend: UpdateBackend,
     samples: Sequence[TrainSample],
-    mb: MicroBatch,
-    pos: dict[int, torch.Tensor],
+    batches: Sequence[MicroBatch],
+    positions: Sequence[dict[int, torch.Tensor]],
     advantages: Sequence[np.ndarray],
     epoch: int,
     from_rollout: Sequence[bool],
     n_tok: float,
     first: _FirstPass,
-) -> tuple[float, dict[str, float]]:
-    """Forward, loss and backward of one micro-batch in one pass; on the first pass, records into ``first``.
+    j: int,
+    logp: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss of micro-batch ``j`` from its log-probs ``logp``; on the first pass, records into ``first``.
 
-    ``pos`` holds each of the micro-batch's samples' loss positions; ``n_tok`` is the token mean's
+    ``positions[j]`` holds each of its samples' loss positions; ``n_tok`` is the token mean's
     denominator: the batch's loss tokens (`loss_token_count`). A packed micro-batch's loss is its samples'
-    per-token terms concatenated over that denominator: the sum of their unpacked losses.
-
-    Returns:
-        The micro-batch's loss (its share of the batch's token mean) and its `ppo_policy_loss` metrics.
+    per-token terms concatenated over that denominator: the sum of their unpacked losses. Returns the
+    micro-batch's loss (its share of the batch's token mean) and its `ppo_policy_loss` metrics.
     """
-    ppo, device = backend.ppo, backend.device
+    ppo, device, mb, pos = backend.ppo, backend.device, batches[j], positions[j]
     adv = mb.cat(
         [torch.as_tensor(advantages[i], device=device, dtype=torch.float32)[pos[i]] for i in mb.indices]
     )
-    with forward_scope(backend, "actor", mb.unit, replay=ppo.routing_replay):
-        logp = backend.actor_logprobs(mb.unit)
-        if epoch == 0:
-            for i, part in zip(mb.indices, mb.split_loss_tokens(logp), strict=True):
-                first.record(backend, samples[i], i, part, from_rollout[i])
-        weights = [first.weights.get(i) for i in mb.indices]
-        loss, met = ppo_policy_loss(
-            logp,
-            mb.cat([first.old[i] for i in mb.indices]),
-            adv,
-            torch.ones_like(adv),
-            clip_eps=ppo.clip_eps,
-            num_tokens=n_tok,
-            is_weights=None if weights[0] is None else mb.cat(weights),
-        )
-        backend.backward(loss, "actor")
-    return loss.item(), met
+    if epoch == 0:
+        for i, part in zip(mb.indices, mb.split_loss_tokens(logp), strict=True):
+            first.record(backend, samples[i], i, part, from_rollout[i])
+    weights = [first.weights.get(i) for i in mb.indices]
+    return ppo_policy_loss(
+        logp,
+        mb.cat([first.old[i] for i in mb.indices]),
+        adv,
+        torch.ones_like(adv),
+        clip_eps=ppo.clip_eps,
+        num_tokens=n_tok,
+        is_weights=None if weights[0] is None else mb.cat(weights),
+    )
 
 
 def live_gap(backend: UpdateBackend, sample: TrainSample) -> tuple[float, int, int, int]:
