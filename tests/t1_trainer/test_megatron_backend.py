@@ -84,9 +84,9 @@ def test_preflight_refuses_unbuilt_degrees_by_name():
     r = _recipe()
     plan = r.plan.model_copy(update={"tp": 2, "pp": 2, "devices": 4})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
-    # tp 2 is built on the CPU (test_megatron_parallel); pp is not, and this process is no 4-rank launch
-    assert [line.split(" ")[0] for line in lines] == ["plan.pp", "plan:"]
-    assert "pipeline schedule" in lines[0] and "torchrun --nproc-per-node 4" in lines[1]
+    # tp 2 and pp 2 are built on the CPU (test_megatron_parallel); this process is no 4-rank launch
+    assert [line.split(" ")[0] for line in lines] == ["plan:"]
+    assert "torchrun --nproc-per-node 4" in lines[0]
     plan = r.plan.model_copy(update={"cp": 2, "etp": 2, "ep": 2, "devices": 2})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
     assert [line.split(" ")[0] for line in lines] == ["plan.cp", "plan.etp", "plan:"]
@@ -108,6 +108,32 @@ def test_preflight_refuses_tensor_parallel_on_cuda():
     plan = r.plan.model_copy(update={"tp": 2, "devices": 2})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
     assert any(line.startswith("plan.tp 2 on trainer.device cuda") for line in lines), lines
+
+
+def test_preflight_refuses_pipeline_stages_on_cuda_and_with_tied_embeddings():
+    r = _recipe(device="cuda")
+    plan = r.plan.model_copy(update={"pp": 2, "devices": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
+    assert any(line.startswith("plan.pp 2 on trainer.device cuda") for line in lines), lines
+    r = _recipe()
+    tied = _full_attention(r.model).model_copy(update={"tie_word_embeddings": True})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": tied, "plan": plan}))
+    assert [line.split(" ")[0] for line in lines] == ["plan.pp", "plan:"]
+    assert "tie_word_embeddings" in lines[0] and "first and last pipeline stages" in lines[0]
+
+
+def test_cpu_schedule_patches_only_while_it_runs():
+    from t1_trainer.megatron.pipeline import cpu_schedule
+
+    sync, current = torch.cuda.synchronize, torch.cuda.current_device
+    with cpu_schedule(True):
+        # megatron's schedule: a token counter on "cuda", buffers on current_device(), a synchronize
+        assert torch.zeros([], dtype=torch.int, device="cuda").device.type == "cpu"
+        assert torch.empty((3,), device=torch.cuda.current_device()).device.type == "cpu"
+        torch.cuda.synchronize()
+    assert torch.cuda.synchronize is sync and torch.cuda.current_device is current
+    with cpu_schedule(False):  # CUDA: megatron's path untouched
+        assert torch.cuda.synchronize is sync and torch.cuda.current_device is current
 
 
 def test_preflight_names_the_megatron_backend_for_the_ppo_settings_it_does_not_build():

@@ -1,5 +1,5 @@
-"""The Megatron backend on CPU gloo ranks against one rank: tp = 2, tp = 2 with ep = 2, ep = 2 with dp = 2
-(2 ranks each), and tp = 2, dp = 2, ep = 4 (4 ranks).
+"""The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, tp = 2 with ep = 2, ep = 2 with
+dp = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4 and tp = 2 with pp = 2 (4 ranks).
 
 The multi-rank runs execute this file as a script in subprocesses (``python test_megatron_parallel.py RANK
 WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
@@ -8,6 +8,9 @@ layer full attention (megatron's Gated DeltaNet needs CUDA). Samples of 85 and 8
 padded to a multiple of tp for sequence parallelism. Compared: replayed log-probs under the samples' own
 records and under forced records (every expert moved), the gradient of their sum gathered from the shards,
 the critic's values, the live routing rows, one PPO step's metrics and the exported HF weights after it.
+The four replayed forwards and their backward are one pass of the update loop (`run_micro_batches`): with
+pp = 2 that is one call of megatron's pipeline schedule over 4 micro-batches (1F1B: warm-up, steady state,
+cool-down), each stage replaying its own layers' rows.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ MODES = {
     "tp2ep2": {"tp": 2, "ep": 2},
     "ep2dp2": {"ep": 2, "dp": 2},
     "tp2dp2ep4": {"tp": 2, "dp": 2, "ep": 4},  # 4 ranks
+    "pp2": {"pp": 2},
+    "tp2pp2": {"tp": 2, "pp": 2},  # 4 ranks
 }
 LOGP_ATOL = 2e-5
 """fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
@@ -49,9 +54,9 @@ def _spec() -> ModelSpec:
     return ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
 
 
-def _plan(tp: int = 1, ep: int = 1, dp: int = 1):
+def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1):
     p = load_recipe(TINY_RECIPE).plan
-    return p.model_copy(update={"tp": tp, "ep": ep, "dp": dp, "devices": tp * dp})
+    return p.model_copy(update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "devices": tp * dp * pp})
 
 
 def _run(plan, sample_from) -> dict:
@@ -60,7 +65,9 @@ def _run(plan, sample_from) -> dict:
     from t1_r3 import RoutingMismatchError
     from t1_trainer.megatron.backend import MegatronBackend
     from t1_trainer.megatron.sharding import gather_state, sync_grads
+    from t1_trainer.packing import MicroBatch
     from t1_trainer.step import ppo_step
+    from t1_trainer.update import run_micro_batches
 
     spec = _spec()
     sampler = build_model(spec, seed=0)
@@ -77,15 +84,13 @@ def _run(plan, sample_from) -> dict:
         for s in batch
     ]
     be.zero_grad("actor")
-    logps = []
+    units = [MicroBatch((i,), s) for i, s in enumerate(batch + forced)]
     with be.running("actor"):
-        for s in batch + forced:
-            with be.replayed(s):
-                lp = be.actor_logprobs(s)
-                be.backward(lp.sum(), "actor")
-            logps.append(lp.detach())
+        kept = run_micro_batches(
+            be, "actor", units, lambda j, lp: (lp.sum(), {"logp": lp.detach().cpu()}), replay=True
+        )
     sync_grads(be.actor)
-    out["logps"] = logps
+    out["logps"] = [met["logp"] for _, met in kept]
     out["grads"] = gather_state(be.actor, {n: p.grad for n, p in be.actor.named_parameters()})
     be.zero_grad("actor")
     out["values"] = be.values(batch)
@@ -109,7 +114,7 @@ def _free_port() -> int:
 
 
 def _ranks(tmp_path: Path, mode: str) -> list[dict]:
-    world = MODES[mode].get("tp", 1) * MODES[mode].get("dp", 1)
+    world = MODES[mode].get("tp", 1) * MODES[mode].get("dp", 1) * MODES[mode].get("pp", 1)
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     procs = [

@@ -30,17 +30,13 @@ Every rank runs the whole batch (the update loop does not shard samples over dat
 CPU or on CUDA): dp > 1 adds no throughput, and the ep ranks of a data-parallel group dispatch the same
 tokens in lockstep, as the ``allgather`` dispatcher needs.
 
-Built: on the CPU (gloo), tp, dp and ep (ep dividing tp * dp), tested against one rank on 2 ranks (tp = 2;
-tp = 2 with ep = 2; ep = 2 with dp = 2) and 4 (tp = 2, dp = 2, ep = 4); on CUDA, tp = 1 with dp and ep from
-the plan. Not built, refused by `MegatronBackend.preflight`: pp > 1 (megatron's pipeline schedule), cp > 1
-(context-parallel replay), etp > 1 (expert tensor parallelism), tp > 1 on CUDA (the tp sum of the
-sequence-parallel partial gradients under megatron's ``DistributedOptimizer``).
+Pipeline stages (pp > 1) run every pass through megatron-core's own schedule (`t1_trainer.megatron.pipeline`:
+its CPU adaptation, the last stage's loss, metrics broadcast over the stages).
 
-Pipeline stages on the CPU: megatron-core 0.19.2's ``forward_backward_pipelining_without_interleaving``
-allocates its token counter with ``device="cuda"`` (``schedules.py``, no current-device indirection a shim
-could answer) and its p2p exchange calls ``torch.cuda.synchronize()``, so megatron's own schedule cannot run
-over gloo on the CPU; on CUDA, pp > 1 would also need ``pipeline_dtype`` in the config and per-stage
-``pre_process`` / ``post_process`` models, which are not built.
+Built: on the CPU (gloo), tp, pp, dp and ep (ep dividing tp * dp), tested against one rank on 2 ranks (tp = 2;
+pp = 2; tp = 2 with ep = 2; ep = 2 with dp = 2) and 4 (tp = 2, dp = 2, ep = 4); on CUDA, tp = 1 with dp and
+ep from the plan. Not built, refused by `MegatronBackend.preflight`: cp > 1 (context-parallel replay), etp > 1
+(expert tensor parallelism), tp > 1 or pp > 1 on CUDA (never run on a GPU), pp > 1 with tied embeddings.
 """
 
 from __future__ import annotations
@@ -48,6 +44,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -64,6 +61,7 @@ from t1_trainer.errors import NonFiniteUpdateError, TrainerConfigError
 from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
+from t1_trainer.megatron.optimizer import megatron_optimizer, offload_network, zero_grads
 from t1_trainer.megatron.sharding import gather_state, model_parallel_step, shard_state
 from t1_trainer.mismatch import StateDict
 from t1_trainer.optim import adamw, clip_and_step
@@ -178,6 +176,11 @@ class MegatronBackend:
         self.actor_opt = self._optimizer("actor", ppo_spec.actor_lr)
         self.critic_opt = self._optimizer("critic", ppo_spec.critic_lr)
         self._resident = "both"
+        self.pp = int(plan.pp)
+        if self.pp > 1:  # the update loop's optional hook: a pass is one call of megatron's schedule
+            from t1_trainer.megatron.pipeline import pipelined_pass
+
+            self.pipelined = partial(pipelined_pass, self)
 
     # ---- construction ----
 
@@ -232,7 +235,7 @@ class MegatronBackend:
         model = getattr(self, name)
         if self.cpu:
             return adamw(model, lr, self.ppo)
-        self._ddp[name], opt = _megatron_optimizer(model, lr, self.ppo)
+        self._ddp[name], opt = megatron_optimizer(model, lr, self.ppo)
         return opt
 
     # ---- forward passes ----
@@ -241,24 +244,49 @@ class MegatronBackend:
         """Tokens of the forward: ``n`` rounded up to a multiple of tp (sequence parallelism splits them)."""
         return -(-n // self.tp) * self.tp
 
-    def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-        """``ids [T]`` -> ``[T, X]`` (actor hidden states, critic values), whole on every rank."""
-        from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
+    def stage_forward(self, model: nn.Module, ids: torch.Tensor, length: int | None = None) -> Any:
+        """This rank's forward of ``ids [T]`` padded to ``length`` (a multiple of tp, default the least).
 
+        Returns the model's raw output: ``[m / tp, 1, H]`` hidden states on a stage before the last,
+        ``[1, m / tp, X]`` on the last (or only) one.
+        """
         n = int(ids.shape[0])
-        m = self._padded(n)
+        m = self._padded(n) if length is None else int(length)
         if m > n:  # trailing padding: causal, so no real position reads it
             ids = torch.cat([ids, ids.new_zeros(m - n)])
         causal = torch.triu(torch.ones(m, m, dtype=torch.bool, device=ids.device), diagonal=1)
         with self._shim(self.cpu):
-            out = model(
+            return model(
                 input_ids=ids[None, :],
                 position_ids=torch.arange(m, device=ids.device)[None, :],
                 attention_mask=causal[None, None],  # explicit: megatron's default mask is built on "cuda"
-            )[0]
-            if self.tp > 1:  # this rank's sequence block -> all; backward: this rank's block of the grad
+            )
+
+    def _finished(self, out: Any, n: int) -> torch.Tensor:
+        """The last stage's output ``[1, m / tp, X]`` -> ``[n, X]``, whole on every tp rank."""
+        from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
+
+        out = out[0]
+        if self.tp > 1:  # this rank's sequence block -> all; backward: this rank's block of the grad
+            with self._shim(self.cpu):
                 out = gather_from_sequence_parallel_region(out, tensor_parallel_output_grad=False)
         return out[:n]
+
+    def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+        """``ids [T]`` -> ``[T, X]`` (actor hidden states, critic values), whole on every rank; no stages."""
+        return self._finished(self.stage_forward(model, ids), int(ids.shape[0]))
+
+    def head_input(self, network: str, sample: TrainSample) -> torch.Tensor:
+        """The token ids ``network`` reads: all of them (actor), all but the last (critic)."""
+        ids = token_tensor(sample, self.device)
+        return ids if network == "actor" else ids[:-1]
+
+    def head_of(self, network: str, sample: TrainSample, out: Any) -> torch.Tensor:
+        """The last stage's output -> log-probs ``[n_loss]`` (actor) or values ``[T]`` (critic)."""
+        hidden = self._finished(out, int(self.head_input(network, sample).shape[0]))
+        if network == "critic":
+            return torch.cat([hidden.new_zeros(1, dtype=torch.float32), hidden[:, 0].float()])
+        return self._logprobs_of(sample, hidden)
 
     def _head_weight(self) -> torch.Tensor:
         """The LM head ``[V, H]``, all-gathered over tp (backward: this rank's vocabulary rows)."""
@@ -274,10 +302,20 @@ class MegatronBackend:
             return gather_from_tensor_model_parallel_region(w.t()).t()
 
     def actor_logprobs(self, sample: TrainSample) -> torch.Tensor:
-        """Log-probs ``[n_loss]`` float32 of the sampled tokens under the actor, routed as the caller set."""
+        """Log-probs ``[n_loss]`` float32 of the sampled tokens under the actor, routed as the caller set.
+
+        With pp > 1 a forward-only call of megatron's schedule (no grad: the update loop's passes with
+        backward go through the ``pipelined`` hook), the same on every stage.
+        """
+        if self.pp > 1:  # a forward-only pass of megatron's schedule, on every stage
+            from t1_trainer.megatron.pipeline import staged_head
+
+            return staged_head(self, "actor", sample)
+        return self._logprobs_of(sample, self._forward(self.actor, token_tensor(sample, self.device)))
+
+    def _logprobs_of(self, sample: TrainSample, hidden: torch.Tensor) -> torch.Tensor:
         ids = token_tensor(sample, self.device)
         pos = torch.nonzero(loss_mask_tensor(sample, self.device)).flatten()
-        hidden = self._forward(self.actor, ids)
         return lm_head_logprobs(
             hidden[pos - 1],
             self._head_weight(),
@@ -288,19 +326,30 @@ class MegatronBackend:
 
     def critic_values(self, sample: TrainSample) -> torch.Tensor:
         """Critic values ``[T]`` float32, ``values[0] = 0``; with grad unless the caller turned it off."""
-        ids = token_tensor(sample, self.device)
-        v = self._forward(self.critic, ids[:-1])[:, 0].float()
-        return torch.cat([v.new_zeros(1), v])
+        if self.pp > 1:
+            from t1_trainer.megatron.pipeline import staged_head
+
+            return staged_head(self, "critic", sample)
+        out = self.stage_forward(self.critic, self.head_input("critic", sample))
+        return self.head_of("critic", sample, out)
 
     @contextmanager
     def replayed(self, sample: TrainSample) -> Iterator[None]:
         """Feeds ``sample``'s record to the actor's routers for the body (forward, backward), then clears."""
-        rr.feed_router_replay(self.instances, [routing_array(sample.routing)], **self._feed_args(sample))
-        rr.set_replay_action(self.instances, "REPLAY_FORWARD")
+        self.feed_replay(sample)
         try:
             yield
         finally:
             rr.clear_router_replay(self.instances)
+
+    def feed_replay(self, sample: TrainSample, length: int | None = None) -> None:
+        """``sample``'s record to this rank's routers (its stage's layers), ``REPLAY_FORWARD``.
+
+        ``length``: the forward's padded length (a multiple of tp; default the least), padding rows to it.
+        """
+        args = self._feed_args(sample) | ({} if length is None else {"pad_to": int(length)})
+        rr.feed_router_replay(self.instances, [routing_array(sample.routing)], **args)
+        rr.set_replay_action(self.instances, "REPLAY_FORWARD")
 
     def _feed_args(self, sample: TrainSample) -> dict[str, Any]:
         s = self.model_spec
@@ -330,11 +379,18 @@ class MegatronBackend:
         try:
             with torch.no_grad():
                 logp = self.actor_logprobs(sample)
-            cols = [_tp_gathered(inst.get_recorded_indices().detach(), self.tp) for inst in self.instances]
+            cols = {
+                c: _tp_gathered(inst.get_recorded_indices().detach(), self.tp)
+                for c, inst in zip(self.layer_order, self.instances, strict=True)
+            }
         finally:
             rr.clear_router_replay(self.instances)
+        if self.pp > 1:  # every stage's layers
+            from t1_trainer.megatron.pipeline import gather_stages
+
+            cols = gather_stages(cols)
         n = len(sample.token_ids)
-        rows = np.stack([cols[self.layer_order.index(c)][:n] for c in range(len(cols))], axis=1)
+        rows = np.stack([cols[c][:n] for c in range(len(cols))], axis=1)
         return logp, rows
 
     # ---- offload (T1 §4.5) ----
@@ -344,9 +400,9 @@ class MegatronBackend:
         if self.cpu or self.plan.offload != "forced" or self._resident == which:
             return
         other = "critic" if which == "actor" else "actor"
-        _move(self._ddp[other], getattr(self, f"{other}_opt"), to_host=True)
+        offload_network(self._ddp[other], getattr(self, f"{other}_opt"), to_host=True)
         if self._resident != "both":
-            _move(self._ddp[which], getattr(self, f"{which}_opt"), to_host=False)
+            offload_network(self._ddp[which], getattr(self, f"{which}_opt"), to_host=False)
         self._resident = which
 
     # ---- the TrainerBackend protocol ----
@@ -382,7 +438,7 @@ class MegatronBackend:
         self, samples: Sequence[TrainSample], returns: Sequence[np.ndarray], old_values: Sequence[np.ndarray]
     ) -> dict[str, float]:
         """Critic regression, value clip around ``old_values`` (`t1_trainer.update.update_critic`)."""
-        return update.update_critic(self, samples, returns, old_values)
+        return _staged(update.update_critic(self, samples, returns, old_values), self.pp)
 
     def update_actor(
         self,
@@ -397,7 +453,7 @@ class MegatronBackend:
         this one keeps no copy of the behaviour version's weights (`snapshot_actor` gives None), so an older
         sample is counted as not decomposed (``actor/mismatch_decomposed_fraction``).
         """
-        return update.update_actor(self, samples, advantages, old_logprobs=old_logprobs)
+        return _staged(update.update_actor(self, samples, advantages, old_logprobs=old_logprobs), self.pp)
 
     def logprob_gap(self, samples: Sequence[TrainSample]) -> dict[str, float]:
         """The train-inference gap with and without replay, no update (`t1_trainer.update.logprob_gap`)."""
@@ -414,7 +470,7 @@ class MegatronBackend:
 
     def zero_grad(self, network: Network) -> None:
         """Drops the network's gradients (and megatron's DDP grad buffers on CUDA)."""
-        _zero(getattr(self, f"{network}_opt"))
+        zero_grads(getattr(self, f"{network}_opt"))
 
     def optimizer_step(self, network: Network) -> float:
         """Clip and step: `t1_trainer.optim.clip_and_step` on the CPU, megatron's optimizer on CUDA.
@@ -469,8 +525,12 @@ def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
             f"model.vocab_size {model.vocab_size}: megatron's VocabParallelEmbedding splits the vocabulary "
             f"evenly over plan.tp {plan.tp}; pad vocab_size to a multiple of {plan.tp}"
         )
+    if plan.pp > 1 and model.tie_word_embeddings:
+        lines.append(
+            f"plan.pp {plan.pp} with model.tie_word_embeddings: the megatron trainer does not build the sum "
+            "of the shared embedding's gradients over the first and last pipeline stages; set pp 1"
+        )
     for name, what in (
-        ("pp", "megatron's pipeline schedule (forward_backward_func over stages)"),
         ("cp", "context-parallel router replay (load-balanced chunks per rank)"),
         ("etp", "expert tensor parallelism (experts split inside the tp group)"),
     ):
@@ -484,6 +544,12 @@ def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
             "of the sequence-parallel partial gradients under megatron's DistributedOptimizer (built on the "
             "CPU only); set 1"
         )
+    if plan.pp > 1 and not cpu:
+        lines.append(
+            f"plan.pp {plan.pp} on trainer.device {device}: the megatron trainer's pipeline stages are built "
+            "and tested on the CPU (gloo) only and have never run under megatron's DistributedOptimizer on a "
+            "GPU; set 1"
+        )
     n = plan.training_devices
     if n != launched_world_size():
         lines.append(
@@ -491,6 +557,15 @@ def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
             f"start the trainer under torchrun --nproc-per-node {n}"
         )
     return lines
+
+
+def _staged(metrics: dict[str, Any], pp: int) -> dict[str, Any]:
+    """A pass's metrics row as the last pipeline stage computed it (the losses exist there only)."""
+    if pp == 1:
+        return metrics
+    from t1_trainer.megatron.pipeline import broadcast_from_last_stage
+
+    return broadcast_from_last_stage(metrics)
 
 
 def _tp_rank() -> int:
@@ -519,57 +594,3 @@ def _load(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:
             f"{name}: the HF -> Megatron name map and the built model disagree: missing {missing[:3]}, "
             f"unexpected {unexpected[:3]} (model.py and names.py must build the same layer spec)"
         )
-
-
-def _zero(opt: Any) -> None:
-    if isinstance(opt, torch.optim.Optimizer):
-        opt.zero_grad(set_to_none=True)
-    else:  # megatron: the DDP grad buffers are zeroed with the optimizer's grads
-        opt.zero_grad()
-        for chunk in getattr(opt, "model_chunks", []) or []:
-            chunk.zero_grad_buffer()
-
-
-def _megatron_optimizer(model: nn.Module, lr: float, ppo: PPOSpec) -> tuple[Any, Any]:
-    """Megatron's ``DistributedDataParallel`` and ``DistributedOptimizer`` (Adam) for one network; CUDA only.
-
-    Not exercised on a machine without CUDA (megatron's grad buffers allocate on the current CUDA device).
-    Decay on every parameter but norms and biases (megatron's default grouping); the grad norm is clipped to
-    ``ppo.max_grad_norm`` inside ``step``.
-
-    Returns:
-        ``(ddp, optimizer)``; gradients reach the optimizer through the DDP's hooks on ``model``'s parameters.
-    """
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-
-    cfg = model.config
-    ddp = DistributedDataParallel(
-        cfg, DistributedDataParallelConfig(use_distributed_optimizer=True, grad_reduce_in_fp32=True), model
-    )
-    opt_cfg = OptimizerConfig(
-        optimizer="adam",
-        lr=lr,
-        weight_decay=ppo.weight_decay,
-        adam_beta1=ppo.adam_betas[0],
-        adam_beta2=ppo.adam_betas[1],
-        clip_grad=ppo.max_grad_norm,
-        bf16=cfg.bf16,
-        params_dtype=cfg.params_dtype,
-        use_distributed_optimizer=True,
-    )
-    return ddp, get_megatron_optimizer(opt_cfg, [ddp])
-
-
-def _move(ddp: Any, opt: Any, *, to_host: bool) -> None:
-    """Forced offload of one network on CUDA: parameters and grads (DDP buffers) and optimizer state."""
-    for buffer in ddp.buffers + ddp.expert_parallel_buffers:
-        if to_host:
-            buffer.offload_to_cpu(move_params=True, move_grads=True)
-        else:
-            buffer.reload_from_cpu(move_params=True, move_grads=True)
-    if to_host:
-        opt.offload_to_cpu()
-    else:
-        opt.restore_from_cpu()
-    torch.cuda.empty_cache()

@@ -182,6 +182,9 @@ def transformer_config(
         expert_model_parallel_size=deg["ep"],
         expert_tensor_parallel_size=deg["etp"],
         sequence_parallel=deg["tp"] > 1,
+        # T1's loss is already the batch's token mean: the pipeline schedule must not divide it again
+        pipeline_dtype=params_dtype if deg["pp"] > 1 else None,
+        calculate_per_token_loss=deg["pp"] > 1,
         use_cpu_initialization=cpu,
         perform_initialization=True,
         params_dtype=params_dtype,
@@ -196,10 +199,18 @@ def transformer_config(
     )
 
 
-def _layer_specs(model_spec: ModelSpec) -> Any:
-    """Per-layer ``ModuleSpec`` s (local modules, unfused zero-centred norms) and the final norm."""
+def _layer_specs(model_spec: ModelSpec, config: Any) -> Any:
+    """This stage's per-layer ``ModuleSpec`` s (local modules, unfused zero-centred norms) and the final norm.
+
+    A block given a list of layer specs builds every one of them, so with pipeline stages the list is this
+    stage's slice (megatron's own offset and layer count, as its ``get_gpt_decoder_block_spec`` slices).
+    """
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules
+    from megatron.core.transformer.transformer_block import (
+        TransformerBlockSubmodules,
+        get_num_layers_to_build,
+    )
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
 
     base = get_gpt_layer_local_spec(
         num_experts=model_spec.num_experts, moe_grouped_gemm=False, qk_layernorm=True, normalization="RMSNorm"
@@ -214,6 +225,9 @@ def _layer_specs(model_spec: ModelSpec) -> Any:
         if kind == "linear_attention":
             spec.submodules.self_attention = _gdn_spec()
         specs.append(spec)
+    if config.pipeline_model_parallel_size > 1:
+        offset = get_transformer_layer_offset(config)
+        specs = specs[offset : offset + get_num_layers_to_build(config)]
     return TransformerBlockSubmodules(layer_specs=specs, layer_norm=ZeroCenteredRMSNorm)
 
 
@@ -247,13 +261,19 @@ def build_gpt(
     The actor's ``output_layer`` becomes `HiddenOut` (its weight kept under the same name); the critic's is a
     `ValueHead` drawn from ``seed + 1`` as ``value_head_init`` says (``ppo.value_head_init``). Weights are
     drawn under ``torch.manual_seed(seed)`` (the global RNG is restored); the caller copies the HF policy's
-    weights in (`t1_trainer.megatron.names.hf_to_megatron`).
+    weights in (`t1_trainer.megatron.names.hf_to_megatron`). With ``plan.pp > 1`` the model is this rank's
+    pipeline stage (megatron's ``pre_process`` / ``post_process``: the embedding on the first stage, the
+    final norm and the output layer on the last, the layers megatron assigns the stage in between).
 
     Raises:
         ImportError: megatron-core (or, for Gated DeltaNet layers, flash-linear-attention) is not installed.
     """
+    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_model import GPTModel
 
+    stage = {}  # this rank's pipeline stage: the embedding on the first, the head on the last
+    if getattr(plan, "pp", 1) > 1:
+        stage = {"pre_process": ps.is_pipeline_first_stage(), "post_process": ps.is_pipeline_last_stage()}
     config = transformer_config(
         model_spec, params_dtype=params_dtype, cpu=cpu, routing_replay=routing_replay, plan=plan
     )
@@ -261,13 +281,14 @@ def build_gpt(
         torch.manual_seed(seed)
         model = GPTModel(
             config=config,
-            transformer_layer_spec=_layer_specs(model_spec),
+            transformer_layer_spec=_layer_specs(model_spec, config),
             vocab_size=model_spec.vocab_size,
             max_sequence_length=model_spec.max_position_embeddings,
             position_embedding_type="rope",
             rotary_percent=0.25,
             rotary_base=10000,
             share_embeddings_and_output_weights=model_spec.tie_word_embeddings,
+            **stage,
         )
     if getattr(model, "output_layer", None) is not None:
         if value_head:

@@ -17,8 +17,12 @@ over the data-parallel group, and summed over the tp group when it is not tensor
 parallelism each tp rank's norms, router, shared-expert gate and q/k norms see only its own token block or
 its own heads, so its gradient is a partial sum); an expert parameter is scaled by 1/dp (its tokens came
 from every data-parallel rank of its ep group) and summed over the expert-data-parallel group.
-`global_grad_norm` counts each distinct shard once over the whole world. Expert tensor parallelism
-(etp > 1) and pipeline stages (pp > 1) are not built here: the backend refuses them.
+`global_grad_norm` counts each distinct shard once over the whole world. Pipeline stages (pp > 1) hold
+disjoint layers, renumbered ``decoder.layers.0 ..`` on each stage (a stage's first layer is global layer
+``layer_number - 1``): `shard_state` reads and `gather_state` writes the global numbers, and `gather_state`
+gathers the stages' dicts over the pipeline group; no parameter is shared between stages (the backend refuses
+tied embeddings with pp > 1), so no gradient sum crosses them. Expert tensor parallelism (etp > 1) is not
+built here: the backend refuses it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
 ]
 
 _EXPERT = re.compile(r"^(.*\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
+_LAYER = re.compile(r"^(decoder\.layers\.)(\d+)(\..*)$")
 
 
 def is_expert(param: nn.Parameter) -> bool:
@@ -63,6 +68,18 @@ def _global_name(name: str, ep_rank: int, local_experts: int) -> str:
     if m is None:
         return name
     return f"{m.group(1)}{ep_rank * local_experts + int(m.group(2))}{m.group(3)}"
+
+
+def _layer_offset(model: nn.Module) -> int:
+    """Global index of this pipeline stage's first layer (0 without stages, or a stage without layers)."""
+    layers = getattr(getattr(model, "decoder", None), "layers", None)
+    return int(layers[0].layer_number) - 1 if layers else 0
+
+
+def _staged_name(name: str, offset: int) -> str:
+    """A stage's local layer name with its global layer number (``decoder.layers.{offset + i}``)."""
+    m = _LAYER.match(name)
+    return name if m is None or not offset else f"{m.group(1)}{offset + int(m.group(2))}{m.group(3)}"
 
 
 def _local_experts(model: nn.Module) -> int:
@@ -107,9 +124,10 @@ def shard_state(model: nn.Module, full: Mapping[str, torch.Tensor]) -> dict[str,
     ps = _ps()
     tp_rank, etp_rank = ps.get_tensor_model_parallel_rank(), ps.get_expert_tensor_parallel_rank()
     ep_rank, n_local = ps.get_expert_model_parallel_rank(), _local_experts(model)
+    offset = _layer_offset(model)
     out: dict[str, torch.Tensor] = {}
     for name, param in model.named_parameters():
-        key = _global_name(name, ep_rank, n_local) if is_expert(param) else name
+        key = _staged_name(_global_name(name, ep_rank, n_local) if is_expert(param) else name, offset)
         if key in full:
             rank = etp_rank if is_expert(param) else tp_rank
             out[name] = _shard_of(full[key], param, rank, key)
@@ -135,7 +153,8 @@ def gather_state(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> dict[
     """The full logical tensors (global names) of per-rank ``tensors`` keyed by ``model``'s parameter names.
 
     A collective: every rank of the world calls it with the same keys (weights, or gradients for tests),
-    and every rank gets the whole dict (tp shards all-gathered, experts all-gathered over the ep group).
+    and every rank gets the whole dict (tp shards all-gathered, experts all-gathered over the ep group,
+    pipeline stages' layers renumbered globally and their dicts all-gathered over the pipeline group).
 
     Args:
         model: the megatron model the names belong to.
@@ -160,7 +179,13 @@ def gather_state(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> dict[
         ranks = _all_gather(t, ep_group) if ep_group is not None else [t]
         for r, part in enumerate(ranks):
             out[_global_name(name, r, n_local)] = part
-    return out
+    if ps.get_pipeline_model_parallel_world_size() == 1:
+        return out
+    offset = _layer_offset(model)
+    mine = {_staged_name(k, offset): v.cpu() for k, v in out.items()}
+    stages: list[Any] = [None] * ps.get_pipeline_model_parallel_world_size()
+    dist.all_gather_object(stages, mine, group=ps.get_pipeline_model_parallel_group())
+    return {k: v for stage in stages for k, v in stage.items()}
 
 
 def _groups(param: nn.Parameter) -> list[Any]:
@@ -186,9 +211,15 @@ def sync_grads(model: nn.Module) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params or dist.get_world_size() == 1:
         return
-    dp = _ps().get_data_parallel_world_size(with_context_parallel=True)
+    ps = _ps()
+    dp = ps.get_data_parallel_world_size(with_context_parallel=True)
     has = torch.tensor([float(p.grad is not None) for p in params])
-    dist.all_reduce(has, op=dist.ReduceOp.MAX)
+    if ps.get_pipeline_model_parallel_world_size() == 1:
+        dist.all_reduce(has, op=dist.ReduceOp.MAX)
+    else:  # stages hold other parameters: over this stage's ranks only (its tp x dp grid)
+        dist.all_reduce(has, op=dist.ReduceOp.MAX, group=ps.get_tensor_model_parallel_group())
+        dp_group = ps.get_data_parallel_group(with_context_parallel=True)
+        dist.all_reduce(has, op=dist.ReduceOp.MAX, group=dp_group)
     for p, any_grad in zip(params, has.tolist(), strict=True):
         if not any_grad:
             continue
