@@ -13,7 +13,10 @@ verifier, on every backend (it uses only the ``Sandbox`` seam):
    pytest==8.4.1``, ``pip install X``), fetched once on the host from the package index for the Python the
    script asks for (``-p 3.13``, else the toolchain's; ``t1_sandbox.wheelhouse``), and uploaded read-only to
    `WHEELS_DIR` after the agent is gone; uv is pointed at it (``UV_FIND_LINKS``), and without network
-   (``sandbox.network`` false) told to stay offline (``UV_OFFLINE=1``, ``UV_PYTHON_DOWNLOADS=never``);
+   (``sandbox.network`` false) told to stay offline (``UV_OFFLINE=1``, ``UV_PYTHON_DOWNLOADS=never``). A
+   script that installs with a bare ``pip`` and names no Python gets wheels for the Python of the ``pip``
+   first on the verifier's ``PATH`` too (the image's: ``python:3.13`` bases have their own), as that pip is
+   the one that installs;
 3. **a CPython for** ``uvx -p X.Y``: what the image has (``python3.13`` on its ``PATH``) or the toolchain's
    own interpreter; T1 downloads none. When neither is ``X.Y``, the verifier does not run and the trial is
    an infrastructure failure (``t1_reward.no_run``); a line starting with `MARK`, printed before
@@ -26,6 +29,7 @@ What was provided is one line, `Provision.describe`, kept in the verifier run's 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -79,6 +83,16 @@ def _requirements(needs: VerifierNeeds) -> list[str]:
     return [f"{name}=={version}" if version else name for name, version in needs.packages]
 
 
+async def _pip_python(sandbox: Sandbox) -> str | None:
+    """``X.Y`` of the ``pip`` first on the verifier's ``PATH`` in ``sandbox`` (``pip --version``), or None."""
+    try:
+        said = await sandbox.exec("pip --version 2>/dev/null", env=sandbox.verifier_env(), timeout_s=60)
+    except SandboxError:
+        return None
+    found = re.search(r"\(python (\d+\.\d+)\)", said.stdout)
+    return found.group(1) if found else None
+
+
 def _prelude(*, wheels: bool, offline: bool, python: str | None) -> str:
     home, bin_dir = HOME_DIR, f"{HOME_DIR}/.local/bin"
     settings = [f"HOME={home}", f"XDG_CACHE_HOME={VERIFIER_UV_DIR}/cache"]
@@ -120,23 +134,28 @@ async def provision(sandbox: Sandbox, tests_dir: Path, *, network: bool | None) 
     needs = read_verifier_needs(tests_dir)
     python = needs.python or f"{sys.version_info.major}.{sys.version_info.minor}"
     offline = network is False
-    names: tuple[str, ...] = ()
     problems: list[str] = []
     requirements = _requirements(needs)
-    if requirements:
+    pythons = [python]
+    if requirements and needs.python is None and not needs.uses_uv:
+        pip_python = await _pip_python(sandbox)  # a bare pip installs for its own Python, not ours
+        if pip_python is not None and pip_python != python:
+            pythons.append(pip_python)
+    found: dict[str, Path] = {}
+    for version in pythons if requirements else []:
         try:
-            folder, problems = await asyncio.to_thread(fill_wheelhouse, requirements, python)
+            folder, missed = await asyncio.to_thread(fill_wheelhouse, requirements, version)
         except SandboxError as exc:
-            folder, problems = None, [str(exc)]
-        if folder is not None:
-            names = tuple(sorted(p.name for p in folder.glob("*.whl")))
-        if names:
-            assert folder is not None
-            with tempfile.TemporaryDirectory(prefix="t1-wheels-") as tmp:
-                staged = Path(tmp) / "wheels"
-                staged.mkdir()
-                for name in names:
-                    shutil.copy2(folder / name, staged / name)
-                await sandbox.upload(staged, WHEELS_DIR, timeout_s=120, read_only=True)
+            folder, missed = None, [str(exc)]
+        problems += [f"{line} (python {version})" if version != python else line for line in missed]
+        found |= {p.name: p for p in folder.glob("*.whl")} if folder is not None else {}
+    names = tuple(sorted(found))
+    if names:
+        with tempfile.TemporaryDirectory(prefix="t1-wheels-") as tmp:
+            staged = Path(tmp) / "wheels"
+            staged.mkdir()
+            for name in names:
+                shutil.copy2(found[name], staged / name)
+            await sandbox.upload(staged, WHEELS_DIR, timeout_s=120, read_only=True)
     prelude = _prelude(wheels=bool(names), offline=offline, python=needs.python)
     return Provision(prelude, names, needs.python, offline, tuple(problems))

@@ -5,7 +5,8 @@ One read-only Docker volume per toolchain (``t1-verifier-<hash>``, labelled ``t1
 (``sys.base_prefix``: its binary with its run path made relative, ``libpython``, the standard library with its
 bytecode, less ``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest,
 pytest-json-ctrf and what they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx``
-(the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``), the import guard
+(the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``, unless the task's
+environment has a ``pytest`` of its own that only root can change: ``_PYTEST_COMMAND``), the import guard
 (``guard/sitecustomize.py``, alone on the verifier's ``PYTHONPATH``: pytest never imports from the working
 directory ahead of the toolchain; it appends the toolchain's ``site-packages`` last, for a process with no
 pytest of its own, so uvx's or a venv's pinned pytest and plugins take precedence) and ``t1run.py`` (the
@@ -174,7 +175,7 @@ def extra_pythons() -> tuple[tuple[str, Path], ...]:
 def _key() -> str:
     parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
     parts += [f"{version}={prefix}" for version, prefix in extra_pythons()]
-    parts.append(_GUARD_SOURCE.read_text())
+    parts += [_GUARD_SOURCE.read_text(), _PYTEST_COMMAND]
     for dist in distributions(DISTRIBUTIONS):
         parts.append(f"{dist.metadata['Name']}=={dist.version}")
     parts.append("layout-2")
@@ -233,6 +234,26 @@ def _add_python(tar: tarfile.TarFile, version: str, prefix: Path) -> None:
     tar.addfile(link)
 
 
+#: The toolchain's ``pytest`` command. A ``pytest`` that the task's environment has further along ``PATH``
+#: (what ``test.sh``'s ``pip install pytest`` put into the image's Python, as Harbor runs it) runs instead,
+#: when it and every folder up to ``/`` are root's and writable by no group or other: nothing the agent
+#: could write. Else the toolchain's, with ``-s -P``: neither the working directory nor the user site is on
+#: the module path.
+_PYTEST_COMMAND = (
+    "#!/bin/sh\n"
+    '_root_only() { q=$1; while :; do [ "$(stat -c %u -- "$q" 2>/dev/null)" = 0 ] || return 1; '
+    'case "$(stat -c %A -- "$q")" in ?????w????|????????w?) return 1 ;; esac; '
+    '[ "$q" = / ] && return 0; q=$(dirname -- "$q"); done; }\n'
+    'self=$(cd -P -- "$(dirname -- "$0")" && pwd); IFS=:\n'
+    'for d in $PATH; do case "$d" in /*) ;; *) continue ;; esac\n'
+    '  p=$(cd -P -- "$d" 2>/dev/null && pwd) && [ "$p" != "$self" ] && [ -f "$p/pytest" ] && '
+    '[ -x "$p/pytest" ] && [ ! -L "$p/pytest" ] && _root_only "$p/pytest" && '
+    '{ unset IFS; exec "$p/pytest" "$@"; }\n'
+    "done\nunset IFS\n"
+    f'exec {PYTHON} -s -P -m pytest "$@"\n'
+)
+
+
 def _write_tar(path: Path) -> None:
     base = Path(sys.base_prefix)
     ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -255,10 +276,7 @@ def _write_tar(path: Path) -> None:
         for tool in ("uv", "uvx"):
             if (uv.parent / tool).is_file():
                 _add(tar, uv.parent / tool, f"verifier/bin/{tool}", mode=0o755)
-        # -s -P: as a pytest script runs, neither the working directory nor the user site is on the path
-        _add_bytes(
-            tar, f'#!/bin/sh\nexec {PYTHON} -s -P -m pytest "$@"\n'.encode(), "verifier/bin/pytest", 0o755
-        )
+        _add_bytes(tar, _PYTEST_COMMAND.encode(), "verifier/bin/pytest", 0o755)
         _dir(tar, "verifier/guard")
         _add(tar, _GUARD_SOURCE, "verifier/guard/sitecustomize.py", mode=0o644)
         _dir(tar, "verifier/guard/__pycache__")  # compiled here: the volume is read-only in the container

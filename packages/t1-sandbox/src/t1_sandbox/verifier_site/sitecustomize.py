@@ -5,12 +5,12 @@ the verifier launch's ``PYTHONPATH``, alone (``/opt/t1-verifier/guard`` locally,
 a Docker container), so Python's ``site`` imports it as ``sitecustomize`` before any of the command runs.
 Standard library only, for any Python 3 (the task image's own interpreter reads it too).
 
-In every process, the toolchain's lean ``site-packages`` (named by ``T1_VERIFIER_SITE``: pytest, its report
-plugin, their dependencies) is appended to the END of ``sys.path`` when no ``pytest`` is importable from a
-trusted entry of the process's own path (3. below): a bare ``pytest`` with none installed runs the
-toolchain's, while an environment that has one (uvx's, a venv's, the image's) runs its own pytest with its
-own plugins (``uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5`` gets those versions, as under Harbor), and
-no plugin of the fallback mixes in.
+In every process but pip's, the toolchain's lean ``site-packages`` (named by ``T1_VERIFIER_SITE``: pytest,
+its report plugin, their dependencies) is appended to the END of ``sys.path`` when no ``pytest`` is
+importable from a trusted entry of the process's own path (3. below): a bare ``pytest`` with none installed
+runs the toolchain's, while an environment that has one (uvx's, a venv's, the image's) runs its own pytest
+with its own plugins (``uvx -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5`` gets those versions, as under
+Harbor), and no plugin of the fallback mixes in. A ``pip install`` of ``test.sh`` sees the environment alone.
 
 In a process that runs a grader (``python3 -m pytest``, ``-m py.test``, ``-m unittest``, or a script named
 ``pytest`` or ``py.test``), and in one that runs ``python3 -c`` code (which may call ``pytest.main()``):
@@ -215,8 +215,24 @@ def _append_fallback_site():
     sys.path.append(fallback)
 
 
+def _installer(argv):
+    """The process is pip (a ``pip``, ``pip3`` or ``pip3.13`` script, or ``-m pip``; ``sys.orig_argv``).
+
+    pip gets no fallback: the toolchain's packages on its path would be taken as installed in the
+    environment (pip would try to uninstall the read-only fallback pytest and install nothing).
+    """
+    for i, arg in enumerate(argv[1:], start=1):
+        if arg.startswith("-m"):
+            return (arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")) == "pip"
+        if arg == "-" or not arg.startswith("-"):
+            name = os.path.basename(arg)
+            return name in ("pip", "pip3") or (name.startswith("pip3.") and name[5:].isdigit())
+    return False
+
+
 def _guard():
-    _append_fallback_site()
+    if not _installer(list(getattr(sys, "orig_argv", ()))):
+        _append_fallback_site()
     launch = _grader_launch(list(getattr(sys, "orig_argv", ())))
     if launch is None:
         return
