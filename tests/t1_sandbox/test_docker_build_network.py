@@ -255,6 +255,37 @@ async def test_an_offline_build_takes_no_cached_layer_that_a_build_with_network_
     assert again.built_with_network is False and cached.stdout.split() == ["lo"]
 
 
+@pytest.mark.docker
+async def test_an_add_url_in_an_offline_build_is_fetched_by_the_daemon_and_labelled_so(tmp_path):
+    """``ADD <url>`` is downloaded by the daemon itself, whatever the build's ``--network none``."""
+    _daemon_or_skip()
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "payload.txt").write_text("fetched by the daemon\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = _environment(tmp_path)
+    dockerfile = env / "Dockerfile"
+    url = f"http://127.0.0.1:{server.server_address[1]}/payload.txt"
+    dockerfile.write_text(dockerfile.read_text() + f"ADD {url} /payload.txt\n")
+    sb = _sandbox()  # no network for the build
+    try:
+        async with sb:
+            await sb.start(env, timeout_s=600)
+            got = await sb.exec_solution("cat /payload.txt", timeout_s=60)  # ADD makes it 0600, root's
+    finally:
+        server.shutdown()
+        if sb.choice is not None:
+            _remove_image(sb.choice.image)
+    assert got.stdout == "fetched by the daemon\n"
+    assert sb.built_with_network is True and sb.limits["network"] is False
+
+
 def _mini_copy(tmp_path: Path) -> Path:
     """A folder holding the mini pool's csv-region-totals, its build context made unique (a fresh tag)."""
     from t1_tasks import load_pool

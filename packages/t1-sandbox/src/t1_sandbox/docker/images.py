@@ -55,8 +55,10 @@ __all__ = [
     "task_environment",
 ]
 
-#: The label of an image T1 built: ``"true"`` when its build had the bridge network, ``"false"`` when not.
+#: The label of an image T1 built: ``"true"`` when its build reached the network (the bridge network, or an
+#: ``ADD <url>``, which the daemon fetches itself whatever the build's network), ``"false"`` when not.
 BUILD_NETWORK_LABEL = "t1.build_network"
+_REMOTE_ADD = re.compile(r"""^\s*ADD\s+(?:--\S+\s+)*\[?\s*["']?https?://""", re.IGNORECASE | re.MULTILINE)
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _NETWORK_HINTS = (
@@ -463,7 +465,8 @@ def build_image(
 
     Runs in a worker thread; the daemon's answer is read with ``timeout_s`` as the socket deadline. The
     build's ``RUN`` steps get the bridge network when ``network`` (`NetworkPolicy.build`), else none; the
-    image is labelled with it (`BUILD_NETWORK_LABEL`). Docker's layer cache does not key on the network, so
+    image is labelled with it (`BUILD_NETWORK_LABEL`; ``true`` also for an ``ADD <url>``, which the daemon
+    downloads itself even under ``--network none``). Docker's layer cache does not key on the network, so
     a build without network takes cached layers only from images labelled as built without it
     (``cache_from``): a layer that a build with network made never turns up in an image labelled ``false``.
 
@@ -476,7 +479,8 @@ def build_image(
 
     kwargs = docker.utils.kwargs_from_env() if host is None else {"base_url": host}
     api = docker.APIClient(version="auto", timeout=max(1.0, timeout_s), **kwargs)
-    labels = {"t1.image": "task", BUILD_NETWORK_LABEL: "true" if network else "false"}
+    reached = network or _REMOTE_ADD.search(text) is not None  # ADD <url>: the daemon's own download
+    labels = {"t1.image": "task", BUILD_NETWORK_LABEL: "true" if reached else "false"}
     if swaps:
         labels["t1.stand_in"] = ", ".join(f"{a} -> {b}" for a, b in swaps)
     log: list[str] = []
