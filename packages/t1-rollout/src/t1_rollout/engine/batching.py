@@ -294,7 +294,7 @@ class DecodeLoop:
                 self._fail(admitted + self._active, EngineStateError("the embedded engine was collected"))
                 return
             busy_from = time.monotonic()
-            with torch.inference_mode(), self._kernels():  # a row's logits ignore its batch
+            with torch.inference_mode():
                 for req in admitted:
                     self._admit(req)
                 if self._active:
@@ -323,7 +323,7 @@ class DecodeLoop:
             req.cached_tokens = done
             req.budget = min(req.sampling.max_new_tokens, eng.max_positions - len(req.input_ids))
             step = torch.tensor([req.input_ids[done:]], device=eng.device)
-            with capture_routing(eng.model) as recorder:
+            with capture_routing(eng.model) as recorder, self._kernels():
                 out = eng.model(input_ids=step, cache=cache, use_cache=True, logits_to_keep=1)
             req.chunks.append(recorder.rows())
             req.length = len(req.input_ids)
@@ -374,7 +374,7 @@ class DecodeLoop:
             kwargs["attention_mask"] = mask
             kwargs["position_ids"] = torch.tensor([[req.length] for req in active], device=eng.device)
         try:
-            with capture_routing(eng.model) as recorder:
+            with capture_routing(eng.model) as recorder, self._kernels():  # a row ignores its batch
                 out = eng.model(input_ids=ids, cache=self._cache, use_cache=True, logits_to_keep=1, **kwargs)
             rows = recorder.rows()
             self._width += 1

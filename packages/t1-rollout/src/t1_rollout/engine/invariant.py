@@ -103,7 +103,8 @@ def invariant_elementwise(func: Any, x: torch.Tensor, *args: Any, **kwargs: Any)
     and the last ``numel % (2 * vector width)`` elements, or a whole strided tensor, through the scalar
     libm code, which rounds differently: an element's value then depends on where the batch put it. Here
     ``x`` is copied flat and padded with zeros to a multiple of `_ELEMENT_PAD`, so every element takes the
-    vectorized code. An in-place ``func`` (``inplace=True``) writes the result back into ``x``.
+    vectorized code. An in-place ``func`` (``inplace=True``) writes the result back into ``x``; a call with
+    ``out=`` and a non-float ``x`` run unchanged (the model's forward makes neither).
 
     Args:
         func: the torch function called.
@@ -114,7 +115,7 @@ def invariant_elementwise(func: Any, x: torch.Tensor, *args: Any, **kwargs: Any)
     Returns:
         A tensor of ``x``'s shape (``x`` itself when in place).
     """
-    if not x.is_floating_point():
+    if not x.is_floating_point() or kwargs.get("out") is not None:
         return func(x, *args, **kwargs)
     inplace = bool(kwargs.pop("inplace", False))
     flat = x.reshape(-1)
