@@ -17,16 +17,20 @@ interleaved within each repetition:
   (`t1_rollout.engine.invariant`), as the engine runs by default;
 * "batched, torch kernels": the batched engine with ``batch_invariant=False`` (torch's kernels as they are:
   what batch invariance costs);
+* "one at a time, torch kernels": ``max_batch_size=1, batch_invariant=False``, the engine's default before
+  batching was on (a lone sequence pays for invariance too: 4 LM-head rows instead of MKL's fast one-row
+  path);
 * "minimal loop": what a capable user writes without T1: one prefill of ``[requests, prompt]``, then one
   forward of ``[requests, 1]`` per step with the transformers cache, and a per-row sampler (each row's
   log-softmax over the real ids at temperature 1, a float64 inverse-CDF draw from its own seeded
   generator, the drawn id's log-prob read back); no routing capture, no stop check, no prefix cache, no
   asyncio.
 
-Tokens/s = completion tokens of all requests / wall time of the whole batch (prefill included). The four
+Tokens/s = completion tokens of all requests / wall time of the whole batch (prefill included). The five
 arms run interleaved (`paired.interleave`: A B C, then C B A, ...) and each ratio is taken within one
-repetition: batched / one at a time (goal >= 4), batched / minimal loop (goal >= 0.8) and batched /
-batched with torch kernels (the price of invariance). Before any figure is printed, the batched answers are
+repetition: batched / one at a time (goal >= 4), batched / minimal loop (goal >= 0.8), batched / batched
+with torch kernels (the price of invariance) and batched / one at a time with torch kernels (against the
+old default). Before any figure is printed, the batched answers are
 checked to carry the same ids, routed experts and log-probs, bit for bit, as the one-at-a-time answers;
 the largest log-prob difference of the torch-kernel arm against one at a time is printed. Prints
 min / median / max of the per-repetition figures and paired ratios, then one JSON line. Nothing asserts
@@ -107,7 +111,9 @@ def main() -> None:
     plain_eng = EmbeddedEngine(
         build_model(spec, seed=0), seed=0, max_batch_size=args.requests, batch_invariant=False
     )
-    for eng in (serial_eng, batched_eng, plain_eng):
+    old_eng = EmbeddedEngine(build_model(spec, seed=0), seed=0, max_batch_size=1, batch_invariant=False)
+    engines = (serial_eng, batched_eng, plain_eng, old_eng)
+    for eng in engines:
         eng._prefix_cache_size = 0  # every repeat prefills afresh
     minimal_model = build_model(spec, seed=0)
     tokens = args.requests * args.new_tokens
@@ -131,6 +137,7 @@ def main() -> None:
             "one_at_a_time": lambda: tokens / engine_run(serial_eng, prompts, args.new_tokens)[0],
             "batched": lambda: tokens / engine_run(batched_eng, prompts, args.new_tokens)[0],
             "batched_torch_kernels": lambda: tokens / engine_run(plain_eng, prompts, args.new_tokens)[0],
+            "one_at_a_time_torch_kernels": lambda: tokens / engine_run(old_eng, prompts, args.new_tokens)[0],
             "minimal": lambda: tokens / minimal_loop(minimal_model, prompts, args.new_tokens, next(seeds)),
         },
         repeat=args.repeat,
@@ -138,7 +145,8 @@ def main() -> None:
     vs_serial = paired_ratios(rates["batched"], rates["one_at_a_time"])
     vs_minimal = paired_ratios(rates["batched"], rates["minimal"])
     vs_plain = paired_ratios(rates["batched"], rates["batched_torch_kernels"])
-    for eng in (serial_eng, batched_eng, plain_eng):
+    vs_old = paired_ratios(rates["batched"], rates["one_at_a_time_torch_kernels"])
+    for eng in engines:
         eng.close()
 
     print(
@@ -147,7 +155,7 @@ def main() -> None:
     )
     for name, values in rates.items():
         s = summary(values)
-        print(f"{name:>21}: tokens/s min {s['min']:7.1f}  median {s['median']:7.1f}  max {s['max']:7.1f}")
+        print(f"{name:>27}: tokens/s min {s['min']:7.1f}  median {s['median']:7.1f}  max {s['max']:7.1f}")
     for name, values, goal in (("one at a time", vs_serial, 4.0), ("minimal loop", vs_minimal, 0.8)):
         print(format_summary(f"batched / {name} (paired)", values, goal=f">= {goal}"))
     print(
@@ -171,6 +179,7 @@ def main() -> None:
                 "ratio_vs_one_at_a_time": summary(vs_serial),
                 "ratio_vs_minimal_loop": summary(vs_minimal),
                 "ratio_vs_torch_kernels": summary(vs_plain),
+                "ratio_vs_one_at_a_time_torch_kernels": summary(vs_old),
                 "max_logprob_diff": 0.0,
                 "max_logprob_diff_torch_kernels": worst,
                 "load_average": os.getloadavg()[0],
