@@ -457,7 +457,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--build-timeout", type=float, default=None, help="seconds per build (default: task.toml's, 600)"
     )
     parser.add_argument("-j", "--concurrency", type=int, default=1, help="tasks at once (default 1)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides may come before, between or after the options
     if args.concurrency < 1 or (args.limit is not None and args.limit < 1):
         parser.error("--concurrency and --limit must be >= 1")
     return args

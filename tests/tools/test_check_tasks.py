@@ -108,6 +108,17 @@ def test_the_image_map_option_extends_the_recipes_map():
     assert recipe.sandbox.network is True
 
 
+def test_recipe_overrides_may_follow_the_options():
+    for argv in (
+        ["builtin:mini", "sandbox.memory_mb=2048", "--json", "-j", "2"],
+        ["builtin:mini", "--json", "-j", "2", "sandbox.memory_mb=2048"],
+        ["builtin:mini", "--json", "sandbox.memory_mb=2048", "-j", "2"],
+    ):
+        args = ct.parse_args(argv)
+        assert (args.overrides, args.json, args.concurrency) == (["sandbox.memory_mb=2048"], True, 2), argv
+        assert ct.load_recipe_for(args).sandbox.memory_mb == 2048
+
+
 def test_broken_bundles_are_rows_with_their_load_error_and_exit_1(tmp_path, capsys):
     _task(tmp_path, "no-instruction").joinpath("instruction.md").unlink()
     old = tmp_path / "old-layout"
