@@ -163,6 +163,7 @@ def main() -> None:
             "batched / batched with torch kernels (paired; < 1 is what invariance costs)", vs_plain
         )
     )
+    print(format_summary("batched / one at a time with torch kernels (paired; the old default)", vs_old))
     print(
         "batched: same ids, routing and log-probs as one at a time, bit for bit; torch kernels: max "
         f"|log-prob difference| {worst:.3g}"
