@@ -65,21 +65,11 @@ async def test_a_system_tool_the_agent_left_on_the_images_path_does_not_drop_the
     _unsolved(run, report, verdict)
 
 
-async def test_a_disk_the_agent_left_full_scores_zero_not_dropped(
-    make_sandbox, tmp_path, backend_kind, request
-):
+async def test_a_disk_the_agent_left_full_scores_zero_not_dropped(make_sandbox, tmp_path, backend_kind):
     # the agent's last act fills its disk cap: the verifier starts with no free byte (a drop would let the
     # agent trade its 0 for a discarded trial)
     if backend_kind == "daytona":
         pytest.skip("the Daytona spec has no disk_mb (the provider's disk)")
-    if backend_kind == "local":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="not fixed: the read-only tests upload unpacks inside the sandbox's disk cap, fails "
-                "with ENOSPC, and the trial is dropped as an infrastructure failure",
-            )
-        )
     env = tmp_path / "environment"
     env.mkdir()
     (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")

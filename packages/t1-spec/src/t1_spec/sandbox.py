@@ -37,7 +37,8 @@ class LocalSandboxSpec(Spec):
     """Total size of the sandbox's files (MiB): its writable trees (task root, ``/tmp``, ``/logs``, the home,
     ``/tests``) live on one tmpfs of this size, so writes past it fail with ``ENOSPC`` and nothing reaches the
     host disk. What the sandbox's processes write there also counts against ``memory_mb``. Also the largest
-    single file (``RLIMIT_FSIZE``). At least 1 MiB."""
+    single file (``RLIMIT_FSIZE``). When the agent phase ends (no agent process left) the tmpfs grows to twice
+    this, so an agent that filled it cannot make the verifier's upload or report fail. At least 1 MiB."""
 
     cpus: float = Field(default=1.0, gt=0)
     """CPU cores the whole sandbox may use (cores): its cgroup's CFS quota (``cpus`` x 100 ms per 100 ms) and

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from t1_sandbox.base import SandboxError
 from t1_sandbox.local import hostfs
 from t1_sandbox.local.process import killpg
-from t1_sandbox.local.rootfs import release_root, unmount_own_root
+from t1_sandbox.local.rootfs import release_root, resize_root, unmount_own_root
 from t1_sandbox.local.spawner import SpawnedProcess
 from t1_sandbox.local.uids import UidSlot, hold_if_free, kill_uid, recycle_uid_slot, sweep_stale_sandboxes
 from t1_sandbox.watchdog import arm_local
@@ -118,6 +118,7 @@ class Reclaimer:
 
     _slot: UidSlot | None
     _root: Path | None
+    disk_mb: int
     _mounts: dict[str, Path]
     _workdir: str
     _shell: LocalShell | None
@@ -129,12 +130,19 @@ class Reclaimer:
     def _restore_verifier_folders(self) -> None:
         """Give ``/tmp``, ``/logs`` and a fresh ``/logs/verifier`` back to the sandbox uid, following no link.
 
+        First the sandbox's tmpfs grows to twice ``disk_mb`` (`rootfs.resize_root`): the verifier has at least
+        ``disk_mb`` MiB for the tests, its report and what the tests write, however full the agent left it.
+
         The mount folders themselves are the host's (their parent is never bound into the sandbox); what the
         agent left at ``/logs/verifier`` (a link to a host folder, a file, a 3,000-deep tree) is deleted with
         `hostfs.remove_entry` through a descriptor of ``/logs``, and the new folder is created there.
         """
         assert self._slot is not None
         uid = self._slot.uid
+        if self._root is not None:
+            # an agent that filled its disk must not make the tests' upload or the report fail (a dropped
+            # trial in place of its 0): with no agent process left, the verifier gets disk_mb more room
+            resize_root(self._root, 2 * self.disk_mb)
         for inner, mode in (("/tmp", 0o1777), ("/logs", 0o755)):
             host = self._mounts.get(inner)
             if host is not None:

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from t1_sandbox.base import SandboxError
 
-__all__ = ["FS_NAME", "mount_root", "mounted_roots", "release_root", "unmount_own_root"]
+__all__ = ["FS_NAME", "mount_root", "mounted_roots", "release_root", "resize_root", "unmount_own_root"]
 
 FS_NAME = "t1-sandbox"  # the mount source shown in the host's and the sandbox's mount tables
-_MS_NOSUID, _MS_NODEV = 0x2, 0x4
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 0x2, 0x4, 0x20
 _MNT_DETACH = 0x2
 _UMOUNT_NOFOLLOW = 0x8
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -42,6 +42,21 @@ def mount_root(path: Path, disk_mb: int) -> None:
         raise SandboxError(
             f"cannot mount the sandbox's {disk_mb} MiB tmpfs on {path}: {os.strerror(err)} "
             "(the local sandbox caps its disk with a tmpfs of its own and needs root for that)"
+        )
+
+
+def resize_root(path: Path, disk_mb: int) -> None:
+    """Give the sandbox tmpfs mounted at ``path`` a size of ``disk_mb`` MiB, keeping its files (a remount).
+
+    Raises:
+        SandboxError: the remount failed; names the directory and the error.
+    """
+    options = f"size={int(disk_mb)}m,mode=0700".encode()
+    flags = _MS_REMOUNT | _MS_NOSUID | _MS_NODEV
+    if _LIBC.mount(FS_NAME.encode(), os.fsencode(path), b"tmpfs", flags, options) != 0:
+        err = ctypes.get_errno()
+        raise SandboxError(
+            f"cannot resize the sandbox's tmpfs at {path} to {disk_mb} MiB: {os.strerror(err)}"
         )
 
 
