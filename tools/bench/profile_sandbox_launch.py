@@ -19,6 +19,7 @@ import asyncio
 import functools
 import inspect
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -26,9 +27,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench_sandbox_launch import _bare_launch  # tools/bench: the benchmark's own baseline
-
-from t1_sandbox.local import cgroups, process, reclaim, sandbox, spawner, uids
+from t1_sandbox.local import bwrap_path, cgroups, process, reclaim, sandbox, spawner, uids
 from t1_sandbox.local.seccomp import seccomp_program
 
 SAMPLES: dict[str, list[float]] = defaultdict(list)
@@ -101,22 +100,33 @@ def _instrument() -> None:
     _patch(uids.UidSlot, "release", "uid slot: release")
 
 
-def _t1_argv_direct(env_dir: Path) -> list[str]:
+def _bare_launch() -> float:
+    """One bare ``bwrap ... true``: the same command as ``bench_sandbox_launch.py``'s baseline."""
+    argv = [bwrap_path(), "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "lib", "lib64"):
+        if os.path.islink(f"/{link}"):
+            argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+    t0 = time.perf_counter()
+    subprocess.run([*argv, "true"], check=True)
+    return time.perf_counter() - t0
+
+
+def _t1_argv_direct(env_dir: Path, keep: Path) -> list[str]:
     """The bwrap command line of an exec in a started sandbox (as the sandbox builds it), to run as root."""
     sb = sandbox.LocalSandbox()
     asyncio.run(sb.start(env_dir, timeout_s=30))
     argv = sb._argv(["true"], cwd="/app", env=sb._merged_env(None))
     asyncio.run(sb.close())
     # the sandbox's directories are gone after close: bind a stand-in tree of the same shape
-    keep = tempfile.mkdtemp(prefix="t1-profile-")
     out, it = [], iter(argv)
     for arg in it:
         out.append(arg)
         if arg == "--bind":
             next(it)  # the sandbox's own directory, gone
             inner = next(it)
-            stand_in = Path(keep) / inner.lstrip("/")
+            stand_in = keep / inner.lstrip("/")
             stand_in.mkdir(parents=True, exist_ok=True)
+            stand_in.chmod(0o755)
             out += [str(stand_in), inner]
     return out
 
@@ -151,8 +161,8 @@ def main() -> None:
         total = [loop.run_until_complete(lifecycle()) for _ in range(args.runs)]
         loop.close()
         bare = [_bare_launch() for _ in range(args.runs)]
-        direct_argv = _t1_argv_direct(env)
-        fd_argv = [a if a != "--seccomp" else a for a in direct_argv]
+        (env / "stand-in").mkdir(mode=0o755)
+        fd_argv = _t1_argv_direct(env, env / "stand-in")
         direct = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
@@ -161,8 +171,6 @@ def main() -> None:
         seccomp = []
         for _ in range(args.runs):
             program = seccomp_program()
-            import os  # noqa: PLC0415
-
             r, w = os.pipe()
             os.write(w, program)
             os.close(w)
