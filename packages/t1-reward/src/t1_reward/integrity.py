@@ -399,15 +399,18 @@ def check_report(
                         known=summary.get("failed") + summary.get("error"),
                     )
                 )
-    failed = [o.name for o in report.outcomes if o.status in (AssertionStatus.FAILED, AssertionStatus.OTHER)]
-    if scored and report.binary is not None and report.binary > 0 and failed:
-        evidence.append(
-            TamperEvidence(
-                "binary_contradicts_report",
-                f"the reward file says {report.binary:g} (solved) but {len(failed)} assertions failed",
-                claimed=None,
-                known=len(failed),
-                names=tuple(failed[:MAX_NAMES]),
+    if scored and report.binary is not None and report.binary > 0:  # the names are listed only then
+        failed = [
+            o.name for o in report.outcomes if o.status in (AssertionStatus.FAILED, AssertionStatus.OTHER)
+        ]
+        if failed:
+            evidence.append(
+                TamperEvidence(
+                    "binary_contradicts_report",
+                    f"the reward file says {report.binary:g} (solved) but {len(failed)} assertions failed",
+                    claimed=None,
+                    known=len(failed),
+                    names=tuple(failed[:MAX_NAMES]),
+                )
             )
-        )
     return tuple(evidence)

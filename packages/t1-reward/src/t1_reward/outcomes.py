@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 
 
 class VerifierReportError(ValueError):
@@ -77,18 +78,65 @@ def fold_outcomes(outcomes: tuple[AssertionOutcome, ...]) -> tuple[AssertionOutc
     Returns:
         One outcome per distinct name, in order of first appearance.
     """
-    groups: dict[str, list[AssertionOutcome]] = {}
+    last: dict[str, AssertionOutcome] = {}
     for o in outcomes:
-        groups.setdefault(o.name, []).append(o)
-    folded: list[AssertionOutcome] = []
-    for name, group in groups.items():
-        if len(group) == 1:
-            folded.append(group[0])
-            continue
-        final = group[-1]
-        entries = sum(o.entries for o in group)
-        folded.append(AssertionOutcome(name, final.status, final.message, entries=entries, cases=final.cases))
-    return tuple(folded)
+        last[o.name] = o  # a dict keeps a key at its first insertion: order of first appearance
+    if len(last) == len(outcomes):
+        return tuple(outcomes)  # no name repeats (the usual report): the same outcomes, nothing rebuilt
+    entries: dict[str, int] = dict.fromkeys(last, 0)
+    for o in outcomes:
+        entries[o.name] += o.entries
+    return tuple(
+        o
+        if entries[name] == o.entries
+        else AssertionOutcome(name, o.status, o.message, entries[name], o.cases)
+        for name, o in last.items()
+    )
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the reward and its metrics read off a report's outcomes, counted in one pass (T1 §5.2, Eq. 20).
+
+    Attributes:
+        passed: P, assertions passed: the cases of every distinct name whose final entry passed.
+        total: T, assertions reported: the cases of every distinct name (skipped and other included).
+        duplicates: report entries folded away because they repeated a name.
+        collapsed: distinct names whose final entry stands for several parametrized cases.
+    """
+
+    passed: int
+    total: int
+    duplicates: int
+    collapsed: int
+
+
+def count_outcomes(outcomes: tuple[AssertionOutcome, ...]) -> Counts:
+    """Count ``outcomes`` as `fold_outcomes` would fold them, without building the folded tuple.
+
+    Each distinct name counts once, at its last entry's status and case count (`fold_outcomes`), so the
+    counts of a folded and an unfolded tuple of the same entries are equal.
+
+    Args:
+        outcomes: Assertions in report order, possibly with repeated names.
+
+    Returns:
+        The `Counts`.
+    """
+    last: dict[str, AssertionOutcome] = {}
+    entries = 0
+    for o in outcomes:
+        last[o.name] = o
+        entries += o.entries
+    passed = total = collapsed = 0
+    for o in last.values():
+        cases = o.cases
+        total += cases
+        if o.status is AssertionStatus.PASSED:
+            passed += cases
+        if cases > 1:
+            collapsed += 1
+    return Counts(passed, total, entries - len(last), collapsed)
 
 
 class FallbackCause(StrEnum):
@@ -122,22 +170,27 @@ class Report:
     fallback: FallbackCause | None
     detail: str | None = None
 
+    @cached_property
+    def counts(self) -> Counts:
+        """P, T and the other counts, taken in one pass over `outcomes` and kept (`count_outcomes`)."""
+        return count_outcomes(self.outcomes)
+
     @property
     def passed(self) -> int:
         """P: assertions passed: the cases of every distinct test name whose final entry passed."""
-        return sum(o.cases for o in fold_outcomes(self.outcomes) if o.status is AssertionStatus.PASSED)
+        return self.counts.passed
 
     @property
     def total(self) -> int:
         """T: assertions reported (the cases of every distinct test name; skipped and other included)."""
-        return sum(o.cases for o in fold_outcomes(self.outcomes))
+        return self.counts.total
 
     @property
     def duplicates(self) -> int:
         """Report entries folded away because they repeated a test name (reruns; 0 for a single run)."""
-        return sum(o.entries for o in self.outcomes) - len(fold_outcomes(self.outcomes))
+        return self.counts.duplicates
 
     @property
     def collapsed(self) -> int:
         """Entries that stand for several parametrized cases (pytest-json-ctrf < 0.4); 0 otherwise."""
-        return sum(1 for o in fold_outcomes(self.outcomes) if o.collapsed)
+        return self.counts.collapsed

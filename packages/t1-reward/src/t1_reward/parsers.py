@@ -100,36 +100,39 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
     if not isinstance(tests, list):
         raise VerifierReportError("ctrf.json: 'results.tests' is missing or not a list")
     outcomes: list[AssertionOutcome] = []
-    files: list[str | None] = []
+    # the first file path each name was seen with; a name seen with another one is in `several_files`
+    file_of: dict[str, str | None] = {}
+    several_files: set[str] = set()
     for i, test in enumerate(tests):
         if not isinstance(test, dict):
             raise VerifierReportError(f"ctrf.json: results.tests[{i}] is not an object")
         name, raw = test.get("name"), test.get("status")
         if not isinstance(name, str) or not isinstance(raw, str):
             raise VerifierReportError(f"ctrf.json: results.tests[{i}] lacks a string 'name' and 'status'")
-        message = test.get("message")
-        message = message if isinstance(message, str) else None
-        status = _CTRF_STATUS.get(raw.lower()) if raw.isascii() else None
+        # an exact match first (what every reporter writes), else ASCII letter case ignored
+        status = _CTRF_STATUS.get(raw) or (_CTRF_STATUS.get(raw.lower()) if raw.isascii() else None)
         if status is None:
             raise VerifierReportError(
                 f"ctrf.json: results.tests[{i}] ({_quote(name)}) has status {_quote(raw)}, not a CTRF status "
                 f"({', '.join(_CTRF_STATUS)}, in any letter case)"
             )
-        cases = _collapsed_cases(test, name, i)
-        outcomes.append(AssertionOutcome(name=name, status=status, message=message, cases=cases))
-        file_path = test.get("filePath")
-        files.append(file_path if isinstance(file_path, str) and file_path else None)
+        message = test.get("message")
+        if message is not None and not isinstance(message, str):
+            message = None
+        cases = _collapsed_cases(test, name, i) if "file_path" in test else 1
+        outcomes.append(AssertionOutcome(name, status, message, 1, cases))
+        file_path = _file_path(test)
+        if file_of.setdefault(name, file_path) != file_path:
+            several_files.add(name)
     # One name in several files is several tests (a non-pytest reporter whose names are bare titles): qualify
     # those names with their file, so that only true repeats are folded later. pytest node ids are unique.
-    paths_of: dict[str, set[str | None]] = {}
-    for o, f in zip(outcomes, files, strict=True):
-        paths_of.setdefault(o.name, set()).add(f)
-    outcomes = [
-        AssertionOutcome(f"{f}::{o.name}", o.status, o.message, cases=o.cases)
-        if f and len(paths_of[o.name]) > 1
-        else o
-        for o, f in zip(outcomes, files, strict=True)
-    ]
+    if several_files:
+        outcomes = [
+            AssertionOutcome(f"{f}::{o.name}", o.status, o.message, cases=o.cases)
+            if (f := _file_path(test)) and o.name in several_files
+            else o
+            for o, test in zip(outcomes, tests, strict=True)
+        ]
     if not outcomes:
         raise VerifierReportError("ctrf.json: 'results.tests' is empty (no assertion was reported)")
     summary = results.get("summary")
@@ -143,6 +146,12 @@ def parse_ctrf(text: str) -> tuple[AssertionOutcome, ...]:
             " (partial report)"
         )
     return tuple(outcomes)
+
+
+def _file_path(test: dict[str, Any]) -> str | None:
+    """A CTRF entry's ``filePath`` when it is a non-empty string, else None."""
+    file_path = test.get("filePath")
+    return file_path if isinstance(file_path, str) and file_path else None
 
 
 def _collapsed_cases(test: dict[str, Any], name: str, index: int) -> int:

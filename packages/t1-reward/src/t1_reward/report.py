@@ -152,7 +152,7 @@ def _fold(
             f"{what}: {len(outcomes) - len(folded)} duplicate entries folded (reruns or repeats of a test"
             f" name: each name counts once, at its last entry's status): {names}{more}"
         )
-    collapsed = [o for o in folded if o.collapsed]
+    collapsed = [o for o in folded if o.cases > 1]  # `AssertionOutcome.collapsed`, without a call per entry
     if collapsed:
         cases = sum(o.cases for o in collapsed)
         notes.append(
