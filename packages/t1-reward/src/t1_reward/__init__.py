@@ -21,9 +21,11 @@ from t1_reward.integrity import (
 from t1_reward.outcomes import (
     AssertionOutcome,
     AssertionStatus,
+    Counts,
     FallbackCause,
     Report,
     VerifierReportError,
+    count_outcomes,
     fold_outcomes,
 )
 from t1_reward.parsers import parse_ctrf, parse_junit, parse_reward_json, parse_reward_txt, xml_root_tag
@@ -38,6 +40,7 @@ __all__ = [
     "RATIO_COEFFICIENT",
     "AssertionOutcome",
     "AssertionStatus",
+    "Counts",
     "FallbackCause",
     "PytestSummary",
     "Report",
@@ -54,6 +57,7 @@ __all__ = [
     "NOT_REPORTED",
     "UNVERIFIABLE_CHECKS",
     "compute_reward",
+    "count_outcomes",
     "dense_reward",
     "fold_outcomes",
     "judge",
