@@ -20,13 +20,15 @@ P / S. Both values are checked equal before anything is timed.
 Each repetition times ``--inner`` calls of each arm, A and B interleaved (`paired.interleave`: A B, then
 B A, ...), and keeps each arm's fastest call; the ratio of a repetition is baseline time / T1 time (speed of
 T1 relative to the baseline; goal >= 0.5, i.e. T1 at most twice the baseline's time), printed as
-min / median / max. Nothing asserts on time. Ends with one JSON line of the figures.
+min / median / max, after the load average at the start. Nothing asserts on time. Ends with one JSON
+line of the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -139,6 +141,8 @@ def main() -> None:
     ap.add_argument("--inner", type=int, default=3, help="calls per arm per repetition (fastest kept)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    load = os.getloadavg()[0]
+    print(f"load average at start: {load:.1f}")
     spec = DenseRewardSpec()
     doc = make_report(args.tests, args.seed)
     passed = doc["results"]["summary"]["passed"]
@@ -170,6 +174,7 @@ def main() -> None:
         "repeat": args.repeat,
         "inner": args.inner,
         "seed": args.seed,
+        "load_at_start": load,
         "reward": expected,
         "t1_s": summary(times["t1"]),
         "baseline_s": summary(times["baseline"]),
