@@ -127,6 +127,7 @@ TRAJECTORY_KEYS = [
     "tamper_evidence",
     "outcomes",
     "verifier",
+    "image_built_with_network",
     "samples",
     "tito",
     "timings_s",
@@ -195,6 +196,7 @@ def test_to_json_has_the_trajectory_files_keys_and_values(tmp_path):
         "signal": None,
         "dir": str(tmp_path),
         "toolchain": None,  # what T1 provided to the verifier: nothing for this hand-built run
+        "network": None,  # the verifier sandbox's network as T1 set it: unknown for this hand-built run
     }
     assert data["tampered"] is False and data["tamper_evidence"] == []
     # one chunk: 3 prompt + 2 sampled + 1 observation + 1 sampled = 7 tokens, 3 of them sampled
