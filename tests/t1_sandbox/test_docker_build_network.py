@@ -22,6 +22,7 @@ from t1_sandbox.docker.images import (
     BUILD_NETWORK_LABEL,
     NetworkPolicy,
     built_with_network,
+    daemon_downloads,
     network_policy,
 )
 from t1_spec import DockerSandboxSpec, RecipeError, load_recipe
@@ -70,6 +71,24 @@ def test_the_label_says_true_false_or_nothing():
     assert built_with_network({BUILD_NETWORK_LABEL: "false"}) is False
     assert built_with_network({"t1.image": "task"}) is None  # built before the label
     assert built_with_network(None) is None  # an image without labels (a task's docker_image)
+
+
+@pytest.mark.parametrize(
+    ("dockerfile", "expected"),
+    [
+        ("FROM x\nADD https://h/a /a\n", True),
+        ("FROM x\nADD local https://h/a /d/\n", True),  # every source, not only the first
+        ("FROM x\nADD \\\n  https://h/a /a\n", True),  # a continuation line
+        ("# escape=`\nFROM x\nADD `\n  https://h/a /a\n", True),  # the escape directive's continuation
+        ("FROM x\nARG S=https://h/a\nADD $S /a\n", True),  # a variable the daemon expands
+        ('FROM x\nADD ["local", "https://h/a", "/d/"]\n', True),
+        ("FROM x\nONBUILD ADD https://h/a /a\n", True),
+        ("FROM x\nadd --chown=1:1 --link git@github.com:o/r.git /r\n", True),
+        ("FROM x\nADD local.tar /a\nCOPY https /b\nRUN curl https://h/a || true\n", False),
+    ],
+)
+def test_the_daemons_own_download_is_seen_in_every_form_of_add(dockerfile, expected):
+    assert daemon_downloads(dockerfile) is expected
 
 
 # --------------------------------------------------------------------------------------- the real daemon
@@ -405,3 +424,67 @@ def test_t1_tasks_validate_with_build_network_says_so_and_records_it(tmp_path):
     assert "no network, images built with network" in " ".join(result.output.split())
     row = json.loads(record.read_text())["tasks"][0]
     assert row["oracle"]["build_network"] is True and row["oracle"]["network"] is False
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(
+    "add",
+    [
+        "ADD token {url} /fetched/\n",  # the URL as the second of two sources
+        "ADD \\\n    {url} /fetched/\n",  # the URL on a continuation line
+        "ARG SOURCE={url}\nADD ${{SOURCE}} /fetched/\n",  # the URL through a build argument
+        "add --chown=0:0 {url} /fetched/\n",  # lower case, a flag
+    ],
+    ids=["second-source", "continuation", "build-arg", "lower-case-flag"],
+)
+async def test_every_form_of_add_url_in_an_offline_build_is_labelled_as_built_with_network(tmp_path, add):
+    """The daemon downloads an ``ADD`` source URL in any form; the label may never say ``false`` then."""
+    _daemon_or_skip()
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "payload.txt").write_text("fetched by the daemon\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = _environment(tmp_path)
+    dockerfile = env / "Dockerfile"
+    url = f"http://127.0.0.1:{server.server_address[1]}/payload.txt"
+    dockerfile.write_text(dockerfile.read_text() + add.format(url=url))
+    sb = _sandbox()  # no network for the build
+    try:
+        async with sb:
+            await sb.start(env, timeout_s=600)
+            got = await sb.exec_solution("cat /fetched/payload.txt", timeout_s=60)
+    finally:
+        server.shutdown()
+        if sb.choice is not None:
+            _remove_image(sb.choice.image)
+    assert got.stdout == "fetched by the daemon\n"  # the daemon did reach the network
+    assert sb.built_with_network is True and sb.limits["network"] is False
+
+
+async def test_a_tasks_own_image_labelled_offline_by_its_author_is_not_recorded_as_built_offline(tmp_path):
+    """A task's ``docker_image`` was not built by T1: its ``t1.build_network`` label is its author's word."""
+    from t1_sandbox.docker.images import TaskEnvironment, ensure_image
+
+    class _Api:
+        def inspect_image(self, ref):
+            assert ref == "author/image:1"
+            return {"Id": "sha256:" + "0" * 64, "Config": {"Labels": {BUILD_NETWORK_LABEL: "false"}}}
+
+    env = tmp_path / "task" / "environment"
+    env.mkdir(parents=True)
+    choice, _ = await ensure_image(
+        _Api(),
+        None,
+        env,
+        TaskEnvironment(docker_image="author/image:1"),
+        {},
+        build_network=False,
+        end=float("inf"),
+    )
+    assert choice.source == "docker_image" and choice.build_network is None

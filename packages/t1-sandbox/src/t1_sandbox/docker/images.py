@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import stat
@@ -48,6 +49,7 @@ __all__ = [
     "build_image",
     "built_with_network",
     "context_digest",
+    "daemon_downloads",
     "ensure_image",
     "map_base",
     "network_policy",
@@ -58,7 +60,8 @@ __all__ = [
 #: The label of an image T1 built: ``"true"`` when its build reached the network (the bridge network, or an
 #: ``ADD <url>``, which the daemon fetches itself whatever the build's network), ``"false"`` when not.
 BUILD_NETWORK_LABEL = "t1.build_network"
-_REMOTE_ADD = re.compile(r"""^\s*ADD\s+(?:--\S+\s+)*\[?\s*["']?https?://""", re.IGNORECASE | re.MULTILINE)
+_ESCAPE_DIRECTIVE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
+_ADD = re.compile(r"^\s*(?:ONBUILD\s+)?ADD\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _NETWORK_HINTS = (
@@ -354,7 +357,8 @@ async def ensure_image(
                 built = True
         choice = ImageChoice(tag, "dockerfile", tuple(swaps), built)
     inspected = await asyncio.to_thread(api.inspect_image, choice.image)
-    labels = (inspected.get("Config") or {}).get("Labels")
+    # a task's own image was not built by T1: a label on it is its author's word, not a record
+    labels = (inspected.get("Config") or {}).get("Labels") if choice.source == "dockerfile" else None
     return dataclasses.replace(choice, build_network=built_with_network(labels)), inspected
 
 
@@ -395,6 +399,51 @@ def context_digest(environment_dir: Path, dockerfile_text: str) -> str:
             except OSError as exc:
                 raise SandboxError(f"{path}: cannot be read for the image's hash: {exc.strerror}") from exc
     return digest.hexdigest()
+
+
+def daemon_downloads(text: str) -> bool:
+    """Whether the Dockerfile ``text`` has an ``ADD`` that may name a remote source (the daemon fetches it).
+
+    The daemon downloads an ``ADD`` source URL itself, whatever the build's network. Read as the daemon
+    reads it: the ``escape`` parser directive, continuation lines joined, every source (not only the first),
+    ``ONBUILD ADD``, any case. Conservative: a source with a scheme (``://``), a ``git@`` address or a
+    variable (``$``: a build argument or ``ENV`` the daemon expands, perhaps to a URL) counts.
+
+    Args:
+        text: the Dockerfile as built.
+    """
+    escape = "\\"
+    physical = text.splitlines()
+    for raw in physical:  # parser directives: comment lines before anything else
+        if not raw.strip().startswith("#"):
+            break
+        if match := _ESCAPE_DIRECTIVE.match(raw):
+            escape = match[1]
+    logical, buf = [], []
+    for raw in physical:
+        stripped = raw.strip()
+        if stripped.startswith("#") or (not buf and not stripped):
+            continue
+        if stripped.endswith(escape):
+            buf.append(stripped[: -len(escape)])
+            continue
+        logical.append(" ".join([*buf, stripped]))
+        buf = []
+    logical.append(" ".join(buf))
+    for line in logical:
+        match = _ADD.match(line)
+        if match is None:
+            continue
+        rest = match[1].strip()
+        while rest.startswith("--"):  # flags: --chown=..., --checksum=..., --link
+            rest = rest.split(None, 1)[1] if len(rest.split(None, 1)) > 1 else ""
+        try:
+            args = json.loads(rest) if rest.startswith("[") else rest.split()
+        except ValueError:
+            args = rest.split()
+        if any("://" in a or a.startswith("git@") or "$" in a for a in map(str, args[:-1] or args)):
+            return True
+    return False
 
 
 def build_failure_cause(log: str, error: str) -> str | None:
@@ -479,7 +528,7 @@ def build_image(
 
     kwargs = docker.utils.kwargs_from_env() if host is None else {"base_url": host}
     api = docker.APIClient(version="auto", timeout=max(1.0, timeout_s), **kwargs)
-    reached = network or _REMOTE_ADD.search(text) is not None  # ADD <url>: the daemon's own download
+    reached = network or daemon_downloads(text)  # ADD <url>: the daemon's own download
     labels = {"t1.image": "task", BUILD_NETWORK_LABEL: "true" if reached else "false"}
     if swaps:
         labels["t1.stand_in"] = ", ".join(f"{a} -> {b}" for a, b in swaps)
