@@ -117,3 +117,55 @@ async def test_a_pytest_on_path_that_the_agent_could_rewrite_is_not_run(tmp_path
     report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
     assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
     assert "test session starts" in run.stdout_tail
+
+
+async def test_a_root_owned_pytest_whose_python_reads_a_site_folder_of_the_agents_is_not_run(tmp_path):
+    """The image's ``pytest`` is root's, but its Python's site folder is the agent's (a shortcut for pip
+    installs without root): a ``.pth`` the agent leaves there ran as root in the sealed box before any test
+    and forged 1 of 1. The toolchain's ``pytest`` must not hand over to it."""
+    from t1_reward import read_report
+    from t1_rollout.verify import run_verifier
+    from t1_sandbox.docker import DockerSandbox
+    from t1_sandbox.docker import client as dc
+    from t1_tasks import load_pool
+
+    recipe = load_recipe(TINY_DOCKER)
+    if problems := DockerSandbox.preflight(recipe):
+        pytest.skip("; ".join(problems))
+    root = _bundle(tmp_path)
+    site = "/usr/lib/python3/dist-packages"
+    (root / "bare-pip" / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        "RUN printf '#!/usr/bin/python3\\nimport sys\\nfrom pytest import console_main\\n"
+        "sys.exit(console_main())\\n' > /usr/local/bin/pytest && chmod 0755 /usr/local/bin/pytest "
+        f"&& mkdir -p {site} && chown -R 1000:1000 {site}\n"
+    )
+    (root / "bare-pip" / "tests" / "test.sh").write_text(
+        "#!/bin/bash\npytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+    )
+    (root / "bare-pip" / "tests" / "test_outputs.py").write_text("def test_fails():\n    assert False\n")
+    forged = (
+        '{"results": {"tool": {"name": "pytest"}, "summary": {"tests": 1, "passed": 1, "failed": 0}, '
+        '"tests": [{"name": "test_outputs.py::test_fails", "status": "passed", "duration": 1}]}}'
+    )
+    pth = (
+        "import os, sys; os.path.isdir('/logs/verifier') and 'pytest' in sys.argv[0] and "
+        f"(open('/logs/verifier/ctrf.json', 'w').write({forged!r}), os._exit(0))\n"
+    )
+    plant = tmp_path / "t1evil.pth"
+    plant.write_text(pth)
+    task = load_pool(root, strict=False).get("bare-pip")
+    sb = DockerSandbox.from_spec(recipe.sandbox)
+    try:
+        async with sb:
+            await sb.start(task.environment_dir, timeout_s=600)
+            await sb.upload(plant, "/app/t1evil.pth")
+            done = await sb.exec(f"cp /app/t1evil.pth {site}/", timeout_s=60)  # the agent, uid 1000
+            assert done.ok, done.stderr
+            run = await run_verifier(sb, task, timeout_s=300, out_dir=tmp_path / "out")
+    finally:
+        if sb.choice is not None:
+            dc.api_client(None).remove_image(sb.choice.image, force=True)
+    report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail

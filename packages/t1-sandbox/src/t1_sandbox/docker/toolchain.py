@@ -1,19 +1,19 @@
 """The Docker sandbox's verifier toolchain: this host's Python with pytest, uv and the in-container launcher.
 
 One read-only Docker volume per toolchain (``t1-verifier-<hash>``, labelled ``t1.toolchain``) holds, under
-``/opt/t1/verifier`` (mode 0750, owner root, group `VERIFIER_GID`): the host interpreter
-(``sys.base_prefix``: its binary with its run path made relative, ``libpython``, the standard library with its
-bytecode, less ``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest,
-pytest-json-ctrf and what they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx``
-(the ``uv`` PyPI package's binaries), a ``pytest`` command (``python3 -s -P -m pytest``, unless the task's
-environment has a ``pytest`` of its own that only root can change: ``_PYTEST_COMMAND``), the import guard
+``/opt/t1/verifier`` (mode 0750, owner root, group `VERIFIER_GID`): the host interpreter (``sys.base_prefix``:
+its binary with its run path made relative, ``libpython``, the standard library with its bytecode, less
+``test``, ``idlelib``, ``tkinter`` and the static library), `DISTRIBUTIONS` (pytest, pytest-json-ctrf and what
+they need, with their metadata so that pytest finds the plugin), ``uv`` and ``uvx`` (the ``uv`` PyPI package's
+binaries), a ``pytest`` command (``python3 -s -P -m pytest``, unless the task's environment has a ``pytest``
+of its own that only root can change, with its Python: ``_PYTEST_COMMAND``, ``handover.py``), the import guard
 (``guard/sitecustomize.py``, alone on the verifier's ``PYTHONPATH``: pytest never imports from the working
 directory ahead of the toolchain; it appends the toolchain's ``site-packages`` last, for a process with no
 pytest of its own, so uvx's or a venv's pinned pytest and plugins take precedence) and ``t1run.py`` (the
-launcher, run isolated: `LAUNCH`). The volume is mounted in every container, but only the verifier's
-launch runs with group `VERIFIER_GID`: the agent's uid cannot enter the directory, and nothing in the
-container can write the volume. The tree is built on the host once (cached under
-``/var/tmp/t1-docker-toolchain``) and copied into the volume once per daemon.
+launcher, run isolated: `LAUNCH`). The volume is mounted in every container, but only the verifier's launch
+runs with group `VERIFIER_GID`: the agent's uid cannot enter the directory, and nothing in the container can
+write the volume. The tree is built on the host once (cached under ``/var/tmp/t1-docker-toolchain``) and
+copied into the volume once per daemon.
 
 Other CPythons of this host, for the ``uvx -p X.Y`` of Terminal-Bench 2 scripts (`EXTRA_PYTHONS`), are
 added the same way under ``pythons/X.Y`` with a ``pythonX.Y`` link in ``bin``, when this host has them
@@ -175,7 +175,7 @@ def extra_pythons() -> tuple[tuple[str, Path], ...]:
 def _key() -> str:
     parts = [sys.base_prefix, sys.version, Path(__file__).with_name("t1run.py").read_text()]
     parts += [f"{version}={prefix}" for version, prefix in extra_pythons()]
-    parts += [_GUARD_SOURCE.read_text(), _PYTEST_COMMAND]
+    parts += [_GUARD_SOURCE.read_text(), _PYTEST_COMMAND, _HANDOVER_SOURCE.read_text()]
     for dist in distributions(DISTRIBUTIONS):
         parts.append(f"{dist.metadata['Name']}=={dist.version}")
     parts.append("layout-2")
@@ -236,18 +236,18 @@ def _add_python(tar: tarfile.TarFile, version: str, prefix: Path) -> None:
 
 #: The toolchain's ``pytest`` command. A ``pytest`` that the task's environment has further along ``PATH``
 #: (what ``test.sh``'s ``pip install pytest`` put into the image's Python, as Harbor runs it) runs instead,
-#: when it and every folder up to ``/`` are root's and writable by no group or other: nothing the agent
-#: could write. Else the toolchain's, with ``-s -P``: neither the working directory nor the user site is on
-#: the module path.
+#: when only root can change it, its Python and every folder that Python reads at start (`HANDOVER`, run
+#: by the toolchain's Python: a root-owned script alone let a ``.pth`` in a site folder the image gave the
+#: agent run as root). Else the toolchain's, with ``-s -P``: neither the working directory nor the user
+#: site is on the module path.
+HANDOVER = f"{ROOT}/handover.py"
+_HANDOVER_SOURCE = Path(__file__).with_name("handover.py")
 _PYTEST_COMMAND = (
     "#!/bin/sh\n"
-    '_root_only() { q=$1; while :; do [ "$(stat -c %u -- "$q" 2>/dev/null)" = 0 ] || return 1; '
-    'case "$(stat -c %A -- "$q")" in ?????w????|????????w?) return 1 ;; esac; '
-    '[ "$q" = / ] && return 0; q=$(dirname -- "$q"); done; }\n'
     'self=$(cd -P -- "$(dirname -- "$0")" && pwd); IFS=:\n'
     'for d in $PATH; do case "$d" in /*) ;; *) continue ;; esac\n'
     '  p=$(cd -P -- "$d" 2>/dev/null && pwd) && [ "$p" != "$self" ] && [ -f "$p/pytest" ] && '
-    '[ -x "$p/pytest" ] && [ ! -L "$p/pytest" ] && _root_only "$p/pytest" && '
+    f'[ -x "$p/pytest" ] && [ ! -L "$p/pytest" ] && {PYTHON} -I -S {HANDOVER} "$p/pytest" && '
     '{ unset IFS; exec "$p/pytest" "$@"; }\n'
     "done\nunset IFS\n"
     f'exec {PYTHON} -s -P -m pytest "$@"\n'
@@ -277,6 +277,7 @@ def _write_tar(path: Path) -> None:
             if (uv.parent / tool).is_file():
                 _add(tar, uv.parent / tool, f"verifier/bin/{tool}", mode=0o755)
         _add_bytes(tar, _PYTEST_COMMAND.encode(), "verifier/bin/pytest", 0o755)
+        _add(tar, _HANDOVER_SOURCE, "verifier/handover.py", mode=0o644)
         _dir(tar, "verifier/guard")
         _add(tar, _GUARD_SOURCE, "verifier/guard/sitecustomize.py", mode=0o644)
         _dir(tar, "verifier/guard/__pycache__")  # compiled here: the volume is read-only in the container

@@ -1,0 +1,86 @@
+"""Whether the toolchain's ``pytest`` command may hand over to an image's ``pytest``: only root can change it.
+
+Run in the Docker verifier's box by the toolchain's own Python (``python3 -I -S handover.py PATH``, so that
+nothing of the image is read to decide): exit 0 when the ``pytest`` script at ``PATH``, the Python its ``#!``
+line names, and every folder that Python reads its standard library, site folders and ``.pth`` files from
+(every ``lib/python3*``, ``lib64/python3*`` and ``local/lib/python3*`` of the interpreter's prefix as
+written and as resolved, of ``/usr`` and of ``/usr/local``), and all their contents, are root's and writable
+by no group or other; exit 1 otherwise. A root-owned script alone is not enough: an image that gave its
+site folder to the agent's uid lets a ``.pth`` there run as root before any test (a forged report). A ``#!``
+through ``env`` resolves on ``PATH`` (the toolchain's ``python3`` comes first there). Standard library only.
+Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import stat
+import sys
+
+
+def _changeable(path: str) -> bool:
+    """``path`` (not followed) is not root's, or a group or other may write it (a link's mode is moot)."""
+    st = os.lstat(path)
+    return st.st_uid != 0 or (not stat.S_ISLNK(st.st_mode) and bool(st.st_mode & 0o022))
+
+
+def _changeable_up(path: str) -> bool:
+    """``path`` or a folder above it up to ``/`` is `_changeable`."""
+    path = os.path.abspath(path)
+    while True:
+        if _changeable(path):
+            return True
+        if path == "/":
+            return False
+        path = os.path.dirname(path)
+
+
+def _changeable_tree(top: str) -> bool:
+    """``top``, a folder above it, or anything below it (links not followed) is `_changeable`."""
+    if _changeable_up(top):
+        return True
+    for here, dirs, files in os.walk(top):
+        if any(_changeable(os.path.join(here, name)) for name in dirs + files):
+            return True
+    return False
+
+
+def trusted(script: str, toolchain_bin: str) -> bool:
+    """Whether only root can change ``script``, its interpreter and what that interpreter reads at start."""
+    try:
+        if _changeable_up(script):
+            return False
+        with open(script, "rb") as fh:
+            first = fh.readline(512)
+        if not first.startswith(b"#!"):
+            return False
+        words = first[2:].decode("utf-8", "replace").split()
+        if words and os.path.basename(words[0]) == "env":
+            names = [w for w in words[1:] if not w.startswith("-")]
+            found = shutil.which(names[0]) if names else None
+            words = [found] if found else []
+        if not words or not os.path.isabs(words[0]):
+            return False
+        interpreter = words[0]
+        real = os.path.realpath(interpreter)
+        if os.path.dirname(real) == toolchain_bin:
+            return True  # the toolchain's own Python
+        if not os.path.basename(real).startswith("python") or _changeable_up(interpreter):
+            return False
+        if _changeable_up(real):
+            return False
+        bases = {os.path.dirname(os.path.dirname(p)) for p in (interpreter, real)} | {"/usr", "/usr/local"}
+        for base in bases:
+            for sub in ("lib", "lib64", "local/lib"):
+                for top in glob.glob(os.path.join(base, sub, "python3*")):
+                    if _changeable_tree(top):
+                        return False
+        return True
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(0 if trusted(sys.argv[1], os.path.dirname(os.path.realpath(sys.executable))) else 1)
