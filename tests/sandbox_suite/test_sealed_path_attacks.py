@@ -102,3 +102,34 @@ async def test_a_tool_the_agent_left_on_the_images_path_does_not_rewrite_the_rep
     run, report, verdict, _ = await _verify(make_sandbox, env, tmp_path, files, agent="chmod 0755 /app/bin/*")
     assert (verdict.status, verdict.reward.value) == ("finished", 0.0), (verdict, run.error)
     assert report.passed == 0, report
+
+
+#: The program under test fills every folder it can write (1 MiB files: under the per-file size limit), then
+#: answers wrong: run by the tests during the verifier, it leaves pytest no byte for its report.
+_FILLING_PROGRAM = """import os, sys
+for folder in ("/app", "/tmp", "/logs/verifier", os.path.expanduser("~")):
+    for i in range(100000):
+        try:
+            with open(os.path.join(folder, f"fill-{os.getpid()}-{i}"), "wb") as fh:
+                fh.write(bytes(1 << 20))
+        except OSError:
+            break
+print("answer", int(sys.argv[1]) + 1)
+"""
+
+
+async def test_a_program_that_fills_the_disk_during_the_tests_scores_zero_not_dropped(
+    make_sandbox, tmp_path, backend_kind
+):
+    # the disk grows when the agent phase ends (a disk the agent left full), but the program under test
+    # runs in the verifier: filling the disk then must not turn its 0 into a dropped trial either
+    if backend_kind == "daytona":
+        pytest.skip("the Daytona spec has no disk_mb (the provider's disk)")
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    sandbox = lambda: make_sandbox(disk_mb=64)  # noqa: E731 - the spec's disk cap, skipped where not enforced
+    files = {"/app/prog.py": _FILLING_PROGRAM}
+    run, report, verdict, _ = await _verify(sandbox, env, tmp_path, files)
+    # pytest's report finds no byte left (ENOSPC): no case counted, the agent's 0, never a dropped trial
+    assert (verdict.status, verdict.reward.value) == ("finished", 0.0), (verdict, run.error)
