@@ -62,8 +62,11 @@ def test_build_network_is_off_by_default_so_the_build_follows_the_trial():
 
 
 def test_a_sandbox_that_builds_nothing_refuses_build_network_by_name():
-    with pytest.raises(RecipeError, match="build_network"):
+    # another kind's field, said so (it was "unknown field; check its spelling", which it is not)
+    with pytest.raises(RecipeError, match="build_network: a field of sandbox.kind docker only, not of local"):
         load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["sandbox.build_network=true"])
+    with pytest.raises(RecipeError, match="bild_network: unknown field; check its spelling"):
+        load_recipe(REPO / "recipes" / "tiny-cpu.yaml", ["sandbox.bild_network=true"])
 
 
 def test_the_label_says_true_false_or_nothing():

@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -415,6 +415,18 @@ _FLOOR_WHY = {
 }
 
 
+def _kinds_with_field(parts: list[str]) -> list[str]:
+    """The kinds of a polymorphic section whose spec has the field ``parts`` names (none: not such a field).
+
+    An unknown field there is another kind's (``sandbox.build_network`` is Docker's), not a misspelling.
+    """
+    key = POLYMORPHIC_SECTIONS.get(tuple(parts[:1])) if len(parts) == 2 else None
+    if key is None:
+        return []
+    members = get_args(Recipe.model_fields[parts[0]].annotation)
+    return [str(m.model_fields[key].default) for m in members if parts[1] in m.model_fields]
+
+
 def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     for err in exc.errors():
@@ -430,6 +442,10 @@ def _problems(exc: ValidationError, data: Mapping[str, Any]) -> list[Problem]:
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             parts.append(str((err.get("ctx") or {}).get("discriminator", "kind")).strip("'"))
         msg = _FIELD_HINTS.get((".".join(parts), kind)) or _HINTS.get(kind) or err["msg"]
+        if kind == "extra_forbidden" and (kinds := _kinds_with_field(parts)):
+            key = f"{parts[0]}.{POLYMORPHIC_SECTIONS[(parts[0],)]}"
+            here = (data.get(parts[0]) or {}).get(POLYMORPHIC_SECTIONS[(parts[0],)])
+            msg = f"a field of {key} {' / '.join(kinds)} only, not of {here}; set {key} or remove the field"
         if kind not in _HINTS and "input" in err and not isinstance(err["input"], Mapping | list):
             msg = f"{msg}; got {err['input']!r}"
         why = _FLOOR_WHY.get(".".join(parts)) if kind == "greater_than_equal" else None
