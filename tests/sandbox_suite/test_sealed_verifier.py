@@ -340,7 +340,6 @@ async def test_the_box_its_image_and_its_tests_volume_are_reclaimed(
     assert await asyncio.to_thread(_leftovers, sb.host, run_id) == []
 
 
-
 async def test_a_commit_without_answer_in_time_is_an_infrastructure_failure_and_leaves_nothing(
     make_sandbox, environment_dir, tmp_path, backend_kind, monkeypatch
 ):
