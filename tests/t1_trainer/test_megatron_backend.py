@@ -1,13 +1,15 @@
 """Megatron-core backend: preflight, and one CPU step of the tiny MoE with megatron's router replay.
 
-The CPU model is the tiny recipe's with ``full_attention_interval: 1`` (every layer full attention):
-megatron's Gated DeltaNet needs CUDA and flash-linear-attention. The sampler is the HF policy of the same spec
+The CPU model is the tiny recipe's with ``full_attention_interval: 1`` (every layer full attention); the
+recipe's own hybrid model (Gated DeltaNet layers on T1's torch kernels) is tested against the torch backend in
+``test_megatron_gdn_cpu.py``. The sampler is the HF policy of the same spec
 and seed, so the expected replayed log-prob gap is that of two implementations of one network (float32).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -72,12 +74,16 @@ def test_preflight_without_the_extra_is_one_clear_line(monkeypatch):
     assert "t1-trainer[megatron]" in MISSING_LINE and "trainer.backend: torch" in MISSING_LINE
 
 
-def test_preflight_refuses_gated_deltanet_on_cpu_and_accepts_full_attention():
+def test_preflight_accepts_gated_deltanet_on_cpu_and_refuses_it_on_cuda_without_fla():
     r = _recipe()
-    lines = MegatronBackend.preflight(r)
-    assert len(lines) == 1 and lines[0].startswith("model.full_attention_interval 4: the 3 Gated DeltaNet")
-    assert "CUDA" in lines[0]
+    assert MegatronBackend.preflight(r) == []  # the CPU layer runs T1's torch kernels (megatron.gdn_cpu)
     assert MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model)})) == []
+    if importlib.util.find_spec("fla") is None:
+        lines = MegatronBackend.preflight(_recipe(device="cuda"))
+        gdn = [
+            line for line in lines if line.startswith("model.full_attention_interval 4: the 3 Gated DeltaNet")
+        ]
+        assert len(gdn) == 1 and "flash-linear-attention (fla) on CUDA" in gdn[0], lines
 
 
 def test_preflight_refuses_unbuilt_degrees_by_name():

@@ -502,7 +502,13 @@ def run_check(args: argparse.Namespace, prog: Progress) -> Any:
                 "backend": name,
                 "skipped": [*unit.skipped, *out["skipped"]],
                 "preflight": preflight,
-                "gdn_kernel": (kernel if name == "torch" else "megatron GatedDeltaNet (fla)")
+                "gdn_kernel": (
+                    kernel
+                    if name == "torch"
+                    else "megatron GatedDeltaNet (fla)"
+                    if recipe.trainer.device.startswith("cuda")
+                    else "megatron GatedDeltaNet (torch kernels)"
+                )
                 if gdn
                 else "none",
                 "model": recipe.model.name,

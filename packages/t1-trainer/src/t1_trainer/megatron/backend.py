@@ -217,8 +217,8 @@ class MegatronBackend:
         Checks, without importing megatron-core: that it is installed (`MISSING_LINE`); a CUDA
         ``trainer.device`` torch does not see; the plan's degrees this backend does not build (tp, pp,
         cp > 1; more than one CPU process) and a world size other than ``plan.training_devices``; Gated
-        DeltaNet layers where CUDA or flash-linear-attention is missing; the PPO settings neither this backend
-        nor the torch one builds (`t1_trainer.checks.unbuilt_ppo`).
+        DeltaNet layers on CUDA without flash-linear-attention, or with tp > 1; the PPO settings neither this
+        backend nor the torch one builds (`t1_trainer.checks.unbuilt_ppo`).
         """
         if not _megatron_installed():
             return [MISSING_LINE]
@@ -228,7 +228,7 @@ class MegatronBackend:
         unseen = device_problem("trainer.device", device)
         lines = [unseen] if unseen else []
         lines += _plan_problems(recipe.plan, device, recipe.model)
-        gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda") and torch.cuda.is_available())
+        gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda"), tp=recipe.plan.tp)
         return lines + ([gdn] if gdn else []) + unbuilt_ppo(recipe.ppo, "megatron")
 
     def _optimizer(self, name: str, lr: float) -> Any:

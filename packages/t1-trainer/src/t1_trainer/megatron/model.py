@@ -14,9 +14,10 @@ Gated DeltaNet output norm stays ``WrappedTorchNorm`` (``x * w``).
 
 What needs what. Megatron's ``GatedDeltaNet`` raises ``ImportError`` in its constructor when
 flash-linear-attention (``fla``) is absent, and places ``conv1d``, ``dt_bias`` and ``A_log`` on
-``torch.cuda.current_device()``: Gated DeltaNet layers need CUDA and ``fla`` (`gdn_problem` says which is
-missing). A model of full-attention layers only (``full_attention_interval: 1``) builds and trains on the CPU
-with ``use_cpu_initialization``, the ``allgather`` token dispatcher (the ``alltoall`` one creates a
+``torch.cuda.current_device()``. On CUDA it needs ``fla`` (`gdn_problem` says so); on the CPU the layer is
+`t1_trainer.megatron.gdn_cpu.CpuGatedDeltaNet`, megatron's own with fla's three kernels answered in torch,
+its parameters placed on the CPU by `cpu_device_shim`. The model builds and trains on the CPU with
+``use_cpu_initialization``, the ``allgather`` token dispatcher (the ``alltoall`` one creates a
 ``torch.cuda.Stream`` in its constructor), megatron's no-op RNG tracker (the CUDA RNG tracker's ``fork`` needs
 CUDA; dropout is 0) and an explicit causal mask (the default mask is made with ``device="cuda"``); one call
 still hard-codes CUDA, ``RotaryEmbedding.get_emb`` (``inv_freq.to(torch.cuda.current_device())``), which
@@ -100,21 +101,32 @@ class HiddenOut(nn.Module):
         return hidden, None
 
 
-def gdn_problem(model_spec: ModelSpec, *, cuda: bool) -> str | None:
-    """Why the Gated DeltaNet layers of ``model_spec`` cannot be built here, or None (none, or buildable)."""
-    if model_spec.num_linear_attention_layers == 0:
+def gdn_problem(model_spec: ModelSpec, *, cuda: bool, tp: int = 1) -> str | None:
+    """Why the Gated DeltaNet layers of ``model_spec`` cannot be built here, or None (none, or buildable).
+
+    On CUDA megatron's ``GatedDeltaNet`` needs flash-linear-attention (``fla``); on the CPU its torch kernels
+    (`t1_trainer.megatron.gdn_cpu`) need nothing more. Above one tp rank the layers are refused on either:
+    their fused ``in_proj`` and ``conv1d`` would have to be split per section (q, k, v, z, beta, alpha), which
+    `t1_trainer.megatron.sharding` does not build.
+    """
+    n = model_spec.num_linear_attention_layers
+    if n == 0:
         return None
-    missing = [] if cuda else ["CUDA"]
-    if importlib.util.find_spec("fla") is None:
-        missing.append("flash-linear-attention (fla)")
-    if not missing:
-        return None
-    return (
-        f"model.full_attention_interval {model_spec.full_attention_interval}: the "
-        f"{model_spec.num_linear_attention_layers} Gated DeltaNet layers are megatron-core's GatedDeltaNet, "
-        f"which needs {' and '.join(missing)}, absent here; set full_attention_interval: 1 (full attention "
-        "only) or use trainer.backend: torch"
+    lead = (
+        f"model.full_attention_interval {model_spec.full_attention_interval}: the {n} Gated DeltaNet layers "
+        "are megatron-core's GatedDeltaNet"
     )
+    if tp > 1:
+        return (
+            f"{lead}, whose in_proj and conv1d the megatron trainer does not split per section over plan.tp "
+            f"{tp}; set tp 1, full_attention_interval: 1 (full attention only) or use trainer.backend: torch"
+        )
+    if cuda and importlib.util.find_spec("fla") is None:
+        return (
+            f"{lead}, which needs flash-linear-attention (fla) on CUDA, absent here; install it, or set "
+            "trainer.device: cpu, full_attention_interval: 1 (full attention only) or trainer.backend: torch"
+        )
+    return None
 
 
 def transformer_config(
@@ -223,7 +235,7 @@ def _layer_specs(model_spec: ModelSpec, config: Any) -> Any:
     for kind in model_spec.layer_types:
         spec = copy.deepcopy(base)
         if kind == "linear_attention":
-            spec.submodules.self_attention = _gdn_spec()
+            spec.submodules.self_attention = _gdn_spec(cpu=bool(config.use_cpu_initialization))
         specs.append(spec)
     if config.pipeline_model_parallel_size > 1:
         offset = get_transformer_layer_offset(config)
@@ -231,14 +243,20 @@ def _layer_specs(model_spec: ModelSpec, config: Any) -> Any:
     return TransformerBlockSubmodules(layer_specs=specs, layer_norm=ZeroCenteredRMSNorm)
 
 
-def _gdn_spec() -> Any:
+def _gdn_spec(*, cpu: bool) -> Any:
+    """Megatron's ``GatedDeltaNet`` (CUDA, fla) or, on the CPU, `CpuGatedDeltaNet` (torch kernels)."""
     from megatron.core.ssm.gated_delta_net import GatedDeltaNet, GatedDeltaNetSubmodules
     from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
     from megatron.core.transformer.spec_utils import ModuleSpec
     from megatron.core.transformer.torch_norm import WrappedTorchNorm
 
+    module = GatedDeltaNet
+    if cpu:
+        from t1_trainer.megatron.gdn_cpu import CpuGatedDeltaNet
+
+        module = CpuGatedDeltaNet
     return ModuleSpec(
-        module=GatedDeltaNet,
+        module=module,
         submodules=GatedDeltaNetSubmodules(
             in_proj=ColumnParallelLinear, out_norm=WrappedTorchNorm, out_proj=RowParallelLinear
         ),
@@ -266,7 +284,8 @@ def build_gpt(
     final norm and the output layer on the last, the layers megatron assigns the stage in between).
 
     Raises:
-        ImportError: megatron-core (or, for Gated DeltaNet layers, flash-linear-attention) is not installed.
+        ImportError: megatron-core (or, for Gated DeltaNet layers on CUDA, flash-linear-attention) is not
+            installed.
     """
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_model import GPTModel
