@@ -491,3 +491,57 @@ async def test_a_tasks_own_image_labelled_offline_by_its_author_is_not_recorded_
         end=float("inf"),
     )
     assert choice.source == "docker_image" and choice.build_network is None
+
+
+@pytest.mark.docker
+async def test_an_offline_build_takes_no_layer_from_a_sealed_verifiers_commit_of_an_agent(tmp_path):
+    """A sealed verifier's commit (the agent's filesystem) inherits the task image's ``false`` label; as a
+    ``cache_from`` source, an offline build whose steps match its history (the task's Dockerfile, then a
+    ``RUN`` of the container's own command) took the agent's files as a cached layer."""
+    _daemon_or_skip()
+    from t1_sandbox.base import SandboxError
+    from t1_sandbox.docker.sealed import SEALED_REPOSITORY
+
+    env = _environment(tmp_path)
+    first, second = _sandbox(), _sandbox()
+    token = secrets.token_hex(6)
+    api = dc.api_client(None)
+    leaked = ""
+    try:
+        async with first:
+            await first.start(env, timeout_s=600)
+            wrote = await first.exec("echo written-by-the-agent > /app/leak", timeout_s=60)
+            assert wrote.ok, wrote.stderr
+            # as the sealed verifier commits the agent's container (sealed.py)
+            await asyncio.to_thread(
+                api.commit,
+                first._id,
+                repository=SEALED_REPOSITORY,
+                tag=token,
+                conf={"Labels": {"t1.sealed": token}},
+            )
+            # the task image's own last steps (T1's labels), then the container's command as a RUN step
+            steps = await asyncio.to_thread(api.history, first.choice.image)
+            labels = []
+            for step in steps:  # most recent first
+                said = step["CreatedBy"].removeprefix("/bin/sh -c #(nop)  LABEL ")
+                if said == step["CreatedBy"]:
+                    break
+                key, value = said.split("=", 1)
+                labels.insert(0, f'LABEL {key}="{value}"\n')
+            dockerfile = env / "Dockerfile"
+            # a commit's history says the container's command alone (the entrypoint left out)
+            dockerfile.write_text(dockerfile.read_text() + "".join(labels) + 'RUN ["init"]\n')
+            (env / "unused.txt").write_text("a new tag over the same first steps\n")
+            try:
+                async with second:
+                    await second.start(env, timeout_s=600)
+                    leaked = (await second.exec("cat /app/leak 2>/dev/null", timeout_s=60)).stdout
+            except SandboxError:
+                leaked = ""  # the step ran for real and failed (no toolchain in a build): nothing taken
+    finally:
+        _remove_image(f"{SEALED_REPOSITORY}:{token}")
+        for sb in (first, second):
+            if sb.choice is not None:
+                _remove_image(sb.choice.image)
+    assert leaked == ""

@@ -516,8 +516,9 @@ def build_image(
     build's ``RUN`` steps get the bridge network when ``network`` (`NetworkPolicy.build`), else none; the
     image is labelled with it (`BUILD_NETWORK_LABEL`; ``true`` also for an ``ADD <url>``, which the daemon
     downloads itself even under ``--network none``). Docker's layer cache does not key on the network, so
-    a build without network takes cached layers only from images labelled as built without it
-    (``cache_from``): a layer that a build with network made never turns up in an image labelled ``false``.
+    a build without network takes cached layers only from T1's task images labelled as built without it
+    (``cache_from``; never a sealed verifier's commit of an agent's container, which inherits the label): a
+    layer that a build with network made, or an agent wrote, never turns up in an image labelled ``false``.
 
     Raises:
         SandboxTimeout: the build ran past ``timeout_s``.
@@ -540,8 +541,16 @@ def build_image(
         except docker.errors.APIError as exc:
             api.close()
             raise SandboxError(f"{environment_dir}/Dockerfile: listing offline-built images: {exc}") from exc
-        # a name no image has still restricts the cache to the list (the daemon skips it): no layer at all
-        cache_from = [i["Id"] for i in offline] or ["t1-no-cache-source"]
+        # T1's own task builds only: a sealed verifier's commit inherits the label but holds the agent's
+        # files (a RUN of the container's command matched its history); an image T1 did not build says false
+        # on its author's word. A name no image has still restricts the cache to the list: no layer at all
+        ours = [
+            i["Id"]
+            for i in offline
+            if "t1.sealed" not in (i.get("Labels") or {})
+            and any(tag.startswith("t1-task/") for tag in i.get("RepoTags") or ())
+        ]
+        cache_from = ours or ["t1-no-cache-source"]
     with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile", delete=True) as df:
         df.write(text)
         df.flush()
