@@ -323,22 +323,21 @@ def validate(
 ) -> None:
     """Run every reference solution (must pass every assertion) and a do-nothing agent (must not).
 
-    Each check runs in a fresh sandbox: a local one (bubblewrap, as root) by default, or one of
-    `--recipe`'s `sandbox` section (`sandbox.kind: docker` builds each task's Dockerfile; its `network`
-    and `images` apply), with the task.toml's [agent] timeout_sec for the solution and [verifier]
-    timeout_sec for the verifier. Validate on the backend (and network policy) that training will use:
-    the record then tells failure attribution whether the task's verifier writes its report there. Broken
-    bundles are reported as failures next to the validated tasks. A bundle without `solution/` (Harbor
-    allows one) gets the do-nothing check alone: its oracle column says `not run (no solution/)` and its
-    verdict `unproven` (not proven solvable; exit 1, listed apart from the failures). A task whose
-    assertion count is not known statically (shown as `?` by `list`) is checked against the count its
-    verifier reports. Exit 0 when every bundle is valid, 1 otherwise (or when this machine cannot run
-    the sandboxes, said once up front), 2 for a bad recipe or a `--keep` that is not a directory, 130 on
-    Ctrl-C (after the sandboxes in flight are reclaimed). A failed check's verdict cell holds its cause
-    (a build's failing step, exit code and last lines); `--record FILE` writes what was observed in full
-    (per task: verdict, oracle and do-nothing counts, report format, solve and verifier times, failure
-    causes with whole build logs, the network policy; format in `t1_tasks.validation`), read by `t1 tasks
-    stats --validated FILE` and by failure attribution.
+    Each check runs in a fresh sandbox: a local one (bubblewrap, as root) by default, or one of `--recipe`'s
+    `sandbox` section (`sandbox.kind: docker` builds each task's Dockerfile; its `network`, `build_network`
+    and `images` apply), with the task.toml's [agent] timeout_sec for the solution and [verifier] timeout_sec
+    for the verifier. Validate on the backend (and network policy) that training will use: the record then
+    tells failure attribution whether the task's verifier writes its report there. Broken bundles are reported
+    as failures next to the validated tasks. A bundle without `solution/` (Harbor allows one) gets the
+    do-nothing check alone: its oracle column says `not run (no solution/)` and its verdict `unproven` (not
+    proven solvable; exit 1, listed apart from the failures). A task whose assertion count is not known
+    statically (shown as `?` by `list`) is checked against the count its verifier reports. Exit 0 when every
+    bundle is valid, 1 otherwise (or when this machine cannot run the sandboxes, said once up front), 2 for a
+    bad recipe or a `--keep` that is not a directory, 130 on Ctrl-C (after the sandboxes in flight are
+    reclaimed). A failed check's verdict cell holds its cause (a build's failing step, exit code and last
+    lines); `--record FILE` writes what was observed in full (per task: verdict, oracle and do-nothing counts,
+    report format, solve and verifier times, failure causes with whole build logs, the network policy; format
+    in `t1_tasks.validation`), read by `t1 tasks stats --validated FILE` and by failure attribution.
     """
     code = EXIT_OK
     with reported(debug, invalid=INVALID):
