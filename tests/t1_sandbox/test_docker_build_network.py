@@ -22,9 +22,9 @@ from t1_sandbox.docker.images import (
     BUILD_NETWORK_LABEL,
     NetworkPolicy,
     built_with_network,
-    daemon_downloads,
     network_policy,
 )
+from t1_sandbox.dockerfile import daemon_downloads
 from t1_spec import DockerSandboxSpec, RecipeError, load_recipe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,6 +92,38 @@ def test_the_label_says_true_false_or_nothing():
 )
 def test_the_daemons_own_download_is_seen_in_every_form_of_add(dockerfile, expected):
     assert daemon_downloads(dockerfile) is expected
+
+
+class _Daemon:
+    """A daemon that has the images named and no other (``inspect_image``)."""
+
+    def __init__(self, *have: str) -> None:
+        self.have = set(have)
+
+    def inspect_image(self, ref):
+        import docker
+
+        if ref not in self.have:
+            raise docker.errors.ImageNotFound(ref)
+        return {"Id": ref, "Config": {"Labels": {}}}
+
+
+@pytest.mark.parametrize("copy", ["COPY --from=registry.example/x:1 /x /x", "ADD --chown=1 --from=x:1 /x /x"])
+def test_an_image_the_daemon_would_pull_for_copy_from_is_refused_like_a_missing_base(tmp_path, copy):
+    """``COPY --from=<image>`` makes the daemon pull an image it lacks, whatever the build's network
+    (measured: ``invalid from flag value ...: Get "https://.../v2/"``): refused by name, as a base is."""
+    from t1_sandbox.base import SandboxError
+    from t1_sandbox.docker.images import TaskEnvironment, resolve_image
+
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text(f"FROM base:1 AS first\nFROM base:1\nCOPY --from=first /a /a\n{copy}\n")
+    with pytest.raises(SandboxError, match=r"image \S+ \(line 4, --from\) is not in the Docker daemon"):
+        resolve_image(_Daemon("base:1"), env, TaskEnvironment(), {})
+    (env / "Dockerfile").write_text(
+        "FROM base:1 AS first\nFROM base:1\nCOPY --from=first /a /a\nCOPY --from=0 /a /b\n"
+    )
+    assert resolve_image(_Daemon("base:1"), env, TaskEnvironment(), {})[0] is None  # stages: built
 
 
 # --------------------------------------------------------------------------------------- the real daemon

@@ -5,7 +5,8 @@ task's Dockerfile without importing the bubblewrap code. The local sandbox has n
 ``debian:bookworm[-slim]`` onto the host's own Debian bookworm userland (read-only), so other bases are
 refused, as is every other instruction (by name, with the line number), a ``COPY --flag`` and a multi-stage
 build. A task outside this subset runs on the Docker backend (``sandbox.kind: docker``), which builds the
-Dockerfile as written. Source: the Dockerfile reference (instruction syntax).
+Dockerfile as written; `daemon_downloads` serves it (whether an ``ADD`` makes the daemon download a source
+itself). Source: the Dockerfile reference (instruction syntax).
 """
 
 from __future__ import annotations
@@ -18,8 +19,12 @@ from pathlib import Path
 
 from t1_sandbox.base import UnsupportedDockerfileInstruction
 
+_ESCAPE_DIRECTIVE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
+_ADD = re.compile(r"^\s*(?:ONBUILD\s+)?ADD\s+(.*)$", re.IGNORECASE | re.DOTALL)
+
 __all__ = [
     "Instruction",
+    "daemon_downloads",
     "logical_lines",
     "parse_dockerfile",
     "SUPPORTED_BASES",
@@ -167,3 +172,48 @@ def parse_dockerfile(path: Path) -> list[Instruction]:
             f"{path}:{bad.line}: multi-stage builds (a second FROM) are not supported; {SUPPORTED_HINT}"
         )
     return instructions
+
+
+def daemon_downloads(text: str) -> bool:
+    """Whether the Dockerfile ``text`` has an ``ADD`` that may name a remote source (the daemon fetches it).
+
+    The daemon downloads an ``ADD`` source URL itself, whatever the build's network. Read as the daemon
+    reads it: the ``escape`` parser directive, continuation lines joined, every source (not only the first),
+    ``ONBUILD ADD``, any case. Conservative: a source with a scheme (``://``), a ``git@`` address or a
+    variable (``$``: a build argument or ``ENV`` the daemon expands, perhaps to a URL) counts.
+
+    Args:
+        text: the Dockerfile as built.
+    """
+    escape = "\\"
+    physical = text.splitlines()
+    for raw in physical:  # parser directives: comment lines before anything else
+        if not raw.strip().startswith("#"):
+            break
+        if match := _ESCAPE_DIRECTIVE.match(raw):
+            escape = match[1]
+    logical, buf = [], []
+    for raw in physical:
+        stripped = raw.strip()
+        if stripped.startswith("#") or (not buf and not stripped):
+            continue
+        if stripped.endswith(escape):
+            buf.append(stripped[: -len(escape)])
+            continue
+        logical.append(" ".join([*buf, stripped]))
+        buf = []
+    logical.append(" ".join(buf))
+    for line in logical:
+        match = _ADD.match(line)
+        if match is None:
+            continue
+        rest = match[1].strip()
+        while rest.startswith("--"):  # flags: --chown=..., --checksum=..., --link
+            rest = rest.split(None, 1)[1] if len(rest.split(None, 1)) > 1 else ""
+        try:
+            args = json.loads(rest) if rest.startswith("[") else rest.split()
+        except ValueError:
+            args = rest.split()
+        if any("://" in a or a.startswith("git@") or "$" in a for a in map(str, args[:-1] or args)):
+            return True
+    return False

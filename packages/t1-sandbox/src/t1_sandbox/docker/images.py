@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import stat
@@ -38,6 +37,7 @@ from t1_sandbox.base import (
     format_seconds,
 )
 from t1_sandbox.docker.stand_ins import check_stand_in
+from t1_sandbox.dockerfile import daemon_downloads
 from t1_sandbox.unreached import unreached_cause
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "build_image",
     "built_with_network",
     "context_digest",
-    "daemon_downloads",
     "ensure_image",
     "map_base",
     "network_policy",
@@ -60,9 +59,8 @@ __all__ = [
 #: The label of an image T1 built: ``"true"`` when its build reached the network (the bridge network, or an
 #: ``ADD <url>``, which the daemon fetches itself whatever the build's network), ``"false"`` when not.
 BUILD_NETWORK_LABEL = "t1.build_network"
-_ESCAPE_DIRECTIVE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
-_ADD = re.compile(r"^\s*(?:ONBUILD\s+)?ADD\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
+_COPY_FROM = re.compile(r"^\s*(?:ONBUILD\s+)?(?:COPY|ADD)\s.*?--from=(\S+)", re.IGNORECASE)
 _FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE)
 _NETWORK_HINTS = (
     "Temporary failure resolving",
@@ -237,6 +235,9 @@ def _rewrite(dockerfile: Path, images: dict[str, str]) -> tuple[str, list[tuple[
     out, swaps, kept = [], [], []
     for number, line in enumerate(dockerfile.read_text(encoding="utf-8").splitlines(), start=1):
         match = _FROM.match(line)
+        source = _COPY_FROM.match(line)  # the daemon pulls an image it lacks, whatever the build's network
+        if source and source[1].lower() not in stages and not source[1].isdigit():
+            kept.append(f"{source[1]} (line {number}, --from)")
         if match:
             head, flags, base, rest = match.groups()
             target = None if base.lower() in stages else map_base(base, images)
@@ -296,9 +297,9 @@ def resolve_image(
     missing = [b for b in kept if not _has_image(api, b.split(" (line")[0])]
     if missing:
         raise SandboxError(
-            f"{dockerfile}: base image {', '.join(missing)} is not in the Docker daemon and no registry is "
-            "assumed reachable; map it in sandbox.images to a local image (tools/docker/build_base_images.sh "
-            "builds t1-local/debian:bookworm and t1-local/debian:trixie)"
+            f"{dockerfile}: image {', '.join(missing)} is not in the Docker daemon and no registry is "
+            "assumed reachable; map a base in sandbox.images to a local image "
+            "(tools/docker/build_base_images.sh builds t1-local/debian:bookworm and t1-local/debian:trixie)"
         )
     digest = context_digest(Path(environment_dir), text)
     # A repository path component is alphanumerics joined by '.', '_', '__' or dashes; dashes alone are safe.
@@ -399,51 +400,6 @@ def context_digest(environment_dir: Path, dockerfile_text: str) -> str:
             except OSError as exc:
                 raise SandboxError(f"{path}: cannot be read for the image's hash: {exc.strerror}") from exc
     return digest.hexdigest()
-
-
-def daemon_downloads(text: str) -> bool:
-    """Whether the Dockerfile ``text`` has an ``ADD`` that may name a remote source (the daemon fetches it).
-
-    The daemon downloads an ``ADD`` source URL itself, whatever the build's network. Read as the daemon
-    reads it: the ``escape`` parser directive, continuation lines joined, every source (not only the first),
-    ``ONBUILD ADD``, any case. Conservative: a source with a scheme (``://``), a ``git@`` address or a
-    variable (``$``: a build argument or ``ENV`` the daemon expands, perhaps to a URL) counts.
-
-    Args:
-        text: the Dockerfile as built.
-    """
-    escape = "\\"
-    physical = text.splitlines()
-    for raw in physical:  # parser directives: comment lines before anything else
-        if not raw.strip().startswith("#"):
-            break
-        if match := _ESCAPE_DIRECTIVE.match(raw):
-            escape = match[1]
-    logical, buf = [], []
-    for raw in physical:
-        stripped = raw.strip()
-        if stripped.startswith("#") or (not buf and not stripped):
-            continue
-        if stripped.endswith(escape):
-            buf.append(stripped[: -len(escape)])
-            continue
-        logical.append(" ".join([*buf, stripped]))
-        buf = []
-    logical.append(" ".join(buf))
-    for line in logical:
-        match = _ADD.match(line)
-        if match is None:
-            continue
-        rest = match[1].strip()
-        while rest.startswith("--"):  # flags: --chown=..., --checksum=..., --link
-            rest = rest.split(None, 1)[1] if len(rest.split(None, 1)) > 1 else ""
-        try:
-            args = json.loads(rest) if rest.startswith("[") else rest.split()
-        except ValueError:
-            args = rest.split()
-        if any("://" in a or a.startswith("git@") or "$" in a for a in map(str, args[:-1] or args)):
-            return True
-    return False
 
 
 def build_failure_cause(log: str, error: str) -> str | None:
