@@ -193,7 +193,7 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
 
 
-def test_preflight_accepts_the_hybrid_model_on_cpu_and_refuses_tp():
+def test_preflight_accepts_the_hybrid_model_on_cpu_with_tp():
     pytest.importorskip(
         "megatron.core", reason="megatron-core (the t1-trainer[megatron] extra) is not installed"
     )
@@ -204,8 +204,8 @@ def test_preflight_accepts_the_hybrid_model_on_cpu_and_refuses_tp():
     assert MegatronBackend.preflight(r) == []
     plan = r.plan.model_copy(update={"tp": 2, "devices": 2})
     lines = MegatronBackend.preflight(r.model_copy(update={"plan": plan}))
-    assert any(line.startswith("model.full_attention_interval 4: the 3 Gated DeltaNet") for line in lines)
-    assert any("per section over plan.tp 2" in line for line in lines), lines
+    # built (test_megatron_parallel's tp2gdn); this process is no 2-rank launch
+    assert [line.split(" ")[0] for line in lines] == ["plan:"], lines
 
 
 def test_the_name_map_covers_the_gated_deltanet_weights(both):

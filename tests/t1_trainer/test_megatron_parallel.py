@@ -1,10 +1,14 @@
 """The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, tp = 2 with ep = 2, ep = 2 with
 dp = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4 and tp = 2 with pp = 2 (4 ranks).
 
+``tp2gdn`` and ``pp2gdn`` are tp = 2 and pp = 2 on the tiny recipe's own hybrid model (megatron's Gated
+DeltaNet on T1's torch kernels; with tp its fused ``in_proj`` and ``conv1d`` split per section) against that
+model's one rank.
+
 The multi-rank runs execute this file as a script in subprocesses (``python test_megatron_parallel.py RANK
 WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
 one-rank reference runs the same `_run` in the test's own process. The model is the tiny recipe's with every
-layer full attention (megatron's Gated DeltaNet needs CUDA). Samples of 85 and 84 tokens: the odd one is
+layer full attention, but for ``tp2gdn`` and ``pp2gdn``. Samples of 85 and 84 tokens: the odd one is
 padded to a multiple of tp for sequence parallelism. Compared: replayed log-probs under the samples' own
 records and under forced records (every expert moved), the gradient of their sum gathered from the shards,
 the critic's values, the live routing rows, one PPO step's metrics and the exported HF weights after it.
@@ -40,18 +44,26 @@ MODES = {
     "tp2dp2ep4": {"tp": 2, "dp": 2, "ep": 4},  # 4 ranks
     "pp2": {"pp": 2},
     "tp2pp2": {"tp": 2, "pp": 2},  # 4 ranks
+    "tp2gdn": {"tp": 2},  # the recipe's hybrid model: Gated DeltaNet layers split per section
+    "pp2gdn": {"pp": 2},  # the hybrid model in two stages (2 Gated DeltaNet layers; 1 and the full attention)
 }
+HYBRID = {"tp2gdn", "pp2gdn"}
+"""Modes on the tiny recipe's own model (3 Gated DeltaNet layers, 1 full attention), against its one rank."""
 LOGP_ATOL = 2e-5
 """fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
 GRAD_RTOL = 1e-4
 """Of the largest gradient entry of a tensor (fp32 partial sums in another order; measured below 2e-6)."""
 WEIGHT_ATOL = 0.01 * FAST.actor_lr
 """As the data-parallel test: 1% of one Adam step (Adam divides by the gradient's own scale)."""
+HYBRID_WEIGHT_ATOL = 0.02 * FAST.actor_lr
+"""2% of one Adam step for the hybrid model: Adam's first step moves an entry by ``lr * g / (|g| + eps)``, so
+a gradient entry near zero turns a rounding difference ``d`` into up to ``lr * d / eps``; measured 9.9e-7 at
+tp = 2 (the Gated DeltaNet gradients' sums over tokens differ by up to 1.8e-5 of their largest entry)."""
 
 
-def _spec() -> ModelSpec:
+def _spec(hybrid: bool = False) -> ModelSpec:
     m = load_recipe(TINY_RECIPE).model
-    return ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
+    return m if hybrid else ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
 
 
 def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1):
@@ -59,7 +71,7 @@ def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1):
     return p.model_copy(update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "devices": tp * dp * pp})
 
 
-def _run(plan, sample_from) -> dict:
+def _run(plan, sample_from, hybrid: bool = False) -> dict:
     """One backend of ``plan`` on this process's group: everything the comparison reads."""
     from t1_policy import build_model
     from t1_r3 import RoutingMismatchError
@@ -69,7 +81,7 @@ def _run(plan, sample_from) -> dict:
     from t1_trainer.step import ppo_step
     from t1_trainer.update import run_micro_batches
 
-    spec = _spec()
+    spec = _spec(hybrid)
     sampler = build_model(spec, seed=0)
     batch = [
         sample_from(sampler, prompt_len=40 + i, turns=[(12, 20), (12, 0)], reward=r, seed=i, task_id=f"t{i}")
@@ -142,8 +154,16 @@ def _ranks(tmp_path: Path, mode: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reference(sample_with):
+    """The one-rank run of the full-attention model (False) or of the hybrid one (True), each run once."""
     torch.set_num_threads(1)
-    return _run(_plan(), sample_with)
+    runs: dict[bool, dict] = {}
+
+    def get(hybrid: bool) -> dict:
+        if hybrid not in runs:
+            runs[hybrid] = _run(_plan(), sample_with, hybrid=hybrid)
+        return runs[hybrid]
+
+    return get
 
 
 def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -153,7 +173,7 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_cpu_ranks_match_one(tmp_path, reference, mode):
-    ref = reference
+    ref = reference(mode in HYBRID)
     got = _ranks(tmp_path, mode)
     for r, run in enumerate(got):
         # the whole HF state, gathered from the shards, before any update: the sampler's weights exactly
@@ -182,7 +202,7 @@ def test_cpu_ranks_match_one(tmp_path, reference, mode):
             assert run["metrics"][k] == pytest.approx(v, rel=1e-4, abs=1e-6, nan_ok=True), k
         wdiff = max(_max_abs(run["weights"][k], ref["weights"][k]) for k in ref["weights"])
         print(f"{mode} rank {r}: exported weights after one PPO step max |N ranks - 1 rank| = {wdiff:.3g}")
-        assert wdiff <= WEIGHT_ATOL
+        assert wdiff <= (HYBRID_WEIGHT_ATOL if mode in HYBRID else WEIGHT_ATOL)
     moved = max(_max_abs(ref["weights"][k], ref["initial"][k]) for k in ref["weights"])
     assert moved > 10 * WEIGHT_ATOL  # the step moved the weights
 
@@ -195,7 +215,7 @@ def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:
     sys.path.insert(0, str(HERE.parent))
     from conftest import sample_from  # this folder's conftest: the engine-like sampler
 
-    result = _run(_plan(**MODES[mode]), sample_from)
+    result = _run(_plan(**MODES[mode]), sample_from, hybrid=mode in HYBRID)
     torch.save(result, out / f"{mode}.rank{rank}.pt")
 
 

@@ -217,7 +217,7 @@ class MegatronBackend:
         Checks, without importing megatron-core: that it is installed (`MISSING_LINE`); a CUDA
         ``trainer.device`` torch does not see; the plan's degrees this backend does not build (tp, pp,
         cp > 1; more than one CPU process) and a world size other than ``plan.training_devices``; Gated
-        DeltaNet layers on CUDA without flash-linear-attention, or with tp > 1; the PPO settings neither this
+        DeltaNet layers on CUDA without flash-linear-attention; the PPO settings neither this
         backend nor the torch one builds (`t1_trainer.checks.unbuilt_ppo`).
         """
         if not _megatron_installed():
@@ -228,7 +228,7 @@ class MegatronBackend:
         unseen = device_problem("trainer.device", device)
         lines = [unseen] if unseen else []
         lines += _plan_problems(recipe.plan, device, recipe.model)
-        gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda"), tp=recipe.plan.tp)
+        gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda"))
         return lines + ([gdn] if gdn else []) + unbuilt_ppo(recipe.ppo, "megatron")
 
     def _optimizer(self, name: str, lr: float) -> Any:

@@ -10,7 +10,8 @@ builder asserts TE), with unfused norms, as `t1_trainer.megatron.names` maps the
 
 Norms. HF Qwen3.5 computes every RMSNorm but the Gated DeltaNet output norm as ``x * (1 + w)``; megatron's
 local ``WrappedTorchNorm`` refuses zero-centred gamma, so `ZeroCenteredRMSNorm` takes its place there. The
-Gated DeltaNet output norm stays ``WrappedTorchNorm`` (``x * w``).
+Gated DeltaNet output norm (``x * w``) stays ``WrappedTorchNorm`` on CUDA; on the CPU it is `PlainRMSNorm`,
+the same function without ``WrappedTorchNorm``'s refusal of sequence parallelism (tp > 1).
 
 What needs what. Megatron's ``GatedDeltaNet`` raises ``ImportError`` in its constructor when
 flash-linear-attention (``fla``) is absent, and places ``conv1d``, ``dt_bias`` and ``A_log`` on
@@ -39,6 +40,7 @@ from torch import nn
 from t1_spec import ModelSpec
 
 __all__ = [
+    "PlainRMSNorm",
     "ValueHead",
     "ZeroCenteredRMSNorm",
     "build_gpt",
@@ -65,6 +67,28 @@ class ZeroCenteredRMSNorm(nn.Module):
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return (h * (1.0 + self.weight.float())).to(x.dtype)
+
+
+class PlainRMSNorm(nn.Module):
+    """RMSNorm ``w * (x / rms(x))`` in float32, weights starting at 1: the CPU's Gated DeltaNet output norm.
+
+    HF ``Qwen3_5MoeRMSNormGated``'s norm, before its gate (megatron applies the gate after ``out_norm``).
+
+    megatron's ``WrappedTorchNorm`` asserts ``not sequence_parallel``, which tp > 1 turns on (the backend's
+    MoE layers need it). Takes the keyword arguments megatron's ``build_module`` passes a norm;
+    ``[..., hidden_size]`` in, same shape and dtype out.
+    """
+
+    def __init__(self, config: Any, hidden_size: int, eps: float = 1e-6, **_: Any) -> None:
+        super().__init__()
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(hidden_size, dtype=config.params_dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalises ``x [..., H]`` over its last axis."""
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
 
 
 class ValueHead(nn.Module):
@@ -101,29 +125,20 @@ class HiddenOut(nn.Module):
         return hidden, None
 
 
-def gdn_problem(model_spec: ModelSpec, *, cuda: bool, tp: int = 1) -> str | None:
+def gdn_problem(model_spec: ModelSpec, *, cuda: bool) -> str | None:
     """Why the Gated DeltaNet layers of ``model_spec`` cannot be built here, or None (none, or buildable).
 
     On CUDA megatron's ``GatedDeltaNet`` needs flash-linear-attention (``fla``); on the CPU its torch kernels
-    (`t1_trainer.megatron.gdn_cpu`) need nothing more. Above one tp rank the layers are refused on either:
-    their fused ``in_proj`` and ``conv1d`` would have to be split per section (q, k, v, z, beta, alpha), which
-    `t1_trainer.megatron.sharding` does not build.
+    (`t1_trainer.megatron.gdn_cpu`) need nothing more.
     """
     n = model_spec.num_linear_attention_layers
     if n == 0:
         return None
-    lead = (
-        f"model.full_attention_interval {model_spec.full_attention_interval}: the {n} Gated DeltaNet layers "
-        "are megatron-core's GatedDeltaNet"
-    )
-    if tp > 1:
-        return (
-            f"{lead}, whose in_proj and conv1d the megatron trainer does not split per section over plan.tp "
-            f"{tp}; set tp 1, full_attention_interval: 1 (full attention only) or use trainer.backend: torch"
-        )
     if cuda and importlib.util.find_spec("fla") is None:
         return (
-            f"{lead}, which needs flash-linear-attention (fla) on CUDA, absent here; install it, or set "
+            f"model.full_attention_interval {model_spec.full_attention_interval}: the {n} Gated DeltaNet "
+            "layers are megatron-core's GatedDeltaNet, which needs flash-linear-attention (fla) on CUDA, "
+            "absent here; install it, or set "
             "trainer.device: cpu, full_attention_interval: 1 (full attention only) or trainer.backend: torch"
         )
     return None
@@ -250,15 +265,15 @@ def _gdn_spec(*, cpu: bool) -> Any:
     from megatron.core.transformer.spec_utils import ModuleSpec
     from megatron.core.transformer.torch_norm import WrappedTorchNorm
 
-    module = GatedDeltaNet
+    module, out_norm = GatedDeltaNet, WrappedTorchNorm
     if cpu:
         from t1_trainer.megatron.gdn_cpu import CpuGatedDeltaNet
 
-        module = CpuGatedDeltaNet
+        module, out_norm = CpuGatedDeltaNet, PlainRMSNorm
     return ModuleSpec(
         module=module,
         submodules=GatedDeltaNetSubmodules(
-            in_proj=ColumnParallelLinear, out_norm=WrappedTorchNorm, out_proj=RowParallelLinear
+            in_proj=ColumnParallelLinear, out_norm=out_norm, out_proj=RowParallelLinear
         ),
     )
 
@@ -309,6 +324,7 @@ def build_gpt(
             share_embeddings_and_output_weights=model_spec.tie_word_embeddings,
             **stage,
         )
+    _mark_gdn_sections(model)
     if getattr(model, "output_layer", None) is not None:
         if value_head:
             model.output_layer = ValueHead(
@@ -317,6 +333,23 @@ def build_gpt(
         else:
             model.output_layer = HiddenOut(model.output_layer.weight)
     return model
+
+
+def _mark_gdn_sections(model: nn.Module) -> None:
+    """Marks each Gated DeltaNet's fused weights with their full section sizes (``partition_sections``).
+
+    ``in_proj`` rows are ``[q, k, v, z, beta, alpha]`` and ``conv1d`` channels ``[q, k, v]``; each tp rank
+    holds its slice of every section (megatron's ``in_proj_split_sections`` are the local sizes), which
+    `t1_trainer.megatron.sharding` cuts and gathers by this mark.
+    """
+    for module in model.modules():
+        local = getattr(module, "in_proj_split_sections", None)
+        if local is None:
+            continue
+        tp = module.tp_size
+        module.in_proj.weight.partition_sections = tuple(n * tp for n in local)
+        qkv = (module.qk_dim_local_tp, module.qk_dim_local_tp, module.v_dim_local_tp)
+        module.conv1d.weight.partition_sections = tuple(n * tp for n in qkv)
 
 
 @contextlib.contextmanager

@@ -3,11 +3,12 @@
 A model built under megatron-core's parallel state (`t1_trainer.megatron.parallel`) holds on each rank the
 shards its layers create: ``ColumnParallelLinear`` / ``RowParallelLinear`` / ``VocabParallelEmbedding``
 weights split along ``partition_dim`` over the tp group (``partition_stride`` 2 for the gated ``linear_fc1``:
-each rank holds its slice of the gate half, then of the up half), and the experts ``E / ep`` per rank,
-renumbered ``local_experts.0 ..`` (rank ``r`` holds global experts ``r E / ep ..``; megatron marks their
-parameters ``allreduce = False``). T1's name map (`t1_trainer.megatron.names`) works on the full logical
-tensors of one rank; this module cuts those into a rank's shards (`shard_state`) and gathers them back
-(`gather_state`), reading only the attributes megatron's layers set.
+each rank holds its slice of the gate half, then of the up half; a Gated DeltaNet's fused ``in_proj`` and
+``conv1d`` per section, marked ``partition_sections`` by `t1_trainer.megatron.model.build_gpt`), and the
+experts ``E / ep`` per rank, renumbered ``local_experts.0 ..`` (rank ``r`` holds global experts ``r E / ep
+..``; megatron marks their parameters ``allreduce = False``). T1's name map (`t1_trainer.megatron.names`)
+works on the full logical tensors of one rank; this module cuts those into a rank's shards (`shard_state`) and
+gathers them back (`gather_state`), reading the attributes megatron's layers set and T1's section mark.
 
 Gradients (`sync_grads`). megatron's ``DistributedDataParallel`` and ``finalize_model_grads`` do this on
 CUDA; on the CPU their grad buffers cannot be built (see `t1_trainer.megatron.backend`), so it is done here
@@ -87,8 +88,21 @@ def _local_experts(model: nn.Module) -> int:
     return int(config.num_moe_experts or 0) // max(1, int(config.expert_model_parallel_size))
 
 
+def _sections(t: torch.Tensor, param: nn.Parameter, dim: int) -> tuple[torch.Tensor, ...]:
+    """``t`` (full, or one rank's shard) cut along ``dim`` into the sections each rank holds a slice of.
+
+    ``partition_sections`` (full sizes, T1's mark on a Gated DeltaNet's fused ``in_proj`` and ``conv1d``:
+    q, k, v, z, beta, alpha) when set, else ``partition_stride`` equal sections (megatron's gated fc1).
+    """
+    sections = getattr(param, "partition_sections", None)
+    if sections is not None:
+        full = sum(sections)
+        return torch.split(t, [n * t.shape[dim] // full for n in sections], dim=dim)
+    return t.chunk(int(getattr(param, "partition_stride", 1)), dim=dim)
+
+
 def _shard_of(full: torch.Tensor, param: nn.Parameter, rank: int, name: str) -> torch.Tensor:
-    """Rank ``rank``'s slice of ``full`` along ``param.partition_dim``, stride-aware; ``full`` if unsplit."""
+    """Rank ``rank``'s slice of ``full`` along ``param.partition_dim``, section-aware; ``full`` if unsplit."""
     shape = tuple(param.shape)
     if tuple(full.shape) == shape:
         return full
@@ -99,8 +113,7 @@ def _shard_of(full: torch.Tensor, param: nn.Parameter, rank: int, name: str) -> 
             f"(partition_dim {dim})"
         )
     parts = int(full.shape[dim] // shape[dim])
-    stride = int(getattr(param, "partition_stride", 1))
-    out = torch.cat([half.chunk(parts, dim=dim)[rank] for half in full.chunk(stride, dim=dim)], dim=dim)
+    out = torch.cat([sec.chunk(parts, dim=dim)[rank] for sec in _sections(full, param, dim)], dim=dim)
     if tuple(out.shape) != shape:
         raise ValueError(f"{name}: sliced {tuple(out.shape)} but this rank holds {shape}")
     return out
@@ -141,12 +154,12 @@ def _all_gather(t: torch.Tensor, group: Any) -> list[torch.Tensor]:
 
 
 def _unshard(t: torch.Tensor, param: nn.Parameter, group: Any) -> torch.Tensor:
-    """The full tensor of a tensor-parallel shard: all-gather over ``group``, stride-aware."""
+    """The full tensor of a tensor-parallel shard: all-gather over ``group``, section-aware."""
     if group is None or dist.get_world_size(group) == 1 or not getattr(param, "tensor_model_parallel", False):
         return t
-    dim, stride = int(param.partition_dim), int(getattr(param, "partition_stride", 1))
-    pieces = [p.chunk(stride, dim=dim) for p in _all_gather(t, group)]
-    return torch.cat([pieces[r][s] for s in range(stride) for r in range(len(pieces))], dim=dim)
+    dim = int(param.partition_dim)
+    pieces = [_sections(p, param, dim) for p in _all_gather(t, group)]
+    return torch.cat([pieces[r][s] for s in range(len(pieces[0])) for r in range(len(pieces))], dim=dim)
 
 
 def gather_state(model: nn.Module, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
