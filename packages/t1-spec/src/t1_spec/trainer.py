@@ -16,9 +16,9 @@ class TrainerSpec(Spec):
     """``torch``: plain PyTorch on CPU or one GPU; ``megatron``: megatron-core models with its router replay,
     the paper's backend (Megatron-Core v0.16.0rc0, T1 §6; here megatron-core 0.19.2, the optional
     ``t1-trainer[megatron]`` extra, refused in one line where it is absent). The ``megatron`` backend builds
-    one process per training device (full-attention layers only on the CPU: its Gated DeltaNet needs CUDA
-    and flash-linear-attention): on the CPU tp, dp and ep (each rank runs the whole batch), on CUDA dp and
-    ep; pp, cp and etp above 1 are not built and are refused by name."""
+    one process per training device: on the CPU tp, pp, dp and ep (each rank runs the whole batch; Gated
+    DeltaNet layers on torch kernels), on CUDA dp and ep (Gated DeltaNet layers need flash-linear-attention);
+    cp and etp above 1 are not built and are refused by name."""
 
     device: str = Field(default="cpu", pattern=r"^(cpu|cuda(:[0-9]+)?)$")
     """torch device string: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` for ``torch``; ``"cuda"`` (each process
