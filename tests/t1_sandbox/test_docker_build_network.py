@@ -83,6 +83,8 @@ def test_the_label_says_true_false_or_nothing():
         ("FROM x\nADD local https://h/a /d/\n", True),  # every source, not only the first
         ("FROM x\nADD \\\n  https://h/a /a\n", True),  # a continuation line
         ("# escape=`\nFROM x\nADD `\n  https://h/a /a\n", True),  # the escape directive's continuation
+        ("# syntax=x\n# escape=`\nFROM x\nADD `\n  https://h/a /a\n", True),
+        ("# a comment\n# escape=`\nFROM x\nADD \\\n  https://h/a /a\n", True),  # no directive after it
         ("FROM x\nARG S=https://h/a\nADD $S /a\n", True),  # a variable the daemon expands
         ('FROM x\nADD ["local", "https://h/a", "/d/"]\n', True),
         ("FROM x\nONBUILD ADD https://h/a /a\n", True),

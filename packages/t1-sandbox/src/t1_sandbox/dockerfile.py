@@ -19,6 +19,7 @@ from pathlib import Path
 
 from t1_sandbox.base import UnsupportedDockerfileInstruction
 
+_DIRECTIVE = re.compile(r"^\s*#\s*\w+\s*=")
 _ESCAPE_DIRECTIVE = re.compile(r"^\s*#\s*escape\s*=\s*(\S)\s*$", re.IGNORECASE)
 _ADD = re.compile(r"^\s*(?:ONBUILD\s+)?ADD\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -187,8 +188,8 @@ def daemon_downloads(text: str) -> bool:
     """
     escape = "\\"
     physical = text.splitlines()
-    for raw in physical:  # parser directives: comment lines before anything else
-        if not raw.strip().startswith("#"):
+    for raw in physical:  # parser directives: `# key=value` lines before any other line, comment or blank
+        if not _DIRECTIVE.match(raw):
             break
         if match := _ESCAPE_DIRECTIVE.match(raw):
             escape = match[1]
