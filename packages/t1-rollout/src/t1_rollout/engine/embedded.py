@@ -5,13 +5,16 @@ event loop. Up to ``max_batch_size`` requests decode together with continuous ba
 the active sequences per step, each with its own cache row, seeded generator and stop
 (`t1_rollout.engine.batching`); ``max_batch_size: 1`` serves one request at a time in arrival order. The
 forwards are batch-invariant (`t1_rollout.engine.invariant`): a request gets the same ids and log-probs,
-bit for bit, whatever it is batched with. Routing is captured from the MoE routers during the very
-forwards that produce the sampled tokens (T1 §4.2), so the record is exactly what the sampler used.
+bit for bit, whatever it is batched with, given the same prefix-cache hit (below). Routing is captured
+from the MoE routers during the very forwards that produce the sampled tokens (T1 §4.2), so the record is
+exactly what the sampler used.
 
 A per-sequence prefix cache keeps the KV/recurrent state after each answer: a prompt that extends a
 previous prompt + output (the next turn of the same trial, TITO strict case) only prefills its new tokens,
 and the rows of the cached prefix are those recorded when it was computed (as SGLang's radix cache does).
-Weight updates flush it.
+Weight updates flush it. A hit is not bit-identical to prefilling the whole prompt (the chunked forward from a
+cached state rounds differently, up to ~1e-6 in a log-prob: a strict xfail test), and which entries are kept
+depends on the order answers finish, so runs that differ in that order can differ at that level.
 """
 
 from __future__ import annotations
