@@ -105,6 +105,36 @@ async def test_a_launch_runs_as_its_uid_in_a_new_session_with_default_signals():
     assert ignored.split()[1] == "0000000000000000"  # SIGPIPE, SIGINT, ... not left ignored by the server
 
 
+def test_signals_the_trainer_inherited_ignored_are_default_in_a_launch():
+    # a trainer started with '&' by a non-interactive shell has SIGQUIT (and SIGINT) ignored; ignored stays
+    # ignored across fork and exec, so the sandbox's processes would inherit it unless the server resets all
+    script = textwrap.dedent(
+        """
+        import asyncio, os, signal
+        from t1_sandbox.local.spawner import spawner
+
+        for sig in (signal.SIGQUIT, signal.SIGUSR1, signal.SIGRTMIN + 3):
+            signal.signal(sig, signal.SIG_IGN)
+
+        async def main():
+            read, write = os.pipe()
+            proc = await spawner().spawn(
+                ["probe", "-c", "grep -E '^SigIgn' /proc/$$/status"], executable="/bin/sh", fds=[0, write, 2],
+                uid=65534,
+            )
+            os.close(write)
+            code = await proc.wait()
+            with os.fdopen(read) as fh:
+                print(code, fh.read().split()[1])
+
+        asyncio.run(main())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0000000000000000"], out.stdout
+
+
 def test_a_dead_server_ends_the_waits_and_is_replaced():
     # in a process of its own: killing this process's server would end other tests' sandboxes
     script = textwrap.dedent(

@@ -17,7 +17,7 @@ given as its first argument (the control socket):
   naming the step that failed (the child never ran), and later ``{"exit": code}`` (negative: killed by that
   signal), then closes the connection.
 
-The child runs in a new session (``setsid``) with the default action for every signal this server handles.
+The child runs in a new session (``setsid``) with the default action for every signal (`RESTORED`).
 The server is a child subreaper (``PR_SET_CHILD_SUBREAPER``): bwrap exits as soon as the sandbox's pid 1 has
 reported the command's status, without waiting for it, so pid 1 is orphaned; it is reparented here, not to
 the host's init (which may take seconds to reap it), and reaped with the launches, so no zombie of a sandbox's
@@ -48,9 +48,11 @@ MAX_FDS = 8
 MAX_REQUEST = 64 * 1024 * 1024  # bytes of JSON in one launch request
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-#: Signals this server handles or ignores, given back their default action in every child (as ``subprocess``
-#: restores SIGPIPE and SIGXFSZ, and as the trainer's own children got SIGINT, SIGHUP and SIGTERM).
-RESTORED = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD)
+#: Every catchable signal, given back its default action in every child: those this server handles or
+#: ignores (as ``subprocess`` restores SIGPIPE and SIGXFSZ), and any the trainer inherited ignored (a job
+#: started with ``&`` by a non-interactive shell ignores SIGINT and SIGQUIT), which would stay ignored in the
+#: sandbox across exec.
+RESTORED = tuple(s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP))
 
 
 class _Launch:
