@@ -34,7 +34,8 @@ from paired import interleave, paired_ratios, summary  # tools/bench/paired.py
 from t1_sandbox.local import LocalSandbox, bwrap_path
 
 
-def _bare_launch() -> float:
+def bare_launch() -> float:
+    """One bare ``bwrap --unshare-all ... true`` (the baseline a capable user would run), seconds."""
     argv = [bwrap_path(), "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64"):
         if os.path.islink(f"/{link}"):
@@ -103,7 +104,7 @@ def main() -> None:
             return await work
 
         arms = {
-            "bare_bwrap_s": _bare_launch,
+            "bare_bwrap_s": bare_launch,
             "t1_exec_s": lambda: loop.run_until_complete(watched(exec_true)),
             "t1_start_exec_close_s": lambda: loop.run_until_complete(watched(lifecycle)),
         }

@@ -27,7 +27,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from t1_sandbox.local import bwrap_path, cgroups, process, reclaim, sandbox, spawner, uids
+from bench_sandbox_launch import bare_launch  # tools/bench: the benchmark's own baseline
+
+from t1_sandbox.local import cgroups, process, reclaim, sandbox, spawner, uids
 from t1_sandbox.local.seccomp import seccomp_program
 
 SAMPLES: dict[str, list[float]] = defaultdict(list)
@@ -100,17 +102,6 @@ def _instrument() -> None:
     _patch(uids.UidSlot, "release", "uid slot: release")
 
 
-def _bare_launch() -> float:
-    """One bare ``bwrap ... true``: the same command as ``bench_sandbox_launch.py``'s baseline."""
-    argv = [bwrap_path(), "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
-    for link in ("bin", "lib", "lib64"):
-        if os.path.islink(f"/{link}"):
-            argv += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
-    t0 = time.perf_counter()
-    subprocess.run([*argv, "true"], check=True)
-    return time.perf_counter() - t0
-
-
 def _t1_argv_direct(env_dir: Path, keep: Path) -> list[str]:
     """The bwrap command line of an exec in a started sandbox (as the sandbox builds it), to run as root."""
     sb = sandbox.LocalSandbox()
@@ -160,7 +151,7 @@ def main() -> None:
         ORDER.clear()
         total = [loop.run_until_complete(lifecycle()) for _ in range(args.runs)]
         loop.close()
-        bare = [_bare_launch() for _ in range(args.runs)]
+        bare = [bare_launch() for _ in range(args.runs)]
         (env / "stand-in").mkdir(mode=0o755)
         fd_argv = _t1_argv_direct(env, env / "stand-in")
         direct = []
