@@ -89,3 +89,11 @@ def test_every_arm_is_a_recipe_t1_train_accepts(tmp_path):
             assert spec.ppo.advantage.estimator == "grpo"
             assert spec.ppo.advantage.group_size == spec.ppo.samples_per_task
             assert not spec.critic_warmup.enabled
+
+
+def test_sft_subset_takes_the_drawn_round_robin_order_not_the_sorted_one(tmp_path):
+    bh.ensure_split(tmp_path, ["text", "csv", "files"], 6, 1, 0)
+    order = bh.sft_order(tmp_path)
+    assert sorted(order) == sorted(p.name for p in (tmp_path / "train").iterdir())
+    # the first three are one of each family: a sorted order would take csv tasks first
+    assert {t.split("-")[1] for t in order[:3]} == {"text", "csv", "files"}

@@ -101,3 +101,20 @@ def test_summary_pairs_arms_over_steps_and_seeds():
     assert pair["over_seeds"]["change"]["diff"]["mean"] == pytest.approx(0.2)
     with pytest.raises(ValueError, match="metric 'nope'"):
         hs.summarize(rows, metric="nope")
+
+
+def test_summary_pairs_arms_over_seed_and_task_units_at_the_last_common_step():
+    rows = []
+    for seed in (0, 1):
+        rows.append(_row("ppo-critic", seed, 0, {"t1": 0.0, "t2": 0.5, "t3": 0.5}))
+        rows.append(_row("shuffled", seed, 0, {"t1": 0.0, "t2": 0.5, "t3": 0.5}))
+        rows.append(_row("ppo-critic", seed, 4, {"t1": 1.0, "t2": 0.5, "t3": 1.0}))
+        rows.append(_row("shuffled", seed, 4, {"t1": 0.5, "t2": 0.5, "t3": 0.5}))
+    rows.append(
+        _row("ppo-critic", 1, 8, {"t1": 0.0, "t2": 0.0, "t3": 0.0})
+    )  # a step the control never reached
+    rows[-2]["per_task"]["t3"]["resolved"] = None  # seed 1's control did not finish t3 at step 4
+    units = hs.summarize(rows)["arms"]["ppo-critic - shuffled"]["over_tasks"]
+    # seed 0: t1 +0.5, t2 0, t3 +0.5; seed 1 (step 4, t3 dropped): t1 +0.5, t2 0
+    assert units["n"] == 5 and units["above"] == 3 and units["ties"] == 2
+    assert units["diff"]["mean"] == pytest.approx(1.5 / 5)

@@ -10,7 +10,8 @@ Run (from the repository root; the full benchmark takes many hours on two cores,
    ``--heldout`` in OUT/split/heldout, sharing no seed and no parameter tuple (reused when split.json
    exists and matches).
 2. Per seed, with ``--sft-tasks K > 0``: ``t1 sft`` on the reference solutions of the first K training
-   tasks (OUT/sft-seedS); with 0, no SFT: the model starts from the recipe's seeded random weights.
+   tasks in the split's drawn order (round-robin over the families; OUT/sft-seedS); with 0, no SFT: the
+   model starts from the recipe's seeded random weights.
 3. Per arm and seed, ``t1 train`` on the training side (in this process, `bench_learning_recipe.train`),
    a checkpoint every ``--eval-every`` PPO steps. Arms: ``ppo-critic`` (the recipe: critic warm-up, GAE
    advantages, T1 §4.5), ``grpo`` (group-relative advantages over each task's samples, no critic warm-up,
@@ -70,6 +71,15 @@ def ensure_split(out: Path, families: list[str], n_train: int, n_heldout: int, s
             )
         return {"train": out / "train", "heldout": out / "heldout"}
     return write_split(split, out)
+
+
+def sft_order(split_dir: Path) -> list[str]:
+    """The training side's task ids in the order the split drew them (round-robin over the families).
+
+    ``--sft-tasks K`` takes the first K of this order, so every family is in the SFT subset once K reaches
+    the number of families (a sorted order would take K tasks of the first family).
+    """
+    return [r["task"] for r in json.loads((split_dir / "split.json").read_text())["train"]]
 
 
 def sft(recipe: Path, overrides: list[str], train_dir: Path, tasks: list[str], output: Path) -> Path:
@@ -208,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out: Path = args.out.resolve()
     dirs = ensure_split(out / "split", args.families.split(","), args.train, args.heldout, args.split_seed)
-    train_ids = sorted(p.name for p in dirs["train"].iterdir() if (p / "task.toml").is_file())
+    train_ids = sft_order(out / "split")
     rows_file = out / "heldout.jsonl"
     runs: dict[str, Any] = {}
     for seed in args.seed_list:

@@ -15,7 +15,9 @@ without its test:
   can show a consistent sign, not a significant one under that test.
 - `summarize`: the benchmark's table from its JSON lines: per arm and seed the held-out metric at the first
   and the last evaluation with its interval, the paired difference between two arms over steps (per seed)
-  and over seeds (the last evaluation, and the change from the first).
+  and over seeds (the last evaluation, and the change from the first), and over (seed, held-out task)
+  units at the last evaluation (the tasks are the sample a held-out claim is about; one seed's tasks share
+  a policy).
 
 scipy is in the lock (a dependency of datasketch, which t1-tasks uses for MinHash).
 """
@@ -132,7 +134,9 @@ def summarize(rows: Iterable[dict[str, Any]], *, metric: str = "resolved") -> di
         last evaluation, with their steps, and the `trend` of the overall metric when 3 or more evaluations
         exist); ``arms``: for every pair of arms, ``over_steps`` per seed (`paired` over the evaluations
         after the first, steps both arms reached) and ``over_seeds`` (`paired` over the seeds both ran: the
-        last evaluation, and the change from the first).
+        last evaluation, and the change from the first) and ``over_tasks`` (`paired` over every
+        (seed, held-out task) at the last common evaluation; tasks of one seed share a policy, so this
+        test's units are not independent across a seed's tasks).
 
     Raises:
         ValueError: an unknown metric.
@@ -182,4 +186,31 @@ def _pair(a: dict[int, dict[int, Any]], b: dict[int, dict[int, Any]], metric: st
     out: dict[str, Any] = {"over_steps": over_steps}
     if ends_a:
         out["over_seeds"] = {"end": paired(ends_a, ends_b), "change": paired(gain_a, gain_b)}
+    tasks_a, tasks_b = _task_units(a, b, metric)
+    if tasks_a:
+        out["over_tasks"] = paired(tasks_a, tasks_b)
     return out
+
+
+def _task_units(
+    a: dict[int, dict[int, Any]], b: dict[int, dict[int, Any]], metric: str
+) -> tuple[list[float], list[float]]:
+    """Each (seed, held-out task)'s metric at the last step both arms reached, one list per arm.
+
+    The held-out tasks are the sample of the task distribution a generalization claim is about, so they
+    are the units; the tasks of one seed share a policy, which this pooling ignores (said with the test).
+    A task either arm did not finish is left out.
+    """
+    xs: list[float] = []
+    ys: list[float] = []
+    for seed in sorted(set(a) & set(b)):
+        steps = sorted(set(a[seed]) & set(b[seed]))
+        if not steps:
+            continue
+        ta, tb = a[seed][steps[-1]]["per_task"], b[seed][steps[-1]]["per_task"]
+        for task in sorted(set(ta) & set(tb)):
+            va, vb = ta[task].get(metric), tb[task].get(metric)
+            if va is not None and vb is not None:
+                xs.append(float(va))
+                ys.append(float(vb))
+    return xs, ys
