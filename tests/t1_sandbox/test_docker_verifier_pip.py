@@ -169,3 +169,64 @@ async def test_a_root_owned_pytest_whose_python_reads_a_site_folder_of_the_agent
     report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
     assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
     assert "test session starts" in run.stdout_tail
+
+
+async def test_a_root_owned_pytest_in_a_venv_whose_pyvenv_cfg_is_the_agents_is_not_run(tmp_path):
+    """The image's ``pytest`` and its venv's Python and folders are root's, but the venv's ``pyvenv.cfg``
+    is the agent's: the agent points ``home`` at a copy of the standard library whose site folder holds a
+    ``.pth`` of its own, which the venv's Python runs as root before any test (a forged 1 of 1; ahead of the
+    verifier's guard, which a ``sitecustomize`` could not pass). The toolchain's ``pytest`` must not hand
+    over to it."""
+    from t1_reward import read_report
+    from t1_rollout.verify import run_verifier
+    from t1_sandbox.docker import DockerSandbox
+    from t1_sandbox.docker import client as dc
+    from t1_tasks import load_pool
+
+    recipe = load_recipe(TINY_DOCKER)
+    if problems := DockerSandbox.preflight(recipe):
+        pytest.skip("; ".join(problems))
+    root = _bundle(tmp_path)
+    (root / "bare-pip" / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        "RUN mkdir -p /opt/venv/bin && ln -s /usr/bin/python3 /opt/venv/bin/python3 "
+        "&& printf 'home = /usr/bin\\ninclude-system-site-packages = true\\n' > /opt/venv/pyvenv.cfg "
+        "&& chown 1000:1000 /opt/venv/pyvenv.cfg "
+        "&& printf '#!/opt/venv/bin/python3\\nimport sys\\nfrom pytest import console_main\\n"
+        "sys.exit(console_main())\\n' > /usr/local/bin/pytest && chmod 0755 /usr/local/bin/pytest\n"
+    )
+    (root / "bare-pip" / "tests" / "test.sh").write_text(
+        "#!/bin/bash\npytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+    )
+    (root / "bare-pip" / "tests" / "test_outputs.py").write_text("def test_fails():\n    assert False\n")
+    forged = (
+        '{"results": {"tool": {"name": "pytest"}, "summary": {"tests": 1, "passed": 1, "failed": 0}, '
+        '"tests": [{"name": "test_outputs.py::test_fails", "status": "passed", "duration": 1}]}}'
+    )
+    plant = tmp_path / "t1evil.pth"
+    plant.write_text(
+        "import os, sys; os.path.isdir('/logs/verifier') and 'pytest' in sys.argv[0] and "
+        f"(open('/logs/verifier/ctrf.json', 'w').write({forged!r}), os._exit(0))\n"
+    )
+    task = load_pool(root, strict=False).get("bare-pip")
+    sb = DockerSandbox.from_spec(recipe.sandbox)
+    try:
+        async with sb:
+            await sb.start(task.environment_dir, timeout_s=600)
+            await sb.upload(plant, "/app/t1evil.pth")
+            attack = (  # the agent, uid 1000: its own standard library and site folder, home pointed there
+                "mkdir -p /app/evil/bin /app/evil/lib/python3/dist-packages "
+                "&& cp -r /usr/lib/python3.11 /app/evil/lib/ && ln -s /usr/bin/python3 /app/evil/bin/ "
+                "&& cp /app/t1evil.pth /app/evil/lib/python3/dist-packages/ "
+                "&& printf 'home = /app/evil/bin\\ninclude-system-site-packages = true\\n' "
+                "> /opt/venv/pyvenv.cfg"
+            )
+            done = await sb.exec(attack, timeout_s=120)
+            assert done.ok, done.stderr
+            run = await run_verifier(sb, task, timeout_s=300, out_dir=tmp_path / "out")
+    finally:
+        if sb.choice is not None:
+            dc.api_client(None).remove_image(sb.choice.image, force=True)
+    report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail

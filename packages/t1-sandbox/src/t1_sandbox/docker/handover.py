@@ -4,11 +4,14 @@ Run in the Docker verifier's box by the toolchain's own Python (``python3 -I -S 
 nothing of the image is read to decide): exit 0 when the ``pytest`` script at ``PATH``, the Python its ``#!``
 line names, and every folder that Python reads its standard library, site folders and ``.pth`` files from
 (every ``lib/python3*``, ``lib64/python3*`` and ``local/lib/python3*`` of the interpreter's prefix as
-written and as resolved, of ``/usr`` and of ``/usr/local``), and all their contents, are root's and writable
-by no group or other; exit 1 otherwise. A root-owned script alone is not enough: an image that gave its
-site folder to the agent's uid lets a ``.pth`` there run as root before any test (a forged report). A ``#!``
-through ``env`` resolves on ``PATH`` (the toolchain's ``python3`` comes first there). Standard library only.
-Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start).
+written and as resolved, of ``/usr``, of ``/usr/local`` and of a venv's ``home``), every ``pyvenv.cfg`` it
+reads, and all their contents, are root's and writable by no group or other; exit 1 otherwise. A root-owned
+script alone is not enough: an image that gave its site folder to the agent's uid lets a ``.pth`` there run
+as root before any test (a forged report), and one that gave it a venv's ``pyvenv.cfg`` lets it point
+``home`` at a standard library of its own. A ``#!`` through ``env`` resolves on ``PATH`` (the toolchain's
+``python3`` comes first there). Standard library only.
+Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start) and the ``venv``
+module's (``pyvenv.cfg`` beside the interpreter or one folder up, its ``home`` key).
 """
 
 from __future__ import annotations
@@ -47,6 +50,33 @@ def _changeable_tree(top: str) -> bool:
     return False
 
 
+def _venv_homes(interpreter: str) -> list[str] | None:
+    """The ``home`` folders of the ``pyvenv.cfg`` files ``interpreter`` reads at start; None: not trusted.
+
+    Python looks for ``pyvenv.cfg`` in the folder of the interpreter as invoked (a venv's link, not its
+    target) and in the folder above, and takes its standard library from the prefix above ``home``: an
+    agent that may change that file chooses the code that runs as root. Each file found must be root's and
+    writable by no group or other (through any link), and ``home`` absolute; an empty list: no venv.
+    """
+    homes: list[str] = []
+    here = os.path.dirname(interpreter)
+    for folder in (here, os.path.dirname(here)):
+        cfg = os.path.join(folder, "pyvenv.cfg")
+        if not os.path.lexists(cfg):
+            continue
+        if _changeable_up(cfg) or _changeable_up(os.path.realpath(cfg)):
+            return None
+        with open(cfg, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, sep, value = line.partition("=")
+                if sep and key.strip().lower() == "home":
+                    home = value.strip()
+                    if not os.path.isabs(home) or _changeable_up(home):
+                        return None
+                    homes.append(home)
+    return homes
+
+
 def trusted(script: str, toolchain_bin: str) -> bool:
     """Whether only root can change ``script``, its interpreter and what that interpreter reads at start."""
     try:
@@ -71,7 +101,11 @@ def trusted(script: str, toolchain_bin: str) -> bool:
             return False
         if _changeable_up(real):
             return False
+        homes = _venv_homes(interpreter)
+        if homes is None:
+            return False
         bases = {os.path.dirname(os.path.dirname(p)) for p in (interpreter, real)} | {"/usr", "/usr/local"}
+        bases |= {os.path.dirname(h) for h in homes} | {os.path.dirname(os.path.realpath(h)) for h in homes}
         for base in bases:
             for sub in ("lib", "lib64", "local/lib"):
                 for top in glob.glob(os.path.join(base, sub, "python3*")):
