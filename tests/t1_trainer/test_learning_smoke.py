@@ -83,3 +83,12 @@ def test_trend_test_separates_a_rising_series_from_noise(bench):
     up, level = bench.trend(rising), bench.trend(flat)
     assert up["slope"] == pytest.approx(0.5 / 39, rel=0.2) and up["p"] < 1e-6
     assert level["p"] > 0.01
+
+
+def test_trend_p_is_the_t_distributions_not_the_normal_approximations(bench):
+    # 16 steps of the mini-pool PPO run (docs/learning.md): t = 3.395 on 14 df
+    y = [0.092, 0.097, 0.086, 0.050, 0.089, 0.114, 0.056, 0.086, 0.117, 0.128, 0.119, 0.086, 0.133, 0.128]
+    y += [0.142, 0.131]
+    out = bench.trend(y)
+    assert out["t"] == pytest.approx(3.395, abs=1e-3)
+    assert out["p"] == pytest.approx(0.00436, abs=2e-5)  # the normal approximation gave 6.9e-4

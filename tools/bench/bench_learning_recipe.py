@@ -19,7 +19,7 @@ permutations (with ``--skip-sft`` the SFT weights stay those already written).
    measured before the update, so the curve shows what the updated policy earns next.
 
 Printed per arm: the reward over the first and the last 3 PPO steps, the OLS slope per step with its t
-statistic and two-sided p (normal approximation, `bench_learning.trend`), and the wall time; the same start,
+statistic and two-sided p (t distribution, `bench_learning.trend`), and the wall time; the same start,
 end and trend for the share of trials that resolved their task (every assertion passed, read from the run's
 trajectories). The last line is one JSON object. Nothing asserts.
 """
