@@ -7,8 +7,10 @@ line names, and every folder that Python reads its standard library, site folder
 written and as resolved, of ``/usr``, of ``/usr/local`` and of a venv's ``home``), every ``pyvenv.cfg`` it
 reads, and all their contents, are root's and writable by no group or other; exit 1 otherwise. A root-owned
 script alone is not enough: an image that gave its site folder to the agent's uid lets a ``.pth`` there run
-as root before any test (a forged report), and one that gave it a venv's ``pyvenv.cfg`` lets it point
-``home`` at a standard library of its own. A ``#!`` through ``env`` resolves on ``PATH`` (the toolchain's
+as root before any test (a forged report), one that gave it a venv's ``pyvenv.cfg`` lets it point
+``home`` at a standard library of its own, and a root-owned ``.pth`` naming the agent's folder (an editable
+install of ``/app``) lets it leave a ``pytest11`` entry point there: every folder a ``.pth`` file there
+names must be root's through and through too. A ``#!`` through ``env`` resolves on ``PATH`` (the toolchain's
 ``python3`` comes first there). Standard library only.
 Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start) and the ``venv``
 module's (``pyvenv.cfg`` beside the interpreter or one folder up, its ``home`` key).
@@ -41,13 +43,37 @@ def _changeable_up(path: str) -> bool:
 
 
 def _changeable_tree(top: str) -> bool:
-    """``top``, a folder above it, or anything below it (links not followed) is `_changeable`."""
-    if _changeable_up(top):
+    """``top``, a folder above it (as written or resolved) or anything below it (unfollowed) is changeable."""
+    if _changeable_up(top) or _changeable_up(os.path.realpath(top)):
         return True
     for here, dirs, files in os.walk(top):
         if any(_changeable(os.path.join(here, name)) for name in dirs + files):
             return True
     return False
+
+
+def _pth_folders(top: str) -> list[str]:
+    """The folders that the ``.pth`` files under ``top`` put on the module path (those that exist).
+
+    ``site`` adds each line of a site folder's ``.pth`` file that is not a comment nor an ``import`` line
+    as a folder (relative to the file's) when it exists: an editable install (``pip install -e .`` in the
+    image) names the project's folder there, and whatever that folder holds (a ``pytest11`` entry point of
+    a ``*.dist-info``, a module shadowing one pytest imports) is read by pytest at start.
+    """
+    folders = []
+    for here, _dirs, files in os.walk(top):
+        for name in files:
+            if not name.endswith(".pth"):
+                continue
+            with open(os.path.join(here, name), encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    line = line.rstrip()
+                    if not line or line.startswith(("#", "import ", "import\t")):
+                        continue
+                    folder = os.path.join(here, line)
+                    if os.path.exists(folder):
+                        folders.append(folder)
+    return folders
 
 
 def _venv_homes(interpreter: str) -> list[str] | None:
@@ -109,7 +135,7 @@ def trusted(script: str, toolchain_bin: str) -> bool:
         for base in bases:
             for sub in ("lib", "lib64", "local/lib"):
                 for top in glob.glob(os.path.join(base, sub, "python3*")):
-                    if _changeable_tree(top):
+                    if _changeable_tree(top) or any(map(_changeable_tree, _pth_folders(top))):
                         return False
         return True
     except OSError:

@@ -1,0 +1,99 @@
+"""Attacks on the Docker verifier's ``pytest`` handover, as the agent (uid 1000) would make them.
+
+The toolchain's ``pytest`` command hands over to the image's ``pytest`` only when only root can change what
+that ``pytest`` runs at start (``t1_sandbox.docker.handover``). Each test builds an image with a plausible
+mistake of its author, lets the agent plant files during its phase, and checks that the verifier still runs
+the real test (1 failing test: 0 of 1), not the agent's forged report (1 of 1, written as root).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import pytest
+
+from t1_spec import load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_DOCKER = REPO / "recipes" / "tiny-docker.yaml"
+pytestmark = pytest.mark.docker
+
+_FORGED = (
+    '{"results": {"tool": {"name": "pytest"}, "summary": {"tests": 1, "passed": 1, "failed": 0}, '
+    '"tests": [{"name": "test_outputs.py::test_fails", "status": "passed", "duration": 1}]}}'
+)
+#: Python that writes the forged report and ends the process, as root in the verifier.
+_FORGE = f"import os\nopen('/logs/verifier/ctrf.json', 'w').write({_FORGED!r})\nos._exit(0)\n"
+#: The image's own ``pytest`` script, as pip writes it for the Debian Python.
+_PYTEST_SCRIPT = (
+    "printf '#!/usr/bin/python3\\nimport sys\\nfrom pytest import console_main\\n"
+    "sys.exit(console_main())\\n' > /usr/local/bin/pytest && chmod 0755 /usr/local/bin/pytest"
+)
+
+
+async def _verify(tmp_path: Path, dockerfile: str, files: dict[str, str], attack: str):
+    """Build a task of ``dockerfile``, run ``attack`` as the agent with ``files`` in ``/app``, then verify.
+
+    Returns:
+        ``(report, run)``: the parsed report of the verifier's run and the run itself.
+    """
+    from t1_reward import read_report
+    from t1_rollout.verify import run_verifier
+    from t1_sandbox.docker import DockerSandbox
+    from t1_sandbox.docker import client as dc
+    from t1_tasks import load_pool
+
+    recipe = load_recipe(TINY_DOCKER)
+    if problems := DockerSandbox.preflight(recipe):
+        pytest.skip("; ".join(problems))
+    root = tmp_path / "pool" / "attack"
+    (root / "environment").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "task.toml").write_text('version = "1.0"\n\n[verifier]\ntimeout_sec = 300.0\n')
+    (root / "instruction.md").write_text("Nothing to do.\n")
+    (root / "environment" / "Dockerfile").write_text(dockerfile)
+    (root / "environment" / "token").write_text(secrets.token_hex(8))  # a fresh image
+    (root / "tests" / "test.sh").write_text(
+        "#!/bin/bash\npytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+    )
+    (root / "tests" / "test_outputs.py").write_text("def test_fails():\n    assert False\n")
+    task = load_pool(root.parent, strict=False).get("attack")
+    sb = DockerSandbox.from_spec(recipe.sandbox)
+    try:
+        async with sb:
+            await sb.start(task.environment_dir, timeout_s=600)
+            for name, text in files.items():
+                plant = tmp_path / name.replace("/", "_")
+                plant.write_text(text)
+                await sb.upload(plant, f"/app/{name}")
+            done = await sb.exec(attack, timeout_s=120)  # the agent, uid 1000
+            assert done.ok, done.stderr
+            run = await run_verifier(sb, task, timeout_s=300, out_dir=tmp_path / "out")
+    finally:
+        if sb.choice is not None:
+            dc.api_client(None).remove_image(sb.choice.image, force=True)
+    report = read_report(run.out_dir, timed_out=run.timed_out, crashed=run.crashed)
+    return report, run
+
+
+async def test_an_editable_install_of_the_agents_folder_does_not_hand_over(tmp_path):
+    """The image installed its project in ``/app`` editable (``pip install -e .``: a root-owned ``.pth`` in
+    the site folder naming ``/app/src``), and ``/app`` is the agent's. The site folder is all root's, but
+    its ``.pth`` puts the agent's folder on the image's Python's path: a ``pytest11`` entry point left there
+    is loaded by the image's pytest as root before any test, and forged 1 of 1."""
+    dockerfile = (
+        "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        f"RUN {_PYTEST_SCRIPT} "
+        "&& echo /app/src > /usr/lib/python3/dist-packages/__editable__.app-0.1.pth\n"
+    )
+    files = {"t1evil.py": _FORGE, "entry_points.txt": "[pytest11]\nt1evil = t1evil\n"}
+    attack = (
+        "mkdir -p /app/src/t1evil-0.1.dist-info && mv /app/t1evil.py /app/src/ "
+        "&& mv /app/entry_points.txt /app/src/t1evil-0.1.dist-info/ "
+        "&& printf 'Metadata-Version: 2.1\\nName: t1evil\\nVersion: 0.1\\n' "
+        "> /app/src/t1evil-0.1.dist-info/METADATA"
+    )
+    report, run = await _verify(tmp_path, dockerfile, files, attack)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail
