@@ -269,6 +269,7 @@ class SealedBox(DockerSandbox):
         self._workdir = parent.task_root
         self._image_path = parent._image_path
         self._env = {"HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color", "USER": "root"}
+        self._env |= {"BASH_ENV": "", "ENV": ""}  # no root shell of the box sources the image's start-up file
         self.choice, self.limits = parent.choice, dict(parent.limits)
         self.network = parent.limits.get("network", parent.network)
 

@@ -79,6 +79,10 @@ EXTRA_PYTHONS = ("3.13",)
 _LOCK = threading.Lock()
 
 
+#: Shell start-up files no verifier's shell reads: the image's ``ENV`` values stay in the sealed box.
+_NO_SHELL_STARTUP = {"BASH_ENV": "", "ENV": ""}
+
+
 def verifier_env(image_path: str) -> dict[str, str]:
     """Variables putting the toolchain first on PATH for the verifier's launch (``image_path``: image's)."""
     return {
@@ -88,6 +92,9 @@ def verifier_env(image_path: str) -> dict[str, str]:
         FALLBACK_SITE_VARIABLE: f"{ROOT}/site-packages",
         "PYTHONNOUSERSITE": "1",
         **UV_ISOLATION,  # an image's uv, or one test.sh installs, reads nothing the agent wrote
+        # an image's BASH_ENV (ENV for sh), kept by the box, would be sourced as root by every shell of the
+        # verifier, test.sh's first: one naming a file in the agent's folder ran its code before any test
+        **_NO_SHELL_STARTUP,
     }
 
 
