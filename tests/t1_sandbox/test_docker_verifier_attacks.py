@@ -115,3 +115,59 @@ async def test_a_bash_env_of_the_image_in_the_agents_folder_is_not_sourced_by_th
     report, run = await _verify(tmp_path, dockerfile, files, attack)
     assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
     assert "test session starts" in run.stdout_tail
+
+
+#: A library whose constructor runs first in any program that loads it: as root in the verifier's box it
+#: writes the forged report (over pytest's, in T1's steps after the tests) and ends a pytest process; it
+#: runs any other program again without the library.
+_EVIL_LIBRARY_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void forge(int argc, char **argv, char **envp) {
+    int fd = getuid() == 0 ? open("/logs/verifier/ctrf.json", O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+    if (fd >= 0) {
+        write(fd, FORGED, sizeof(FORGED) - 1);
+        close(fd);
+        for (int i = 0; i < argc; i++)
+            if (strstr(argv[i], "pytest") != NULL) _exit(0);
+    }
+    unsetenv("LD_LIBRARY_PATH");
+    execv("/proc/self/exe", argv);
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("library_path", "folder"),
+    [("/usr/local/lib:$LD_LIBRARY_PATH", "/app"), ("/app/build/lib", "/app/build/lib")],
+    ids=["empty-entry", "agents-folder"],
+)
+async def test_the_images_ld_library_path_loads_no_library_of_the_agents_as_root(
+    tmp_path, library_path, folder
+):
+    """The image's ``LD_LIBRARY_PATH`` names a folder the agent can write: the task root through an empty
+    entry (``ENV LD_LIBRARY_PATH=/usr/local/lib:$LD_LIBRARY_PATH`` with none set: the working directory,
+    where ``test.sh`` runs), or a build folder of the task root. A ``libpython`` the agent left there was
+    loaded as root by the toolchain's own Python, ahead of the toolchain's, and forged 1 of 1."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler on this host to build the agent's library")
+    source = tmp_path / "evil.c"
+    source.write_text(f'#define FORGED "{_FORGED.replace(chr(34), chr(92) + chr(34))}"\n{_EVIL_LIBRARY_C}')
+    library = tmp_path / "evil.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    dockerfile = f"FROM debian:bookworm-slim\nWORKDIR /app\nENV LD_LIBRARY_PATH={library_path}\n"
+    name = f"libpython{sys.version_info.major}.{sys.version_info.minor}.so.1.0"  # the toolchain's Python's
+    files = {"evil.so": library.read_bytes().hex()}
+    attack = (
+        f'mkdir -p {folder} && python3 -c "import sys; '
+        f"sys.stdout.buffer.write(bytes.fromhex(open('/app/evil.so').read()))\" > {folder}/{name}"
+    )
+    report, run = await _verify(tmp_path, dockerfile, files, attack)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail

@@ -16,13 +16,14 @@ from typing import Any
 
 from t1_sandbox.base import ExecResult, SandboxError
 from t1_sandbox.docker.stream import Frames, exec_socket
-from t1_sandbox.docker.toolchain import LAUNCH
+from t1_sandbox.docker.toolchain import LAUNCH, NOT_INHERITED
 
 __all__ = ["ROOT_ENV", "Launches"]
 
 #: The whole environment of every command T1 runs as the container's root: a fixed system ``PATH`` (the
-#: image's may name a folder the agent can write) and root's own ``HOME``, nothing the agent chose.
-ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "BASH_ENV": ""}
+#: image's may name a folder the agent can write) and root's own ``HOME``, nothing the agent chose (nor the
+#: image's ``BASH_ENV`` or ``LD_LIBRARY_PATH``: `NOT_INHERITED`).
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", **NOT_INHERITED}
 
 
 class Launches:

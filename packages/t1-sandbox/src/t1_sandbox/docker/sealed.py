@@ -39,7 +39,7 @@ from t1_sandbox.docker import client as dc
 from t1_sandbox.docker.launch import ROOT_ENV
 from t1_sandbox.docker.sandbox import DockerSandbox
 from t1_sandbox.docker.stream import Frames, exec_socket
-from t1_sandbox.docker.toolchain import PYTHON
+from t1_sandbox.docker.toolchain import NOT_INHERITED, PYTHON
 
 __all__ = ["SEALED_REPOSITORY", "SealedBox", "sealed_box", "tests_archive"]
 
@@ -269,7 +269,7 @@ class SealedBox(DockerSandbox):
         self._workdir = parent.task_root
         self._image_path = parent._image_path
         self._env = {"HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color", "USER": "root"}
-        self._env |= {"BASH_ENV": "", "ENV": ""}  # no root shell of the box sources the image's start-up file
+        self._env |= NOT_INHERITED  # no root process of the box reads the image's BASH_ENV, LD_LIBRARY_PATH
         self.choice, self.limits = parent.choice, dict(parent.limits)
         self.network = parent.limits.get("network", parent.network)
 

@@ -49,6 +49,7 @@ __all__ = [
     "LAUNCH",
     "LAUNCHER",
     "MOUNT",
+    "NOT_INHERITED",
     "PYTHON",
     "ROOT",
     "VERIFIER_GID",
@@ -79,8 +80,12 @@ EXTRA_PYTHONS = ("3.13",)
 _LOCK = threading.Lock()
 
 
-#: Shell start-up files no verifier's shell reads: the image's ``ENV`` values stay in the sealed box.
-_NO_SHELL_STARTUP = {"BASH_ENV": "", "ENV": ""}
+#: Variables of the image (kept by the sealed box from its ``ENV``) that no root process of T1 inherits:
+#: a shell's start-up file (``BASH_ENV``, ``ENV`` for sh), sourced by every shell as root, and
+#: ``LD_LIBRARY_PATH``, searched ahead of the toolchain's run path by every program: one naming a file or
+#: folder the agent can write (an empty entry is the working directory, the agent's task root) ran its code
+#: as root before any test. Empty is unset for bash, sh and the dynamic loader.
+NOT_INHERITED = {"BASH_ENV": "", "ENV": "", "LD_LIBRARY_PATH": ""}
 
 
 def verifier_env(image_path: str) -> dict[str, str]:
@@ -92,9 +97,7 @@ def verifier_env(image_path: str) -> dict[str, str]:
         FALLBACK_SITE_VARIABLE: f"{ROOT}/site-packages",
         "PYTHONNOUSERSITE": "1",
         **UV_ISOLATION,  # an image's uv, or one test.sh installs, reads nothing the agent wrote
-        # an image's BASH_ENV (ENV for sh), kept by the box, would be sourced as root by every shell of the
-        # verifier, test.sh's first: one naming a file in the agent's folder ran its code before any test
-        **_NO_SHELL_STARTUP,
+        **NOT_INHERITED,
     }
 
 
