@@ -171,3 +171,50 @@ async def test_the_images_ld_library_path_loads_no_library_of_the_agents_as_root
     report, run = await _verify(tmp_path, dockerfile, files, attack)
     assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
     assert "test session starts" in run.stdout_tail
+
+
+async def test_the_images_ld_library_path_gives_the_agent_no_root_in_its_own_phase(tmp_path):
+    """Every command of the agent starts under T1's launcher, which runs as root until it drops to the
+    agent's uid. With the image's ``LD_LIBRARY_PATH`` naming a folder of the task root, a ``libpython`` the
+    agent left there was loaded by the launcher as root on its next command: root in its own container
+    (then any file, the image's ``pytest`` too, is the agent's to rewrite). The agent's commands still see
+    the image's ``LD_LIBRARY_PATH``."""
+    import shutil
+    import subprocess
+    import sys
+
+    from t1_sandbox.docker import DockerSandbox
+    from t1_sandbox.docker import client as dc
+
+    recipe = load_recipe(TINY_DOCKER)
+    if problems := DockerSandbox.preflight(recipe):
+        pytest.skip("; ".join(problems))
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler on this host to build the agent's library")
+    source = tmp_path / "evil.c"
+    source.write_text(
+        "#include <fcntl.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
+        "__attribute__((constructor)) static void own(int argc, char **argv, char **envp) {\n"
+        '    if (getuid() == 0) close(open("/etc/t1-owned", O_WRONLY | O_CREAT, 0644));\n'
+        '    unsetenv("LD_LIBRARY_PATH");\n    execv("/proc/self/exe", argv);\n}\n'
+    )
+    library = tmp_path / "evil.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    dockerfile = "FROM debian:bookworm-slim\nWORKDIR /app\nENV LD_LIBRARY_PATH=/app/lib\n"
+    (env_dir / "Dockerfile").write_text(dockerfile)
+    (env_dir / "token").write_text(secrets.token_hex(8))
+    name = f"libpython{sys.version_info.major}.{sys.version_info.minor}.so.1.0"  # the launcher's
+    sb = DockerSandbox.from_spec(recipe.sandbox)
+    try:
+        async with sb:
+            await sb.start(env_dir, timeout_s=600)
+            await sb.upload(library, "/app/evil.so")
+            planted = await sb.exec(f"mkdir -p /app/lib && cp /app/evil.so /app/lib/{name}", timeout_s=60)
+            assert planted.ok, planted.stderr
+            seen = await sb.exec("echo $LD_LIBRARY_PATH; test -e /etc/t1-owned && echo OWNED", timeout_s=60)
+    finally:
+        if sb.choice is not None:
+            dc.api_client(None).remove_image(sb.choice.image, force=True)
+    assert seen.stdout.split() == ["/app/lib"], seen

@@ -26,11 +26,29 @@ __all__ = ["ROOT_ENV", "Launches"]
 ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", **NOT_INHERITED}
 
 
+#: The variable by which the launcher gets the command's own ``LD_LIBRARY_PATH`` (``t1run.py``): the exec's is
+#: empty, as the container's is, so that the launcher (root until it drops to the command's uid) loads no
+#: library from a folder the agent can write; the command gets this one back.
+COMMAND_LIBRARY_PATH = "T1_RUN_LD_LIBRARY_PATH"
+
+
 class Launches:
     """Launch helpers of ``DockerSandbox`` (see the module docstring)."""
 
     _id: str | None
     _closed: bool
+    #: The image's ``LD_LIBRARY_PATH`` (its ``ENV``), what the agent's commands get; the container's is empty.
+    _image_library_path: str = ""
+
+    def _exec_environment(self, env: dict[str, str]) -> list[str]:
+        """``env`` as the exec's environment: ``LD_LIBRARY_PATH`` moved to `COMMAND_LIBRARY_PATH`.
+
+        The command's is ``env``'s when it names one (``ROOT_ENV`` and the verifier's: empty), else the
+        image's.
+        """
+        library_path = env.get("LD_LIBRARY_PATH", self._image_library_path)
+        env = {**env, "LD_LIBRARY_PATH": "", COMMAND_LIBRARY_PATH: library_path}
+        return [f"{k}={v}" for k, v in env.items()]
 
     def _api(self) -> Any:
         raise NotImplementedError
@@ -65,7 +83,7 @@ class Launches:
                 cmd,
                 stdin=stdin is not None,
                 user="0",
-                environment=[f"{k}={v}" for k, v in env.items()],
+                environment=self._exec_environment(env),
                 workdir="/",
             )
         )["Id"]

@@ -258,6 +258,7 @@ class DockerSandbox(Launches, Sandbox):
         config = inspected.get("Config") or {}
         image_env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
         self._image_path = image_env.get("PATH", self._image_path)
+        self._image_library_path = image_env.get("LD_LIBRARY_PATH", "")
         self._workdir = env.workdir or config.get("WorkingDir") or DEFAULT_TASK_ROOT
         volume = await asyncio.to_thread(ensure_volume, api, self.host, choice.image)
         cpus = _capped(self.cpus, env.cpus)
@@ -293,6 +294,7 @@ class DockerSandbox(Launches, Sandbox):
             choice.image,
             command=["init"],
             entrypoint=list(LAUNCH),
+            environment={"LD_LIBRARY_PATH": ""},  # the image's, for the agent's commands only (launch.py)
             user="0",
             working_dir="/",
             labels=labels,
@@ -491,7 +493,7 @@ class DockerSandbox(Launches, Sandbox):
                 stdin=True,
                 tty=True,
                 user="0",
-                environment=[f"{k}={v}" for k, v in env.items()],
+                environment=self._exec_environment(env),
                 workdir="/",
             )
         )["Id"]

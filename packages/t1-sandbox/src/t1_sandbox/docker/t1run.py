@@ -14,8 +14,10 @@ on the module path, so nothing the agent wrote is imported as root), standard li
   by signal ``n``). On SIGTERM (the host's deadline) everything below the launcher is killed at once.
 
 A working directory that cannot be entered exits 125 with ``t1run: cwd`` on stderr, so the host tells it
-from the command's own failure. The command's environment is the exec's, unchanged (the interpreter finds its
-library through its own relative run path, so no loader variable is set).
+from the command's own failure. The command's environment is the exec's, but for ``LD_LIBRARY_PATH``: the
+exec's is empty (this launcher, root, loads no library the agent left in a folder the image's names) and the
+command gets the one of ``T1_RUN_LD_LIBRARY_PATH`` (the interpreter finds its library through its own
+relative run path).
 """
 
 import ctypes
@@ -87,6 +89,12 @@ def _run(argv: list[str]) -> int:
     with open(f"/run/t1/{tag}", "w") as fh:
         fh.write(str(me))
     env = dict(os.environ)
+    # the command's own LD_LIBRARY_PATH (launch.py): the exec's is empty, so that this root process loaded
+    # no library from a folder the agent can write
+    library_path = env.pop("T1_RUN_LD_LIBRARY_PATH", "")
+    env.pop("LD_LIBRARY_PATH", None)
+    if library_path:
+        env["LD_LIBRARY_PATH"] = library_path
 
     def on_term(signum: int, frame: object) -> None:
         _kill_below(me)
