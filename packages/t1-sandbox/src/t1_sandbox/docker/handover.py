@@ -10,8 +10,9 @@ script alone is not enough: an image that gave its site folder to the agent's ui
 as root before any test (a forged report), one that gave it a venv's ``pyvenv.cfg`` lets it point
 ``home`` at a standard library of its own, and a root-owned ``.pth`` naming the agent's folder (an editable
 install of ``/app``) lets it leave a ``pytest11`` entry point there: every folder a ``.pth`` file there
-names must be root's through and through too. A ``#!`` through ``env`` resolves on ``PATH`` (the toolchain's
-``python3`` comes first there). Standard library only.
+names must be root's through and through too. The Python must be a binary (ELF): a root-owned wrapper
+script named ``python3`` may run a Python the agent replaced. A ``#!`` through ``env`` resolves on ``PATH``
+(the toolchain's ``python3`` comes first there). Standard library only.
 Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start) and the ``venv``
 module's (``pyvenv.cfg`` beside the interpreter or one folder up, its ``home`` key).
 """
@@ -125,6 +126,9 @@ def trusted(script: str, toolchain_bin: str) -> bool:
             return True  # the toolchain's own Python
         if not os.path.basename(real).startswith("python") or _changeable_up(interpreter):
             return False
+        with open(real, "rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                return False  # a wrapper script: what it runs is not checked
         if _changeable_up(real):
             return False
         homes = _venv_homes(interpreter)
