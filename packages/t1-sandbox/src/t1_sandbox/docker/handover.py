@@ -5,7 +5,8 @@ nothing of the image is read to decide): exit 0 when the ``pytest`` script at ``
 line names, and every folder that Python reads its standard library, site folders and ``.pth`` files from
 (every ``lib/python3*``, ``lib64/python3*`` and ``local/lib/python3*`` of the interpreter's prefix as
 written and as resolved, of ``/usr``, of ``/usr/local`` and of a venv's ``home``), every ``pyvenv.cfg`` it
-reads, and all their contents, are root's and writable by no group or other; exit 1 otherwise. A root-owned
+reads, and all their contents (and what each link there names), are root's and writable by no group or
+other; exit 1 otherwise. A root-owned
 script alone is not enough: an image that gave its site folder to the agent's uid lets a ``.pth`` there run
 as root before any test (a forged report), one that gave it a venv's ``pyvenv.cfg`` lets it point
 ``home`` at a standard library of its own, and a root-owned ``.pth`` naming the agent's folder (an editable
@@ -43,13 +44,30 @@ def _changeable_up(path: str) -> bool:
         path = os.path.dirname(path)
 
 
-def _changeable_tree(top: str) -> bool:
-    """``top``, a folder above it (as written or resolved) or anything below it (unfollowed) is changeable."""
-    if _changeable_up(top) or _changeable_up(os.path.realpath(top)):
+def _changeable_tree(top: str, seen: set[str] | None = None) -> bool:
+    """``top``, a folder above it (as written or resolved) or anything below it is `_changeable`.
+
+    A link below ``top`` is judged by what it names too (that file or folder and the folders above it, a
+    folder's tree in turn, once each): a root-owned link in a site folder to a ``.pth`` in the agent's
+    folder is the agent's file.
+    """
+    seen = set() if seen is None else seen
+    real = os.path.realpath(top)
+    if real in seen:
+        return False
+    seen.add(real)
+    if _changeable_up(top) or _changeable_up(real):
         return True
     for here, dirs, files in os.walk(top):
-        if any(_changeable(os.path.join(here, name)) for name in dirs + files):
-            return True
+        for name in dirs + files:
+            path = os.path.join(here, name)
+            if _changeable(path):
+                return True
+            if os.path.islink(path) and os.path.exists(path):
+                if os.path.isdir(path) and _changeable_tree(path, seen):
+                    return True
+                if _changeable_up(os.path.realpath(path)):
+                    return True
     return False
 
 
