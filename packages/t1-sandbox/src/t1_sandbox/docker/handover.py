@@ -3,15 +3,14 @@
 Run in the Docker verifier's box by the toolchain's own Python (``python3 -I -S handover.py PATH``, so that
 nothing of the image is read to decide): exit 0 when the ``pytest`` script at ``PATH``, the Python its ``#!``
 line names, and every folder that Python reads its standard library, site folders and ``.pth`` files from
-(every ``lib/python3*``, ``lib64/python3*`` and ``local/lib/python3*`` of the interpreter's prefix as
-written and as resolved, of ``/usr``, of ``/usr/local`` and of a venv's ``home``), every ``pyvenv.cfg`` it
-reads, and all their contents (and what each link there names), are root's and writable by no group or
-other; exit 1 otherwise. A root-owned
-script alone is not enough: an image that gave its site folder to the agent's uid lets a ``.pth`` there run
-as root before any test (a forged report), one that gave it a venv's ``pyvenv.cfg`` lets it point
-``home`` at a standard library of its own, and a root-owned ``.pth`` naming the agent's folder (an editable
-install of ``/app``) lets it leave a ``pytest11`` entry point there: every folder a ``.pth`` file there
-names must be root's through and through too. The Python must be a binary (ELF): a root-owned wrapper
+(every ``lib/python3*``, ``lib64/python3*`` and ``local/lib/python3*`` of the interpreter's prefix as written
+and as resolved, of ``/usr``, of ``/usr/local`` and of a venv's ``home``), every ``pyvenv.cfg`` it reads, and
+all their contents (and what each link there names), are root's and writable by no group or other; exit 1
+otherwise. A root-owned script alone is not enough: an image that gave its site folder to the agent's uid lets
+a ``.pth`` there run as root before any test (a forged report), one that gave it a venv's ``pyvenv.cfg`` lets
+it point ``home`` at a standard library of its own, and a root-owned ``.pth`` naming the agent's folder (an
+editable install of ``/app``) lets it leave a ``pytest11`` entry point there: every folder a ``.pth`` file
+there names must be root's through and through too. The Python must be a binary (ELF): a root-owned wrapper
 script named ``python3`` may run a Python the agent replaced. A ``#!`` through ``env`` resolves on ``PATH``
 (the toolchain's ``python3`` comes first there). Standard library only.
 Source: the ``site`` module's documentation (site folders, ``.pth`` files run at start) and the ``venv``
