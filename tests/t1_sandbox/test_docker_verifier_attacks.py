@@ -101,6 +101,31 @@ async def test_an_editable_install_of_the_agents_folder_does_not_hand_over(tmp_p
     assert "test session starts" in run.stdout_tail
 
 
+async def test_a_root_owned_pytest_in_a_venv_whose_pyvenv_cfg_is_the_agents_does_not_hand_over(tmp_path):
+    """The image's ``pytest`` and its venv's Python and folders are root's, but the venv's ``pyvenv.cfg``
+    is the agent's: the agent points ``home`` at a copy of the standard library whose site folder holds a
+    ``.pth`` of its own, which the venv's Python runs as root before any test (ahead of the verifier's
+    guard, which a ``sitecustomize`` could not pass) and forged 1 of 1."""
+    dockerfile = (
+        "FROM debian:bookworm-slim\nWORKDIR /app\n"
+        "RUN mkdir -p /opt/venv/bin && ln -s /usr/bin/python3 /opt/venv/bin/python3 "
+        "&& printf 'home = /usr/bin\\ninclude-system-site-packages = true\\n' > /opt/venv/pyvenv.cfg "
+        "&& chown 1000:1000 /opt/venv/pyvenv.cfg "
+        "&& printf '#!/opt/venv/bin/python3\\nimport sys\\nfrom pytest import console_main\\n"
+        "sys.exit(console_main())\\n' > /usr/local/bin/pytest && chmod 0755 /usr/local/bin/pytest\n"
+    )
+    files = {"t1evil.pth": "import os, sys; 'pytest' in sys.argv[0] and exec(" + repr(_FORGE) + ")\n"}
+    attack = (  # its own standard library and site folder, and home pointed there
+        "mkdir -p /app/evil/bin /app/evil/lib/python3/dist-packages "
+        "&& cp -r /usr/lib/python3.11 /app/evil/lib/ && ln -s /usr/bin/python3 /app/evil/bin/ "
+        "&& mv /app/t1evil.pth /app/evil/lib/python3/dist-packages/ "
+        "&& printf 'home = /app/evil/bin\\ninclude-system-site-packages = true\\n' > /opt/venv/pyvenv.cfg"
+    )
+    report, run = await _verify(tmp_path, dockerfile, files, attack)
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail
+
+
 async def test_a_bash_env_of_the_image_in_the_agents_folder_is_not_sourced_by_the_verifier(tmp_path):
     """The image activates its venv in every non-interactive ``bash`` (a common idiom:
     ``ENV BASH_ENV=/app/.venv/bin/activate``) and ``/app`` is the agent's: the ``bash`` that runs
