@@ -63,6 +63,13 @@ COMMANDS: dict[str, Run] = {
         slow=True,
         sandbox=True,
     ),
+    "uv run python tools/bench/bench_heldout.py": Run(
+        '--out "$out/heldout" --train 3 --heldout 2 --arms ppo-critic --seeds 0 --steps 1 --eval-every 1 '
+        "--attempts 1 --sft-tasks 0 ppo.batch_size=2 ppo.samples_per_task=1 rollout.launched=2 "
+        "rollout.admitted=2 critic_warmup.enabled=false",
+        slow=True,
+        sandbox=True,
+    ),
     # Other commands
     "uv run t1 train recipes/tiny-ray.yaml trainer.checkpoint_every=1": Run(
         f"ppo.steps=1 {RUNS}", slow=True, sandbox=True

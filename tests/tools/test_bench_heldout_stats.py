@@ -118,3 +118,9 @@ def test_summary_pairs_arms_over_seed_and_task_units_at_the_last_common_step():
     # seed 0: t1 +0.5, t2 0, t3 +0.5; seed 1 (step 4, t3 dropped): t1 +0.5, t2 0
     assert units["n"] == 5 and units["above"] == 3 and units["ties"] == 2
     assert units["diff"]["mean"] == pytest.approx(1.5 / 5)
+
+
+def test_paired_t_test_is_undefined_when_every_difference_is_the_same():
+    out = hs.paired([1.0, 2.0, 3.0], [0.5, 1.5, 2.5])  # every difference 0.5: no spread
+    assert out["t_test"]["p"] is None and out["t_test"]["statistic"] is None
+    assert out["wilcoxon"]["p"] == pytest.approx(0.25)

@@ -141,6 +141,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
                 lw=2.5,
                 label=f"{arm} (mean of {len(seeds)} seeds)",
             )
+        ax.set_ylim(0.0, 1.0 if metric == "resolved" else None)  # a share: its whole range
         ax.set_xlabel("PPO step")
         ax.set_ylabel(METRIC_NAMES[metric])
         ax.grid(alpha=0.3)

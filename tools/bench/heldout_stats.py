@@ -86,7 +86,8 @@ def paired(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> 
     Returns:
         ``n``; ``diff`` (`mean_interval` of the differences); ``above`` (units where a > b), ``ties``;
         ``t_test`` and ``wilcoxon``, each ``{"test", "statistic", "p"}`` (two-sided; p None where the test
-        is undefined: fewer than 2 units, or every difference 0).
+        is undefined: fewer than 2 units, or every difference 0; the t-test's also where every difference is
+        the same, which leaves no spread).
 
     Raises:
         ValueError: the sequences differ in length or are empty.
@@ -101,7 +102,8 @@ def paired(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> 
         "ties": sum(x == 0 for x in d),
     }
     undefined = len(d) < 2 or all(x == 0 for x in d)
-    t = None if undefined else stats.ttest_rel(a, b)
+    # every difference the same: no spread, so the t statistic is not finite (scipy warns); no p, as for n < 2
+    t = None if undefined or len(set(d)) == 1 else stats.ttest_rel(a, b)
     w = None if undefined else stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided")
     out["t_test"] = {
         "test": "paired t-test, two-sided",
