@@ -97,3 +97,9 @@ def test_sft_subset_takes_the_drawn_round_robin_order_not_the_sorted_one(tmp_pat
     assert sorted(order) == sorted(p.name for p in (tmp_path / "train").iterdir())
     # the first three are one of each family: a sorted order would take csv tasks first
     assert {t.split("-")[1] for t in order[:3]} == {"text", "csv", "files"}
+
+
+def test_split_only_writes_the_split_and_runs_nothing_else(tmp_path):
+    assert bh.main(["--out", str(tmp_path), "--train", "3", "--heldout", "1", "--split-only"]) == 0
+    assert (tmp_path / "split" / "split.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["split"]  # no SFT, run or rows

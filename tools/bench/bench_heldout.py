@@ -7,8 +7,8 @@ Run (from the repository root; the full benchmark takes many hours on two cores,
         [--eval-every 5] [--attempts 2] [--sft-tasks 12] [--recipe recipes/tiny-learn.yaml] [overrides ...]
 
 1. The split (`t1_tasks.synth.synth_split`): ``--train`` generated tasks in OUT/split/train and
-   ``--heldout`` in OUT/split/heldout, sharing no seed and no parameter tuple (reused when split.json
-   exists and matches).
+   ``--heldout`` in OUT/split/heldout, sharing no (family, seed) instance and no parameter tuple (reused
+   when split.json exists and matches; ``--split-only`` writes it and exits, before one process per seed).
 2. Per seed, with ``--sft-tasks K > 0``: ``t1 sft`` on the reference solutions of the first K training
    tasks in the split's drawn order (round-robin over the families; OUT/sft-seedS); with 0, no SFT: the
    model starts from the recipe's seeded random weights.
@@ -203,6 +203,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--eval-every", type=int, default=5, help="held-out evaluation every N PPO steps")
     ap.add_argument("--attempts", type=int, default=2, help="attempts per held-out task (pass@k up to it)")
     ap.add_argument("--sft-tasks", type=int, default=0, help="SFT on the first K training tasks (0: none)")
+    ap.add_argument(
+        "--split-only",
+        action="store_true",
+        help="write the split and exit (before starting one process per seed on the same --out)",
+    )
     ap.add_argument("overrides", nargs="*", help="dotlist overrides for every phase")
     args = ap.parse_args(argv)
     args.arm_list = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -218,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out: Path = args.out.resolve()
     dirs = ensure_split(out / "split", args.families.split(","), args.train, args.heldout, args.split_seed)
+    if args.split_only:
+        print(f"split: {dirs['train']} and {dirs['heldout']}", file=sys.stderr)
+        return 0
     train_ids = sft_order(out / "split")
     rows_file = out / "heldout.jsonl"
     runs: dict[str, Any] = {}
