@@ -101,6 +101,21 @@ async def test_an_editable_install_of_the_agents_folder_does_not_hand_over(tmp_p
     assert "test session starts" in run.stdout_tail
 
 
+async def test_a_root_owned_pytest_whose_python_reads_a_site_folder_of_the_agents_is_not_run(tmp_path):
+    """The image's ``pytest`` is root's, but its Python's site folder is the agent's (a shortcut for pip
+    installs without root): a ``.pth`` the agent leaves there ran as root in the sealed box before any test
+    and forged 1 of 1. The toolchain's ``pytest`` must not hand over to it."""
+    site = "/usr/lib/python3/dist-packages"
+    dockerfile = (
+        f"FROM debian:bookworm-slim\nWORKDIR /app\nRUN {_PYTEST_SCRIPT} "
+        f"&& mkdir -p {site} && chown -R 1000:1000 {site}\n"
+    )
+    files = {"t1evil.pth": "import os, sys; 'pytest' in sys.argv[0] and exec(" + repr(_FORGE) + ")\n"}
+    report, run = await _verify(tmp_path, dockerfile, files, f"cp /app/t1evil.pth {site}/")
+    assert (report.source, report.passed, report.total) == ("ctrf", 0, 1), run.stdout_tail
+    assert "test session starts" in run.stdout_tail
+
+
 async def test_a_root_owned_pytest_in_a_venv_whose_pyvenv_cfg_is_the_agents_does_not_hand_over(tmp_path):
     """The image's ``pytest`` and its venv's Python and folders are root's, but the venv's ``pyvenv.cfg``
     is the agent's: the agent points ``home`` at a copy of the standard library whose site folder holds a
