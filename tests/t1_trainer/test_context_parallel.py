@@ -38,6 +38,7 @@ from t1_trainer.context_parallel import (
     gated_delta_rule_cp,
     gated_deltanet_cp,
     interleaved_to_contiguous,
+    stream_positions,
 )
 
 _TOKEN_RTOL = 1.2e-7  # T1 §7.1's gradient agreement
@@ -361,3 +362,15 @@ def test_padding_and_a_real_sample_of_equal_length_differ_only_by_the_descriptor
     assert real.fingerprint() != padded.fingerprint()
     with pytest.raises(DescriptorError, match="must start at 0"):
         PackedCPDescriptor.from_cu_seqlens([0, 8, 4], cp=2, real=[True, True])
+
+
+def test_stream_positions_state_each_layout_by_hand() -> None:
+    # one real sample of 8 (chunks of 2) and rank-local padding of 4 (a segment of 2 per rank), cp = 2
+    desc = PackedCPDescriptor(cp=2, lengths=(8, 4), real=(True, False), segments=(4, 2))
+    assert stream_positions(desc, 0).tolist() == [0, 1, 6, 7, 8, 9]
+    assert stream_positions(desc, 1).tolist() == [2, 3, 4, 5, 10, 11]
+    assert stream_positions(desc, 1, "contiguous").tolist() == [4, 5, 6, 7, 10, 11]
+    every = torch.cat([stream_positions(desc, r) for r in range(2)])
+    assert sorted(every.tolist()) == list(range(12))  # each token held once
+    with pytest.raises(ValueError, match="rank 2 is outside"):
+        stream_positions(desc, 2)

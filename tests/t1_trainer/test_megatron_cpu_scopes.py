@@ -36,6 +36,7 @@ def test_gated_deltanet_kernels_are_undone_when_the_forward_raises(monkeypatch):
 
     monkeypatch.setattr(GatedDeltaNet, "forward", failing_forward)
     layer = object.__new__(CpuGatedDeltaNet)  # only the forward's scope is under test, not a built layer
+    object.__setattr__(layer, "cp_size", 1)  # megatron's constructor sets it; one rank: megatron's forward
     with pytest.raises(Boom):
         layer.forward(torch.zeros(1, 1, 1))
     assert seen and seen[0] != before  # the torch kernels were in place during the forward

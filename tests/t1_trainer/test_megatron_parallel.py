@@ -1,20 +1,21 @@
-"""The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, tp = 2 with ep = 2, ep = 2 with
-dp = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4 and tp = 2 with pp = 2 (4 ranks).
+"""The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, cp = 2, tp = 2 with ep = 2, ep = 2
+with dp = 2, cp = 2 with ep = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4, tp = 2 with pp = 2, tp = 2 with
+cp = 2 and cp = 2 with pp = 2 (4 ranks).
 
-``tp2gdn`` and ``pp2gdn`` are tp = 2 and pp = 2 on the tiny recipe's own hybrid model (megatron's Gated
-DeltaNet on T1's torch kernels; with tp its fused ``in_proj`` and ``conv1d`` split per section) against that
-model's one rank.
+``tp2gdn``, ``pp2gdn``, ``cp2gdn`` and ``cp2pp2gdn`` run on the tiny recipe's own hybrid model (megatron's
+Gated DeltaNet on T1's torch kernels; with tp its fused ``in_proj`` and ``conv1d`` split per section; with cp
+T1's sequence-sharded scan, T1 §7.1) against that model's one rank.
 
 The multi-rank runs execute this file as a script in subprocesses (``python test_megatron_parallel.py RANK
 WORLD PORT OUT MODE``), each a rank of a gloo group on 127.0.0.1 under megatron-core's parallel state; the
 one-rank reference runs the same `_run` in the test's own process. The model is the tiny recipe's with every
-layer full attention, but for ``tp2gdn`` and ``pp2gdn``. Samples of 85 and 84 tokens: the odd one is
-padded to a multiple of tp for sequence parallelism. Compared: replayed log-probs under the samples' own
-records and under forced records (every expert moved), the gradient of their sum gathered from the shards,
-the critic's values, the live routing rows, one PPO step's metrics and the exported HF weights after it.
-The four replayed forwards and their backward are one pass of the update loop (`run_micro_batches`): with
-pp = 2 that is one call of megatron's pipeline schedule over 4 micro-batches (1F1B: warm-up, steady state,
-cool-down), each stage replaying its own layers' rows.
+layer full attention, but for the hybrid modes. Samples of 85 and 84 tokens: each is padded at its end to a
+multiple of tp (sequence parallelism), or of ``2 * cp * tp`` with context parallelism. Compared: replayed
+log-probs under the samples' own records and under forced records (every expert moved), the gradient of
+their sum gathered from the shards, the critic's values, the live routing rows, one PPO step's metrics and
+the exported HF weights after it. The four replayed forwards and their backward are one pass of the update
+loop (`run_micro_batches`): with pp = 2 that is one call of megatron's pipeline schedule over 4 micro-batches
+(1F1B: warm-up, steady state, cool-down), each stage replaying its own layers' rows.
 """
 
 from __future__ import annotations
@@ -46,8 +47,16 @@ MODES = {
     "tp2pp2": {"tp": 2, "pp": 2},  # 4 ranks
     "tp2gdn": {"tp": 2},  # the recipe's hybrid model: Gated DeltaNet layers split per section
     "pp2gdn": {"pp": 2},  # the hybrid model in two stages (2 Gated DeltaNet layers; 1 and the full attention)
+    "cp2": {"cp": 2},  # all-gather attention over the load-balanced chunks
+    "cp2gdn": {"cp": 2},  # the hybrid model: T1's sequence-sharded Gated DeltaNet scan (T1 §7.1)
+    "tp2cp2": {"tp": 2, "cp": 2},  # 4 ranks
+    "cp2ep2": {"cp": 2, "ep": 2},
+    "cp2pp2gdn": {"cp": 2, "pp": 2},  # 4 ranks
 }
-HYBRID = {"tp2gdn", "pp2gdn"}
+HYBRID = {"tp2gdn", "pp2gdn", "cp2gdn", "cp2pp2gdn"}
+IN_CI = {"tp2", "pp2", "ep2dp2", "cp2gdn"}
+"""One 2-rank mode per degree runs in the default tier (CI); the other modes are marked slow. ``cp2gdn``
+covers both context-parallel layer kinds (its model has a full-attention layer)."""
 """Modes on the tiny recipe's own model (3 Gated DeltaNet layers, 1 full attention), against its one rank."""
 LOGP_ATOL = 2e-5
 """fp32: the tp ranks sum the attention and MLP partial products in another order (measured below 3e-6)."""
@@ -59,6 +68,18 @@ HYBRID_WEIGHT_ATOL = 0.02 * FAST.actor_lr
 """2% of one Adam step for the hybrid model: Adam's first step moves an entry by ``lr * g / (|g| + eps)``, so
 a gradient entry near zero turns a rounding difference ``d`` into up to ``lr * d / eps``; measured 9.9e-7 at
 tp = 2 (the Gated DeltaNet gradients' sums over tokens differ by up to 1.8e-5 of their largest entry)."""
+CP_GDN = {"cp2gdn", "cp2pp2gdn"}
+"""Hybrid modes with context parallelism: each rank scans its own 44 tokens from the carried state, so the
+chunked gated delta rule runs on another chunk grid than one rank's (64-token chunks from position 0), and
+the decay parameters' gradients (``A_log``, ``dt_bias``: sums over every token of a chain of exponentials)
+round differently."""
+CP_GDN_GRAD_RTOL = 5e-4
+"""Measured 1.0e-4 of the tensor's largest entry (``A_log``; 1.1e-6 absolute, every other tensor below 6e-7);
+with the carried state's gradient not handed back to the predecessor the same comparison reads 0.31."""
+CP_GDN_WEIGHT_ATOL = 0.5 * FAST.actor_lr
+"""Half an Adam step: measured 0.32 of one (``A_log``, ``dt_bias``, ``in_proj_a``), whose PPO-step gradient
+entries near zero turn the rounding above into a different step (Adam moves an entry by about
+``lr * g / (|g| + eps)``); every other weight agrees within ``HYBRID_WEIGHT_ATOL``."""
 
 
 def _spec(hybrid: bool = False) -> ModelSpec:
@@ -66,9 +87,11 @@ def _spec(hybrid: bool = False) -> ModelSpec:
     return m if hybrid else ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
 
 
-def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1):
+def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1, cp: int = 1):
     p = load_recipe(TINY_RECIPE).plan
-    return p.model_copy(update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "devices": tp * dp * pp})
+    return p.model_copy(
+        update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "cp": cp, "devices": tp * dp * pp * cp}
+    )
 
 
 def _run(plan, sample_from, hybrid: bool = False) -> dict:
@@ -126,7 +149,7 @@ def _free_port() -> int:
 
 
 def _ranks(tmp_path: Path, mode: str) -> list[dict]:
-    world = MODES[mode].get("tp", 1) * MODES[mode].get("dp", 1) * MODES[mode].get("pp", 1)
+    world = int(np.prod([MODES[mode].get(k, 1) for k in ("tp", "dp", "pp", "cp")]))
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     procs = [
@@ -170,8 +193,9 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize(
+    "mode", [m if m in IN_CI else pytest.param(m, marks=pytest.mark.slow) for m in sorted(MODES)]
+)
 def test_cpu_ranks_match_one(tmp_path, reference, mode):
     ref = reference(mode in HYBRID)
     got = _ranks(tmp_path, mode)
@@ -190,7 +214,7 @@ def test_cpu_ranks_match_one(tmp_path, reference, mode):
             for k in ref["grads"]
         )
         print(f"{mode} rank {r}: gathered gradients max relative difference {rel:.3g}")
-        assert rel <= GRAD_RTOL
+        assert rel <= (CP_GDN_GRAD_RTOL if mode in CP_GDN else GRAD_RTOL)
         vdiff = max(float(np.abs(a - b).max()) for a, b in zip(run["values"], ref["values"], strict=True))
         assert vdiff <= LOGP_ATOL, vdiff
         assert np.array_equal(run["live_rows"], ref["live_rows"])
@@ -202,9 +226,17 @@ def test_cpu_ranks_match_one(tmp_path, reference, mode):
             assert run["metrics"][k] == pytest.approx(v, rel=1e-4, abs=1e-6, nan_ok=True), k
         wdiff = max(_max_abs(run["weights"][k], ref["weights"][k]) for k in ref["weights"])
         print(f"{mode} rank {r}: exported weights after one PPO step max |N ranks - 1 rank| = {wdiff:.3g}")
-        assert wdiff <= (HYBRID_WEIGHT_ATOL if mode in HYBRID else WEIGHT_ATOL)
+        assert wdiff <= (HYBRID_WEIGHT_ATOL if mode in HYBRID else WEIGHT_ATOL) or (
+            mode in CP_GDN and wdiff <= CP_GDN_WEIGHT_ATOL and _decay_only(run["weights"], ref["weights"])
+        )
     moved = max(_max_abs(ref["weights"][k], ref["initial"][k]) for k in ref["weights"])
     assert moved > 10 * WEIGHT_ATOL  # the step moved the weights
+
+
+def _decay_only(got: dict, want: dict) -> bool:
+    """Every weight outside the Gated DeltaNet decay path agrees within ``HYBRID_WEIGHT_ATOL``."""
+    decay = ("linear_attn.A_log", "linear_attn.dt_bias", "linear_attn.in_proj_a.weight")
+    return all(_max_abs(got[k], want[k]) <= HYBRID_WEIGHT_ATOL for k in want if not k.endswith(decay))
 
 
 def _rank_main(rank: int, world: int, port: int, out: Path, mode: str) -> None:

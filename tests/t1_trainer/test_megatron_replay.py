@@ -118,9 +118,34 @@ def test_all_zero_layer_is_refused_naming_the_layer():
         targets([rec], [4])
 
 
-def test_context_parallel_is_not_built():
-    with pytest.raises(NotImplementedError, match="cp_size=2"):
-        targets([record(3, 0)], [3], cp_size=2)
+def test_context_parallel_ranks_take_load_balanced_chunks_of_each_sample():
+    # thd, cp = 2: each sample padded to 8 rows, cut into 4 chunks of 2; rank 0 holds chunks 0 and 3, rank 1
+    # chunks 1 and 2 (written out by hand)
+    recs, lens = [record(7, 9), record(5, 10)], [7, 5]
+    full = targets(recs, lens, pad_to=8)
+    ranks = [targets(recs, lens, pad_to=8, cp_rank=r, cp_size=2) for r in (0, 1)]
+    want = {0: [0, 1, 6, 7, 8, 9, 14, 15], 1: [2, 3, 4, 5, 10, 11, 12, 13]}
+    for r, got in enumerate(ranks):
+        for layer in range(L):
+            assert torch.equal(got[layer], full[layer][want[r]])
+
+
+def test_context_parallel_then_sequence_parallel_in_sbhd():
+    # sbhd, S = 8, B = 2: cp rank 1 holds positions 2-5 (rows s * 2 + b), then tp rank 1 the second half
+    recs, lens = [record(7, 11), record(4, 12)], [7, 4]
+    full = targets(recs, lens, pad_to=8, layout="sbhd")
+    (got,) = targets(
+        recs, lens, pad_to=8, layout="sbhd", cp_rank=1, cp_size=2, sp_rank=1, sp_size=2, moe_layer_order=[0]
+    )
+    rows = [s * 2 + b for s in (4, 5) for b in (0, 1)]
+    assert torch.equal(got, full[0][rows])
+
+
+def test_context_parallel_refuses_rows_that_do_not_split_into_its_chunks():
+    with pytest.raises(RoutingReplayError, match="2\\*cp_size = 4"):
+        targets([record(3, 0)], [3], cp_size=2, pad_to=3)  # 3 rows, not a multiple of 4
+    with pytest.raises(ValueError, match="cp_rank=2"):
+        targets([record(3, 0)], [3], cp_size=2, cp_rank=2, pad_to=4)
 
 
 # ---- megatron-core's own RouterReplay ----

@@ -21,7 +21,14 @@ import torch.distributed as dist
 
 from t1_trainer.context_parallel.descriptor import PackedCPDescriptor
 
-__all__ = ["Layout", "contiguous_to_interleaved", "exchange", "group_rank", "interleaved_to_contiguous"]
+__all__ = [
+    "Layout",
+    "contiguous_to_interleaved",
+    "exchange",
+    "group_rank",
+    "interleaved_to_contiguous",
+    "stream_positions",
+]
 
 Layout = Literal["interleaved", "contiguous"]
 _Unit = tuple[int, int]  # (entry, chunk or segment index)
@@ -44,6 +51,37 @@ def _units(desc: PackedCPDescriptor, layout: Layout, rank: int) -> list[tuple[_U
         chunks = (rank, 2 * cp - 1 - rank) if layout == "interleaved" else (2 * rank, 2 * rank + 1)
         out.extend(((e, c), n // (2 * cp)) for c in chunks)
     return out
+
+
+def stream_positions(desc: PackedCPDescriptor, rank: int, layout: Layout = "interleaved") -> torch.Tensor:
+    """Where each token ``rank`` holds sits in the full packed stream, in the rank's local order.
+
+    The one statement of the layouts' rule for callers that shard or gather by index (the Megatron backend's
+    token ids, routing rows and outputs): ``full[stream_positions(desc, r)]`` is rank ``r``'s local stream.
+
+    Args:
+        desc: the packed-sequence descriptor.
+        rank: a rank of the group, in ``[0, desc.cp)``.
+        layout: ``interleaved`` (the trainer's load-balanced shards) or ``contiguous``.
+
+    Returns:
+        int64 ``[desc.local_tokens]`` positions in ``[0, sum(desc.lengths))``, CPU.
+
+    Raises:
+        ValueError: ``rank`` outside the group, or an unknown layout.
+    """
+    if not 0 <= rank < desc.cp:
+        raise ValueError(f"stream_positions: rank {rank} is outside [0, cp={desc.cp})")
+    if layout not in ("interleaved", "contiguous"):
+        raise ValueError(f"stream_positions: layout {layout!r} is not 'interleaved' or 'contiguous'")
+    starts = [0]
+    for n in desc.lengths:
+        starts.append(starts[-1] + n)
+    pieces = []
+    for (entry, index), tokens in _units(desc, layout, rank):
+        begin = starts[entry] + index * tokens  # a chunk (split entry) or segment (rank-local) of equal size
+        pieces.append(torch.arange(begin, begin + tokens, dtype=torch.int64))
+    return torch.cat(pieces)
 
 
 def _owners(desc: PackedCPDescriptor, layout: Layout) -> dict[_Unit, tuple[int, int, int]]:

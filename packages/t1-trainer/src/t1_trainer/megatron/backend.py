@@ -33,10 +33,18 @@ tokens in lockstep, as the ``allgather`` dispatcher needs.
 Pipeline stages (pp > 1) run every pass through megatron-core's own schedule (`t1_trainer.megatron.pipeline`:
 its CPU adaptation, the last stage's loss, metrics broadcast over the stages).
 
-Built: on the CPU (gloo), tp, pp, dp and ep (ep dividing tp * dp), tested against one rank on 2 ranks (tp = 2;
-pp = 2; tp = 2 with ep = 2; ep = 2 with dp = 2) and 4 (tp = 2, dp = 2, ep = 4); on CUDA, tp = 1 with dp and
-ep from the plan. Not built, refused by `MegatronBackend.preflight`: cp > 1 (context-parallel replay), etp > 1
-(expert tensor parallelism), tp > 1 or pp > 1 on CUDA (never run on a GPU), pp > 1 with tied embeddings.
+Context parallelism (cp > 1, `t1_trainer.megatron.cp`): the sample is padded to a multiple of ``2 * cp * tp``
+and each cp rank forwards its two load-balanced chunks (megatron's rotary table sliced alike); full attention
+reads the whole sample's keys and values, Gated DeltaNet layers run T1's sequence-sharded scan (T1 §7.1), each
+cp rank's routers replay the rows of its own tokens, and the output is gathered over the cp group before the
+head, so every rank computes the same loss.
+
+Built: on the CPU (gloo), tp, pp, cp, dp and ep (ep dividing tp * cp * dp), tested against one rank on 2 ranks
+(tp = 2; pp = 2; cp = 2; tp = 2 with ep = 2; ep = 2 with dp = 2; cp = 2 with ep = 2) and 4 (tp = 2, dp = 2,
+ep = 4; tp = 2 with pp = 2; tp = 2 with cp = 2; cp = 2 with pp = 2); on CUDA, tp = 1 and cp = 1 with dp and ep
+from the plan. Not built, refused by `MegatronBackend.preflight`: etp > 1 (expert tensor parallelism), tp,
+pp or cp > 1 on CUDA (never run on a GPU; cp there needs Transformer Engine's attention), pp > 1 with tied
+embeddings.
 """
 
 from __future__ import annotations
@@ -156,7 +164,7 @@ class MegatronBackend:
             **common,
         )
         mg_state = hf_to_megatron(hf_state, self.hf_config, layer_spec="local")
-        self.tp = int(plan.tp)
+        self.tp, self.cp = int(plan.tp), int(plan.cp)
         self.world = int(torch.distributed.get_world_size())
         _load(self.actor, shard_state(self.actor, mg_state), "actor")
         critic_state = {k: v for k, v in mg_state.items() if k != "output_layer.weight"}
@@ -215,8 +223,8 @@ class MegatronBackend:
         """What this backend cannot run of ``recipe`` here, one line each led by the field path; cheap.
 
         Checks, without importing megatron-core: that it is installed (`MISSING_LINE`); a CUDA
-        ``trainer.device`` torch does not see; the plan's degrees this backend does not build (tp, pp,
-        cp > 1; more than one CPU process) and a world size other than ``plan.training_devices``; Gated
+        ``trainer.device`` torch does not see; the plan's degrees this backend does not build (etp > 1;
+        tp, pp or cp > 1 on CUDA) and a world size other than ``plan.training_devices``; Gated
         DeltaNet layers on CUDA without flash-linear-attention; the PPO settings neither this
         backend nor the torch one builds (`t1_trainer.checks.unbuilt_ppo`).
         """
@@ -240,20 +248,32 @@ class MegatronBackend:
 
     # ---- forward passes ----
 
-    def _padded(self, n: int) -> int:
-        """Tokens of the forward: ``n`` rounded up to a multiple of tp (sequence parallelism splits them)."""
-        return -(-n // self.tp) * self.tp
+    def padded_length(self, n: int) -> int:
+        """Tokens of the forward: ``n`` rounded up to a multiple of tp, or of ``2 * cp * tp`` with cp > 1.
+
+        Sequence parallelism splits a forward into tp blocks; context parallelism into each cp rank's two
+        load-balanced chunks first.
+        """
+        multiple = self.tp if self.cp == 1 else 2 * self.cp * self.tp
+        return -(-n // multiple) * multiple
 
     def stage_forward(self, model: nn.Module, ids: torch.Tensor, length: int | None = None) -> Any:
-        """This rank's forward of ``ids [T]`` padded to ``length`` (a multiple of tp, default the least).
+        """This rank's forward of ``ids [T]`` padded to ``length`` (`padded_length`, default the least).
 
-        Returns the model's raw output: ``[m / tp, 1, H]`` hidden states on a stage before the last,
-        ``[1, m / tp, X]`` on the last (or only) one.
+        Returns the model's raw output: ``[m / (cp tp), 1, H]`` hidden states on a stage before the last,
+        ``[1, m / (cp tp), X]`` on the last (or only) one; with cp > 1 this rank's load-balanced tokens
+        (`t1_trainer.megatron.cp`).
         """
         n = int(ids.shape[0])
-        m = self._padded(n) if length is None else int(length)
+        m = self.padded_length(n) if length is None else int(length)
         if m > n:  # trailing padding: causal, so no real position reads it
             ids = torch.cat([ids, ids.new_zeros(m - n)])
+        if self.cp > 1:  # the attention builds its causal mask from the stream positions
+            from t1_trainer.megatron.cp import local_positions
+
+            pos = local_positions(m).to(ids.device)
+            with self._shim(self.cpu):
+                return model(input_ids=ids[pos][None, :], position_ids=pos[None, :], attention_mask=None)
         causal = torch.triu(torch.ones(m, m, dtype=torch.bool, device=ids.device), diagonal=1)
         with self._shim(self.cpu):
             return model(
@@ -263,13 +283,17 @@ class MegatronBackend:
             )
 
     def _finished(self, out: Any, n: int) -> torch.Tensor:
-        """The last stage's output ``[1, m / tp, X]`` -> ``[n, X]``, whole on every tp rank."""
+        """The last stage's output ``[1, m / (cp tp), X]`` -> ``[n, X]``, whole on every tp and cp rank."""
         from megatron.core.tensor_parallel import gather_from_sequence_parallel_region
 
         out = out[0]
         if self.tp > 1:  # this rank's sequence block -> all; backward: this rank's block of the grad
             with self._shim(self.cpu):
                 out = gather_from_sequence_parallel_region(out, tensor_parallel_output_grad=False)
+        if self.cp > 1:  # every cp rank's chunks, in stream order; backward: this rank's tokens' grad
+            from t1_trainer.megatron.cp import gather_sequence
+
+            out = gather_sequence(out, sum_grads=False)
         return out[:n]
 
     def _forward(self, model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -296,6 +320,10 @@ class MegatronBackend:
             w = self.actor.embedding.word_embeddings.weight
         else:
             w = self.actor.output_layer.weight
+        if self.cp > 1:  # every cp rank's loss reads all of it: sync_grads would sum cp whole gradients
+            from t1_trainer.megatron.cp import replicated_in_loss
+
+            w = replicated_in_loss(w)
         if self.tp == 1:
             return w
         with self._shim(self.cpu):
@@ -360,9 +388,11 @@ class MegatronBackend:
             "top_k": s.top_k,
             "num_experts": s.num_experts,
             "layout": "sbhd",
-            "pad_to": self.tp,
+            "pad_to": self.padded_length(1),
             "sp_rank": _tp_rank(),
             "sp_size": self.tp,
+            "cp_rank": _cp_rank(),
+            "cp_size": self.cp,
         }
 
     def backward(self, loss: torch.Tensor, network: Network) -> None:
@@ -380,7 +410,7 @@ class MegatronBackend:
             with torch.no_grad():
                 logp = self.actor_logprobs(sample)
             cols = {
-                c: _tp_gathered(inst.get_recorded_indices().detach(), self.tp)
+                c: _rows_gathered(inst.get_recorded_indices().detach(), self.tp, self.cp)
                 for c, inst in zip(self.layer_order, self.instances, strict=True)
             }
         finally:
@@ -530,14 +560,17 @@ def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
             f"plan.pp {plan.pp} with model.tie_word_embeddings: the megatron trainer does not build the sum "
             "of the shared embedding's gradients over the first and last pipeline stages; set pp 1"
         )
-    for name, what in (
-        ("cp", "context-parallel router replay (load-balanced chunks per rank)"),
-        ("etp", "expert tensor parallelism (experts split inside the tp group)"),
-    ):
-        if getattr(plan, name) > 1:
-            lines.append(
-                f"plan.{name} {getattr(plan, name)}: the megatron trainer does not build {what}; set 1"
-            )
+    if plan.etp > 1:
+        lines.append(
+            f"plan.etp {plan.etp}: the megatron trainer does not build expert tensor parallelism (experts "
+            "split inside the tp group); set 1"
+        )
+    if plan.cp > 1 and not cpu:
+        lines.append(
+            f"plan.cp {plan.cp} on trainer.device {device}: megatron-core's context-parallel attention on "
+            "CUDA is Transformer Engine's, which the megatron trainer's layer spec does not build (its "
+            "all-gather attention and T1's sequence-sharded scan are built and tested on the CPU only); set 1"
+        )
     if plan.tp > 1 and not cpu:
         lines.append(
             f"plan.tp {plan.tp} on trainer.device {device}: the megatron trainer does not build the tp sum "
@@ -574,15 +607,25 @@ def _tp_rank() -> int:
     return int(ps.get_tensor_model_parallel_rank())
 
 
-def _tp_gathered(rows: torch.Tensor, tp: int) -> np.ndarray:
-    """This tp rank's recorded routing rows ``[m / tp, k]`` -> every rank's, in sequence order ``[m, k]``."""
-    if tp == 1:
-        return rows.cpu().numpy()
+def _cp_rank() -> int:
     from megatron.core import parallel_state as ps
 
-    parts = [torch.empty_like(rows) for _ in range(tp)]
-    torch.distributed.all_gather(parts, rows.contiguous(), group=ps.get_tensor_model_parallel_group())
-    return torch.cat(parts).cpu().numpy()
+    return int(ps.get_context_parallel_rank())
+
+
+def _rows_gathered(rows: torch.Tensor, tp: int, cp: int) -> np.ndarray:
+    """This rank's recorded routing rows ``[m / (cp tp), k]`` -> the whole forward's, in sequence order."""
+    from megatron.core import parallel_state as ps
+
+    if tp > 1:
+        parts = [torch.empty_like(rows) for _ in range(tp)]
+        torch.distributed.all_gather(parts, rows.contiguous(), group=ps.get_tensor_model_parallel_group())
+        rows = torch.cat(parts)
+    if cp > 1:
+        from t1_trainer.megatron.cp import gather_sequence
+
+        rows = gather_sequence(rows, sum_grads=False)
+    return rows.cpu().numpy()
 
 
 def _load(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:

@@ -17,9 +17,13 @@ functions of the same signature while it is built and while it runs forward:
   sqrt(d_k)``) in its chunked form, by transformers' torch reference ``torch_chunk_gated_delta_rule``
   (``qwen3_5_moe``), called as the plain torch function: the same pinned per-piece arithmetic as
   `t1_trainer.context_parallel.scan`, and the function the torch backend's Qwen3.5 model runs on the CPU,
-  so the two backends compute the same layer. `t1_trainer.context_parallel.gated_delta_rule_cp` itself is
-  not called here: its descriptor requires every real sample to be split ``2 * cp`` ways (an even length at
-  cp = 1), and the backend's samples have any length.
+  so the two backends compute the same layer. At cp = 1 `t1_trainer.context_parallel.gated_delta_rule_cp`
+  is not called: its descriptor requires every real sample to be split ``2 * cp`` ways (an even length),
+  and the backend's samples have any length.
+
+Context parallelism (cp > 1): megatron's forward would move each head's whole sequence onto one rank
+(an all-to-all); `CpuGatedDeltaNet` instead runs T1's sequence-sharded scan, state carried from rank to rank
+(T1 §7.1, `t1_trainer.context_parallel`), on one unpacked sample.
 
 Only on the CPU (`t1_trainer.megatron.model.build_gpt` picks this layer when ``cpu``); on CUDA
 megatron's ``GatedDeltaNet`` and fla's kernels run unchanged. The kernels are swapped into megatron's modules
@@ -205,10 +209,72 @@ def _cpu_gdn_class() -> type:
             super()._setup_variant_attrs()
             self.gated_delta_rule = torch_gated_delta_rule
 
-        def forward(self, *args: Any, **kwargs: Any) -> Any:
-            """Megatron's forward (``hidden [s, b, H]`` -> ``(out [s, b, H], bias)``) on the torch kernels."""
+        def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            """Megatron's forward (``hidden [s, b, H]`` -> ``(out [s, b, H], bias)``) on the torch kernels.
+
+            Above one context-parallel rank, `_forward_cp` instead.
+            """
             with _torch_kernels():
-                return super().forward(*args, **kwargs)
+                if self.cp_size > 1:
+                    return self._forward_cp(hidden_states, kwargs.get("packed_seq_params"))
+                return super().forward(hidden_states, *args, **kwargs)
+
+        def _forward_cp(self, hidden_states: torch.Tensor, packed_seq_params: Any) -> Any:
+            """The layer on this rank's load-balanced tokens with T1's sequence-sharded scan (T1 §7.1).
+
+            megatron's own cp path moves every head's whole sequence onto one rank (an all-to-all); T1's
+            keeps the sequence sharded: the fused projection per token, then the re-layout to contiguous
+            pieces, the convolution with the predecessor's halo and the gated delta rule with its carried
+            state (`t1_trainer.context_parallel`), the gated norm per token, the re-layout back and the
+            output projection. The projections, gates and norm are megatron's own modules and parameters.
+            """
+            from t1_trainer.context_parallel import (
+                causal_conv1d_cp,
+                contiguous_to_interleaved,
+                gated_delta_rule_cp,
+                interleaved_to_contiguous,
+            )
+            from t1_trainer.megatron.cp import sample_descriptor
+
+            if packed_seq_params is not None or hidden_states.shape[1] != 1:
+                raise NotImplementedError(
+                    "CpuGatedDeltaNet: context parallelism is built for one unpacked sample (batch 1)"
+                )
+            group = self.pg_collection.cp
+            mixed, _ = self.in_proj(hidden_states)  # [n, 1, D]: sequence-parallel blocks gathered over tp
+            n = mixed.shape[0]
+            desc = sample_descriptor(n * self.cp_size, self.cp_size)
+            x = interleaved_to_contiguous(mixed[:, 0], desc, group)
+            q, k, v, z, beta, alpha = torch.split(x, list(self.in_proj_split_sections), dim=-1)
+            conv = causal_conv1d_cp(
+                torch.cat([q, k, v], dim=-1),
+                self.conv1d.weight.squeeze(1),
+                self.conv1d.bias if self.conv_bias else None,
+                desc=desc,
+                group=group,
+                activation=self.activation,
+            )
+            q, k, v = torch.split(conv, [self.qk_dim_local_tp, self.qk_dim_local_tp, self.v_dim_local_tp], -1)
+            q = q.reshape(n, -1, self.key_head_dim)
+            k = k.reshape(n, -1, self.key_head_dim)
+            if self.use_qk_l2norm:
+                q, k = torch_l2norm(q), torch_l2norm(k)
+            repeat = self.num_value_heads // self.num_key_heads
+            if repeat > 1:  # value head h reads key head h // repeat, as megatron's GQA expansion
+                q, k = q.repeat_interleave(repeat, dim=1), k.repeat_interleave(repeat, dim=1)
+            g, beta = self._compute_g_and_beta(self.A_log, self.dt_bias, alpha, beta)
+            core = gated_delta_rule_cp(
+                q,
+                k,
+                v.reshape(n, -1, self.value_head_dim),
+                g,
+                beta,
+                desc=desc,
+                group=group,
+                use_qk_l2norm=False,
+            )
+            normed = self._apply_gated_norm(core, z.reshape(n, -1, self.value_head_dim)).reshape(n, -1)
+            return self.out_proj(contiguous_to_interleaved(normed, desc, group)[:, None])
 
     return CpuGatedDeltaNet
 

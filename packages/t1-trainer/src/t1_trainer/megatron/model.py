@@ -23,6 +23,10 @@ its parameters placed on the CPU by `cpu_device_shim`. The model builds and trai
 CUDA; dropout is 0) and an explicit causal mask (the default mask is made with ``device="cuda"``); one call
 still hard-codes CUDA, ``RotaryEmbedding.get_emb`` (``inv_freq.to(torch.cuda.current_device())``), which
 `cpu_device_shim` redirects to the CPU for the duration of a forward and backward.
+
+Context parallelism (cp > 1, CPU only): full attention is `t1_trainer.megatron.cp.CpDotProductAttention`
+(megatron's local attention over the all-gathered keys and values), Gated DeltaNet layers run T1's
+sequence-sharded scan (`t1_trainer.megatron.gdn_cpu`).
 """
 
 from __future__ import annotations
@@ -246,6 +250,10 @@ def _layer_specs(model_spec: ModelSpec, config: Any) -> Any:
     base.submodules.pre_mlp_layernorm = ZeroCenteredRMSNorm
     base.submodules.self_attention.submodules.q_layernorm = ZeroCenteredRMSNorm
     base.submodules.self_attention.submodules.k_layernorm = ZeroCenteredRMSNorm
+    if config.context_parallel_size > 1:  # the CPU's all-gather attention (t1_trainer.megatron.cp)
+        from t1_trainer.megatron.cp import CpDotProductAttention
+
+        base.submodules.self_attention.submodules.core_attention = CpDotProductAttention
     specs = []
     for kind in model_spec.layer_types:
         spec = copy.deepcopy(base)
@@ -357,14 +365,22 @@ def cpu_device_shim(cpu: bool) -> Iterator[None]:
     """On the CPU, answers megatron's ``torch.cuda.current_device()`` with the CPU device; else does nothing.
 
     megatron-core 0.19.2 moves the rotary ``inv_freq`` to ``torch.cuda.current_device()`` on the first forward
-    (``RotaryEmbedding.get_emb``), which raises without a CUDA driver. Only for the body's duration.
+    (``RotaryEmbedding.get_emb``), which raises without a CUDA driver; with context parallelism its
+    ``get_pos_emb_on_this_cp_rank`` builds its index with ``.cuda()``, answered by
+    `t1_trainer.megatron.cp.rotary_on_this_rank`. Only for the body's duration.
     """
     if not cpu:
         yield
         return
-    original = torch.cuda.current_device
+    from megatron.core.models.common.embeddings import rotary_pos_embedding as rope
+
+    from t1_trainer.megatron.cp import rotary_on_this_rank
+
+    original, slicer = torch.cuda.current_device, rope.get_pos_emb_on_this_cp_rank
     torch.cuda.current_device = lambda: torch.device("cpu")  # type: ignore[assignment]
+    rope.get_pos_emb_on_this_cp_rank = rotary_on_this_rank
     try:
         yield
     finally:
         torch.cuda.current_device = original  # type: ignore[assignment]
+        rope.get_pos_emb_on_this_cp_rank = slicer

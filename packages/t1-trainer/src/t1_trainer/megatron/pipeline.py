@@ -154,14 +154,14 @@ def run_schedule(
 
 
 def pass_length(be: Any, network: str, units: Sequence[Any]) -> int:
-    """The common padded length of a schedule call: the longest forward, rounded up to a multiple of tp.
+    """The common padded length of a schedule call: the longest forward, padded as the backend pads one.
 
     megatron's stages exchange one fixed shape per call (its ``variable_seq_lengths`` is refused with the
     ``allgather`` token dispatcher the CPU runs), so every sample is padded at its end to this length;
     attention is causal, so no real position reads the padding, and its routing rows are `t1_r3.pad_rows`.
     """
     longest = max(int(be.head_input(network, u).shape[0]) for u in units)
-    return -(-longest // be.tp) * be.tp
+    return be.padded_length(longest)
 
 
 def gather_stages(parts: dict[int, Any]) -> dict[int, Any]:

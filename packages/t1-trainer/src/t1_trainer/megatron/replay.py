@@ -14,8 +14,12 @@ router (``moe_router_fusion``) bypasses replay upstream, so the backend must kee
 Token order is the router's: it flattens its ``[s, b, E]`` logits seq-major, row ``s * b_size + b``. Two
 layouts are built: ``"thd"`` (packed sequences, batch 1: samples concatenated, each padded to a multiple of
 ``pad_to``) and ``"sbhd"`` (padded batch: every sample padded to the common length ``S``, rows seq-major).
-With sequence parallelism the router sees one contiguous block of those rows per TP rank (``sp_rank``,
-``sp_size``). Context parallelism (cp > 1: load-balanced chunks per rank) is not built: refused.
+With context parallelism (``cp_size`` > 1) a rank's router sees its load-balanced share first: of each
+sample (``"thd"``) or of the common length (``"sbhd"``), cut into ``2 * cp`` chunks, chunks ``cp_rank`` and
+``2 * cp - 1 - cp_rank`` (`t1_trainer.context_parallel.stream_positions`, the rule the backend shards its
+tokens by).
+With sequence parallelism it then sees one contiguous block of those rows per TP rank (``sp_rank``,
+``sp_size``).
 
 Rows without a record (each sample's last position, which the sampler never forwarded, and padding) take
 `t1_r3.pad_rows`, distinct experts spread over all E with one running offset for the whole batch, so padding
@@ -34,6 +38,7 @@ import torch
 from torch import nn
 
 from t1_r3 import RoutingMismatchError, check_routing, pad_rows
+from t1_trainer.context_parallel import PackedCPDescriptor, stream_positions
 
 __all__ = [
     "Layout",
@@ -83,6 +88,7 @@ def replay_targets(
     layout: Layout = "thd",
     sp_rank: int = 0,
     sp_size: int = 1,
+    cp_rank: int = 0,
     cp_size: int = 1,
 ) -> list[torch.Tensor]:
     """The replay target of each local MoE router for one micro-batch: pure, no megatron import.
@@ -102,7 +108,9 @@ def replay_targets(
         layout: ``"thd"`` (packed, batch 1) or ``"sbhd"`` (padded batch); see the module docstring.
         sp_rank: this rank's index in the sequence-parallel (TP) group.
         sp_size: sequence-parallel group size (tp with ``sequence_parallel``, else 1).
-        cp_size: context-parallel size; only 1 is built.
+        cp_rank: this rank's index in the context-parallel group.
+        cp_size: context-parallel group size; above 1 every sample's padded rows (``"thd"``) or the common
+            length (``"sbhd"``) must be a multiple of ``2 * cp_size``.
 
     Returns:
         One int64 ``[rows, k]`` CPU tensor per entry of ``moe_layer_order``, rows in the router's token order
@@ -111,15 +119,11 @@ def replay_targets(
     Raises:
         RoutingReplayError: a record is missing, is not ``[T_i - 1, num_moe_layers, top_k]``, holds ids
             outside ``[0, num_experts)``, repeats an expert or has an all-zero layer (`t1_r3.check_routing`),
-            naming the sample; or the padded rows do not split over ``sp_size``.
+            naming the sample; or the padded rows do not split into ``2 * cp_size`` chunks or over
+            ``sp_size``.
         ValueError: bad arguments (lengths of ``records`` and ``seq_lens`` differ, a layer index out of range,
-            unknown layout, ``sp_rank`` outside the group).
-        NotImplementedError: ``cp_size > 1``.
+            unknown layout, ``sp_rank`` or ``cp_rank`` outside its group).
     """
-    if cp_size != 1:
-        raise NotImplementedError(
-            f"cp_size={cp_size}: replay with context parallelism (load-balanced chunks per rank) is not built"
-        )
     if layout not in ("thd", "sbhd"):
         raise ValueError(f"layout must be 'thd' or 'sbhd', got {layout!r}")
     num_moe_layers = _int("num_moe_layers", num_moe_layers, 1)
@@ -128,6 +132,9 @@ def replay_targets(
     sp_size = _int("sp_size", sp_size, 1)
     if not 0 <= sp_rank < sp_size:
         raise ValueError(f"sp_rank={sp_rank} is outside [0, sp_size={sp_size})")
+    cp_size = _int("cp_size", cp_size, 1)
+    if not 0 <= cp_rank < cp_size:
+        raise ValueError(f"cp_rank={cp_rank} is outside [0, cp_size={cp_size})")
     order = [int(c) for c in moe_layer_order]
     if not order or len(set(order)) != len(order) or min(order) < 0 or max(order) >= num_moe_layers:
         raise ValueError(
@@ -172,6 +179,8 @@ def replay_targets(
         full = np.concatenate(per_sample, axis=0)
     else:  # [B, S, L, k] -> [S, B, L, k] -> rows s * B + b, as the router flattens [s, b, E]
         full = np.stack(per_sample, axis=0).transpose(1, 0, 2, 3).reshape(-1, num_moe_layers, top_k)
+    if cp_size > 1:
+        full = full[_cp_rows(per_sample, layout, cp_rank, cp_size)]
     if full.shape[0] % sp_size:
         raise RoutingReplayError(
             f"{full.shape[0]} routed rows do not split over sp_size={sp_size}; pad the batch to a multiple "
@@ -180,6 +189,28 @@ def replay_targets(
     block = full.shape[0] // sp_size
     local = full[sp_rank * block : (sp_rank + 1) * block]
     return [torch.from_numpy(np.ascontiguousarray(local[:, col, :])) for col in order]
+
+
+def _cp_rows(per_sample: list[np.ndarray], layout: Layout, cp_rank: int, cp_size: int) -> np.ndarray:
+    """Indices into the batch's rows of those a context-parallel rank routes, in its order."""
+    lengths = [p.shape[0] for p in per_sample] if layout == "thd" else [per_sample[0].shape[0]]
+    for n in lengths:
+        if n % (2 * cp_size):
+            raise RoutingReplayError(
+                f"{n} routed rows of a sample do not split into 2*cp_size = {2 * cp_size} load-balanced "
+                f"chunks; pad each sample to a multiple (pad_to) as context parallelism requires"
+            )
+    desc = PackedCPDescriptor(
+        cp=cp_size,
+        lengths=tuple(lengths),
+        real=(True,) * len(lengths),
+        segments=(2 * cp_size,) * len(lengths),
+    )
+    pos = stream_positions(desc, cp_rank).numpy()
+    if layout == "thd":
+        return pos
+    batch = len(per_sample)  # rows s * B + b: every sample's row at each of the rank's positions
+    return (pos[:, None] * batch + np.arange(batch)[None, :]).reshape(-1)
 
 
 def router_replay_instances(model: nn.Module) -> list[Any]:
@@ -242,6 +273,8 @@ def feed_router_replay(
     layout: Layout = "thd",
     sp_rank: int = 0,
     sp_size: int = 1,
+    cp_rank: int = 0,
+    cp_size: int = 1,
     device: torch.device | str | None = None,
 ) -> list[torch.Tensor]:
     """Sets one micro-batch's replay targets on every local router (``RouterReplay.set_target_indices``).
@@ -262,6 +295,8 @@ def feed_router_replay(
         layout: as in `replay_targets`.
         sp_rank: as in `replay_targets`.
         sp_size: as in `replay_targets`.
+        cp_rank: as in `replay_targets`.
+        cp_size: as in `replay_targets`.
         device: where the targets live (the router's device); None = CPU (megatron moves them per forward).
 
     Returns:
@@ -269,7 +304,7 @@ def feed_router_replay(
 
     Raises:
         RoutingReplayError: ``len(instances) != len(moe_layer_order)``, or as `replay_targets`.
-        ValueError, NotImplementedError: as `replay_targets`.
+        ValueError: as `replay_targets`.
     """
     if len(instances) != len(moe_layer_order):
         raise RoutingReplayError(
@@ -287,6 +322,8 @@ def feed_router_replay(
         layout=layout,
         sp_rank=sp_rank,
         sp_size=sp_size,
+        cp_rank=cp_rank,
+        cp_size=cp_size,
     )
     if device is not None:
         targets = [t.to(device) for t in targets]

@@ -13,11 +13,13 @@ gathers them back (`gather_state`), reading the attributes megatron's layers set
 Gradients (`sync_grads`). megatron's ``DistributedDataParallel`` and ``finalize_model_grads`` do this on
 CUDA; on the CPU their grad buffers cannot be built (see `t1_trainer.megatron.backend`), so it is done here
 with the same groups and megatron DDP's default scaling (each rank's loss is a mean over the data its rank
-ran; the update loop here runs the whole batch on every data-parallel rank): a dense parameter is averaged
-over the data-parallel group, and summed over the tp group when it is not tensor-parallel (with sequence
-parallelism each tp rank's norms, router, shared-expert gate and q/k norms see only its own token block or
-its own heads, so its gradient is a partial sum); an expert parameter is scaled by 1/dp (its tokens came
-from every data-parallel rank of its ep group) and summed over the expert-data-parallel group.
+ran; the update loop here runs the whole batch on every data-parallel rank): a dense parameter is summed
+over megatron's data-and-context-parallel group and divided by dp (context-parallel ranks hold disjoint
+tokens of the same sample, so their gradients are partial sums, as the tp ranks' are), and summed over the
+tp group when it is not tensor-parallel (with sequence parallelism each tp rank's norms, router,
+shared-expert gate and q/k norms see only its own token block or its own heads, so its gradient is a partial
+sum); an expert parameter is scaled by 1/dp (its tokens came from every data-parallel and context-parallel
+rank of its ep group) and summed over the expert-data-parallel group.
 `global_grad_norm` counts each distinct shard once over the whole world. Pipeline stages (pp > 1) hold
 disjoint layers, renumbered ``decoder.layers.0 ..`` on each stage (a stage's first layer is global layer
 ``layer_number - 1``): `shard_state` reads and `gather_state` writes the global numbers, and `gather_state`
@@ -225,7 +227,7 @@ def sync_grads(model: nn.Module) -> None:
     if not params or dist.get_world_size() == 1:
         return
     ps = _ps()
-    dp = ps.get_data_parallel_world_size(with_context_parallel=True)
+    dp = ps.get_data_parallel_world_size()  # cp ranks hold disjoint tokens: their partial sums add, unscaled
     has = torch.tensor([float(p.grad is not None) for p in params])
     if ps.get_pipeline_model_parallel_world_size() == 1:
         dist.all_reduce(has, op=dist.ReduceOp.MAX)
