@@ -95,8 +95,8 @@ def test_preflight_refuses_unbuilt_degrees_by_name():
     assert "torchrun --nproc-per-node 4" in lines[0]
     plan = r.plan.model_copy(update={"cp": 2, "etp": 2, "ep": 2, "devices": 2})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
-    # cp 2 is built on the CPU (test_megatron_parallel); etp is not
-    assert [line.split(" ")[0] for line in lines] == ["plan.etp", "plan:"]
+    # cp 2 and etp 2 are built on the CPU (test_megatron_parallel); this process is no 2-rank launch
+    assert [line.split(" ")[0] for line in lines] == ["plan:"]
     plan = r.plan.model_copy(update={"dp": 2, "ep": 2, "devices": 2})  # built; this is no 2-rank launch
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
     assert [line.split(" ")[0] for line in lines] == ["plan:"]
@@ -117,13 +117,16 @@ def test_preflight_refuses_tensor_parallel_on_cuda():
     assert any(line.startswith("plan.tp 2 on trainer.device cuda") for line in lines), lines
 
 
-def test_preflight_refuses_context_parallel_on_cuda():
+def test_preflight_refuses_context_and_expert_tensor_parallel_on_cuda():
     r = _recipe(device="cuda")
     plan = r.plan.model_copy(update={"cp": 2, "devices": 2})
     lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
     assert any(
         line.startswith("plan.cp 2 on trainer.device cuda") and "Transformer Engine" in line for line in lines
     ), lines
+    plan = r.plan.model_copy(update={"tp": 2, "etp": 2, "devices": 2})
+    lines = MegatronBackend.preflight(r.model_copy(update={"model": _full_attention(r.model), "plan": plan}))
+    assert any(line.startswith("plan.etp 2 on trainer.device cuda") for line in lines), lines
 
 
 def test_preflight_refuses_pipeline_stages_on_cuda_and_with_tied_embeddings():

@@ -1,6 +1,6 @@
 """The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, cp = 2, tp = 2 with ep = 2, ep = 2
-with dp = 2, cp = 2 with ep = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4, tp = 2 with pp = 2, tp = 2 with
-cp = 2 and cp = 2 with pp = 2 (4 ranks).
+with dp = 2, cp = 2 with ep = 2, tp = 2 with etp = 2 (2 ranks each), and tp = 2, dp = 2, ep = 4, tp = 2 with
+pp = 2, tp = 2 with cp = 2, cp = 2 with pp = 2, tp = 2, dp = 2, ep = 2, etp = 2 (4 ranks).
 
 ``tp2gdn``, ``pp2gdn``, ``cp2gdn`` and ``cp2pp2gdn`` run on the tiny recipe's own hybrid model (megatron's
 Gated DeltaNet on T1's torch kernels; with tp its fused ``in_proj`` and ``conv1d`` split per section; with cp
@@ -52,6 +52,8 @@ MODES = {
     "tp2cp2": {"tp": 2, "cp": 2},  # 4 ranks
     "cp2ep2": {"cp": 2, "ep": 2},
     "cp2pp2gdn": {"cp": 2, "pp": 2},  # 4 ranks
+    "tp2etp2": {"tp": 2, "etp": 2},  # every expert's FFN split over the 2 ranks
+    "tp2dp2ep2etp2": {"tp": 2, "dp": 2, "ep": 2, "etp": 2},  # 4 ranks
 }
 HYBRID = {"tp2gdn", "pp2gdn", "cp2gdn", "cp2pp2gdn"}
 IN_CI = {"tp2", "pp2", "ep2dp2", "cp2gdn"}
@@ -87,10 +89,10 @@ def _spec(hybrid: bool = False) -> ModelSpec:
     return m if hybrid else ModelSpec(**{**m.model_dump(), "full_attention_interval": 1})
 
 
-def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1, cp: int = 1):
+def _plan(tp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1, cp: int = 1, etp: int = 1):
     p = load_recipe(TINY_RECIPE).plan
     return p.model_copy(
-        update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "cp": cp, "devices": tp * dp * pp * cp}
+        update={"tp": tp, "ep": ep, "dp": dp, "pp": pp, "cp": cp, "etp": etp, "devices": tp * dp * pp * cp}
     )
 
 
@@ -114,6 +116,8 @@ def _run(plan, sample_from, hybrid: bool = False) -> dict:
         model_spec=spec, ppo_spec=FAST, plan=plan, seed=0, actor=sampler, logprob_gap_every=1
     )
     out: dict = {"initial": {k: v.clone() for k, v in be.export_weights().items()}}
+    fc1 = next(p for n, p in be.actor.named_parameters() if n.endswith("local_experts.0.linear_fc1.weight"))
+    out["expert_fc1_rows"] = int(fc1.shape[0])  # this rank's share of an expert's FFN (etp splits it)
     forced = [
         dataclasses.replace(s, routing=((np.asarray(s.routing) + 1) % spec.num_experts).astype(np.int32))
         for s in batch
@@ -203,6 +207,7 @@ def test_cpu_ranks_match_one(tmp_path, reference, mode):
         # the whole HF state, gathered from the shards, before any update: the sampler's weights exactly
         assert set(run["initial"]) == set(ref["initial"])
         assert all(torch.equal(run["initial"][k], ref["initial"][k]) for k in ref["initial"]), r
+        assert run["expert_fc1_rows"] * MODES[mode].get("etp", 1) == ref["expert_fc1_rows"]
         worst = max(_max_abs(a, b) for a, b in zip(run["logps"], ref["logps"], strict=True))
         print(f"{mode} rank {r}: replayed log-probs max |N ranks - 1 rank| = {worst:.3g}")
         assert worst <= LOGP_ATOL
