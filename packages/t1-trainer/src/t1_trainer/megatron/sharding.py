@@ -24,9 +24,9 @@ rank of its ep group) and summed over the expert-data-parallel group.
 disjoint layers, renumbered ``decoder.layers.0 ..`` on each stage (a stage's first layer is global layer
 ``layer_number - 1``): `shard_state` reads and `gather_state` writes the global numbers, and `gather_state`
 gathers the stages' dicts over the pipeline group; no parameter is shared between stages (the backend refuses
-tied embeddings with pp > 1), so no gradient sum crosses them. Expert tensor parallelism (etp > 1): an expert's
-weights are cut over the expert-tp group as tp cuts dense ones (megatron marks them tensor-parallel), so
-`shard_state` and `gather_state` take the etp rank and group for them.
+tied embeddings with pp > 1), so no gradient sum crosses them. Expert tensor parallelism (etp > 1): an
+expert's weights are cut over the expert-tp group as tp cuts dense ones (megatron marks them
+tensor-parallel), so `shard_state` and `gather_state` take the etp rank and group for them.
 """
 
 from __future__ import annotations
