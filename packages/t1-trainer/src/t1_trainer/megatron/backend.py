@@ -70,6 +70,7 @@ from t1_trainer.logprobs import lm_head_logprobs
 from t1_trainer.megatron import replay as rr
 from t1_trainer.megatron.names import hf_to_megatron, megatron_to_hf
 from t1_trainer.megatron.optimizer import megatron_optimizer, offload_network, zero_grads
+from t1_trainer.megatron.parallel import cp_rank, gathered_rows, plan_problems, tp_rank
 from t1_trainer.megatron.sharding import gather_state, model_parallel_step, shard_state
 from t1_trainer.mismatch import StateDict
 from t1_trainer.optim import adamw, clip_and_step
@@ -130,7 +131,7 @@ class MegatronBackend:
         temperature: float = 1.0,
         logprob_gap_every: int = 0,
     ) -> None:
-        problems = unbuilt_ppo(ppo_spec, "megatron") + _plan_problems(plan, device, model_spec)
+        problems = unbuilt_ppo(ppo_spec, "megatron") + plan_problems(plan, device, model_spec)
         if problems:
             raise TrainerConfigError(
                 "the megatron trainer cannot run this recipe:\n  - " + "\n  - ".join(problems)
@@ -235,7 +236,7 @@ class MegatronBackend:
         device = recipe.trainer.device
         unseen = device_problem("trainer.device", device)
         lines = [unseen] if unseen else []
-        lines += _plan_problems(recipe.plan, device, recipe.model)
+        lines += plan_problems(recipe.plan, device, recipe.model)
         gdn = gdn_problem(recipe.model, cuda=device.startswith("cuda"))
         return lines + ([gdn] if gdn else []) + unbuilt_ppo(recipe.ppo, "megatron")
 
@@ -389,9 +390,9 @@ class MegatronBackend:
             "num_experts": s.num_experts,
             "layout": "sbhd",
             "pad_to": self.padded_length(1),
-            "sp_rank": _tp_rank(),
+            "sp_rank": tp_rank(),
             "sp_size": self.tp,
-            "cp_rank": _cp_rank(),
+            "cp_rank": cp_rank(),
             "cp_size": self.cp,
         }
 
@@ -410,7 +411,7 @@ class MegatronBackend:
             with torch.no_grad():
                 logp = self.actor_logprobs(sample)
             cols = {
-                c: _rows_gathered(inst.get_recorded_indices().detach(), self.tp, self.cp)
+                c: gathered_rows(inst.get_recorded_indices().detach(), self.tp, self.cp)
                 for c, inst in zip(self.layer_order, self.instances, strict=True)
             }
         finally:
@@ -544,55 +545,6 @@ class MegatronBackend:
         return megatron_to_hf(state, self.hf_config, layer_spec="local")
 
 
-def _plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
-    """The plan degrees this backend does not build, and a world size other than the plan's, one line each."""
-    from t1_trainer.megatron.parallel import launched_world_size
-
-    cpu = not device.startswith("cuda")
-    lines = []
-    if plan.tp > 1 and model.vocab_size % plan.tp:
-        lines.append(
-            f"model.vocab_size {model.vocab_size}: megatron's VocabParallelEmbedding splits the vocabulary "
-            f"evenly over plan.tp {plan.tp}; pad vocab_size to a multiple of {plan.tp}"
-        )
-    if plan.pp > 1 and model.tie_word_embeddings:
-        lines.append(
-            f"plan.pp {plan.pp} with model.tie_word_embeddings: the megatron trainer does not build the sum "
-            "of the shared embedding's gradients over the first and last pipeline stages; set pp 1"
-        )
-    if plan.etp > 1 and not cpu:
-        lines.append(
-            f"plan.etp {plan.etp} on trainer.device {device}: the megatron trainer's expert tensor "
-            "parallelism is built and tested on the CPU (gloo) only and has never run under megatron's "
-            "DistributedOptimizer on a GPU; set 1"
-        )
-    if plan.cp > 1 and not cpu:
-        lines.append(
-            f"plan.cp {plan.cp} on trainer.device {device}: megatron-core's context-parallel attention on "
-            "CUDA is Transformer Engine's, which the megatron trainer's layer spec does not build (its "
-            "all-gather attention and T1's sequence-sharded scan are built and tested on the CPU only); set 1"
-        )
-    if plan.tp > 1 and not cpu:
-        lines.append(
-            f"plan.tp {plan.tp} on trainer.device {device}: the megatron trainer does not build the tp sum "
-            "of the sequence-parallel partial gradients under megatron's DistributedOptimizer (built on the "
-            "CPU only); set 1"
-        )
-    if plan.pp > 1 and not cpu:
-        lines.append(
-            f"plan.pp {plan.pp} on trainer.device {device}: the megatron trainer's pipeline stages are built "
-            "and tested on the CPU (gloo) only and have never run under megatron's DistributedOptimizer on a "
-            "GPU; set 1"
-        )
-    n = plan.training_devices
-    if n != launched_world_size():
-        lines.append(
-            f"plan: {n} training devices, but this process belongs to a launch of {launched_world_size()}; "
-            f"start the trainer under torchrun --nproc-per-node {n}"
-        )
-    return lines
-
-
 def _staged(metrics: dict[str, Any], pp: int) -> dict[str, Any]:
     """A pass's metrics row as the last pipeline stage computed it (the losses exist there only)."""
     if pp == 1:
@@ -600,33 +552,6 @@ def _staged(metrics: dict[str, Any], pp: int) -> dict[str, Any]:
     from t1_trainer.megatron.pipeline import broadcast_from_last_stage
 
     return broadcast_from_last_stage(metrics)
-
-
-def _tp_rank() -> int:
-    from megatron.core import parallel_state as ps
-
-    return int(ps.get_tensor_model_parallel_rank())
-
-
-def _cp_rank() -> int:
-    from megatron.core import parallel_state as ps
-
-    return int(ps.get_context_parallel_rank())
-
-
-def _rows_gathered(rows: torch.Tensor, tp: int, cp: int) -> np.ndarray:
-    """This rank's recorded routing rows ``[m / (cp tp), k]`` -> the whole forward's, in sequence order."""
-    from megatron.core import parallel_state as ps
-
-    if tp > 1:
-        parts = [torch.empty_like(rows) for _ in range(tp)]
-        torch.distributed.all_gather(parts, rows.contiguous(), group=ps.get_tensor_model_parallel_group())
-        rows = torch.cat(parts)
-    if cp > 1:
-        from t1_trainer.megatron.cp import gather_sequence
-
-        rows = gather_sequence(rows, sum_grads=False)
-    return rows.cpu().numpy()
 
 
 def _load(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> None:

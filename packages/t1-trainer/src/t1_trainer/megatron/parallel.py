@@ -4,7 +4,8 @@ One process per training device. Under a launcher (``torchrun``: ``WORLD_SIZE``,
 set) the default group joins it; without one, the process starts a group of one on a free loopback port
 (``gloo`` on the CPU, ``nccl`` on CUDA). ``parallel_state.initialize_model_parallel`` then carves the plan's
 groups out of the world; dp is what remains (``world / (tp * pp * cp)``), so the world must equal
-``plan.training_devices``.
+``plan.training_devices``. `plan_problems` says which of a plan's degrees the backend does not build here;
+`gathered_rows` gathers a rank's routing rows over the tp and cp groups.
 """
 
 from __future__ import annotations
@@ -13,9 +14,20 @@ import os
 import socket
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["ensure_parallel_state", "launched_world_size", "seed_rng"]
+from t1_spec import ModelSpec, PlanSpec
+
+__all__ = [
+    "cp_rank",
+    "ensure_parallel_state",
+    "gathered_rows",
+    "launched_world_size",
+    "plan_problems",
+    "seed_rng",
+    "tp_rank",
+]
 
 
 def launched_world_size() -> int:
@@ -93,3 +105,84 @@ def seed_rng(seed: int, *, cpu: bool) -> None:
     else:
         mrandom.initialize_rng_tracker(force_reset=True)
         mrandom.model_parallel_cuda_manual_seed(seed)
+
+
+def plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
+    """The plan's degrees the Megatron backend does not build here, and a world size other than the plan's.
+
+    One line each, led by the field path: etp, cp, tp or pp above 1 on CUDA (built and tested on the CPU
+    only), a vocabulary tp does not divide, pp with tied embeddings, a launch of another size. Imports nothing
+    of megatron-core (the backend's preflight calls it).
+    """
+    cpu = not device.startswith("cuda")
+    lines = []
+    if plan.tp > 1 and model.vocab_size % plan.tp:
+        lines.append(
+            f"model.vocab_size {model.vocab_size}: megatron's VocabParallelEmbedding splits the vocabulary "
+            f"evenly over plan.tp {plan.tp}; pad vocab_size to a multiple of {plan.tp}"
+        )
+    if plan.pp > 1 and model.tie_word_embeddings:
+        lines.append(
+            f"plan.pp {plan.pp} with model.tie_word_embeddings: the megatron trainer does not build the sum "
+            "of the shared embedding's gradients over the first and last pipeline stages; set pp 1"
+        )
+    if plan.etp > 1 and not cpu:
+        lines.append(
+            f"plan.etp {plan.etp} on trainer.device {device}: the megatron trainer's expert tensor "
+            "parallelism is built and tested on the CPU (gloo) only and has never run under megatron's "
+            "DistributedOptimizer on a GPU; set 1"
+        )
+    if plan.cp > 1 and not cpu:
+        lines.append(
+            f"plan.cp {plan.cp} on trainer.device {device}: megatron-core's context-parallel attention on "
+            "CUDA is Transformer Engine's, which the megatron trainer's layer spec does not build (its "
+            "all-gather attention and T1's sequence-sharded scan are built and tested on the CPU only); set 1"
+        )
+    if plan.tp > 1 and not cpu:
+        lines.append(
+            f"plan.tp {plan.tp} on trainer.device {device}: the megatron trainer does not build the tp sum "
+            "of the sequence-parallel partial gradients under megatron's DistributedOptimizer (built on the "
+            "CPU only); set 1"
+        )
+    if plan.pp > 1 and not cpu:
+        lines.append(
+            f"plan.pp {plan.pp} on trainer.device {device}: the megatron trainer's pipeline stages are built "
+            "and tested on the CPU (gloo) only and have never run under megatron's DistributedOptimizer on a "
+            "GPU; set 1"
+        )
+    n = plan.training_devices
+    if n != launched_world_size():
+        lines.append(
+            f"plan: {n} training devices, but this process belongs to a launch of {launched_world_size()}; "
+            f"start the trainer under torchrun --nproc-per-node {n}"
+        )
+    return lines
+
+
+def tp_rank() -> int:
+    """This rank's index in megatron's tensor-parallel group."""
+    from megatron.core import parallel_state as ps
+
+    return int(ps.get_tensor_model_parallel_rank())
+
+
+def cp_rank() -> int:
+    """This rank's index in megatron's context-parallel group."""
+    from megatron.core import parallel_state as ps
+
+    return int(ps.get_context_parallel_rank())
+
+
+def gathered_rows(rows: torch.Tensor, tp: int, cp: int) -> np.ndarray:
+    """This rank's recorded routing rows ``[m / (cp tp), k]`` -> the whole forward's, in sequence order."""
+    from megatron.core import parallel_state as ps
+
+    if tp > 1:
+        parts = [torch.empty_like(rows) for _ in range(tp)]
+        torch.distributed.all_gather(parts, rows.contiguous(), group=ps.get_tensor_model_parallel_group())
+        rows = torch.cat(parts)
+    if cp > 1:
+        from t1_trainer.megatron.cp import gather_sequence
+
+        rows = gather_sequence(rows, sum_grads=False)
+    return rows.cpu().numpy()
