@@ -265,3 +265,16 @@ def test_the_importance_correction_runs_in_the_megatron_backend_too(spec, sample
     m = ppo_step(be, shifted, hp)
     assert m["actor/off_policy_truncated_fraction"] == 1.0
     assert m["actor/off_policy_weight_mean"] == pytest.approx(1.05)
+
+
+def test_preflight_refuses_gated_deltanet_heads_that_tp_times_cp_does_not_divide():
+    # megatron-core's TransformerConfig asserts both linear head counts divide tp * cp, even though T1's
+    # sequence-sharded scan splits no heads over cp: the tiny hybrid model's 2 key heads do not split 4 ways
+    r = _recipe()
+    plan = r.plan.model_copy(update={"tp": 2, "cp": 2, "devices": 4})
+    lines = MegatronBackend.preflight(r.model_copy(update={"plan": plan}))
+    assert [line.split(" ")[0] for line in lines] == ["model.linear_num_key_heads", "plan:"], lines
+    assert "plan.tp 2 x plan.cp 2 = 4" in lines[0]
+    plan = r.plan.model_copy(update={"cp": 2, "devices": 2})  # 2 and 4 heads split 2 ways: built
+    lines = MegatronBackend.preflight(r.model_copy(update={"plan": plan}))
+    assert [line.split(" ")[0] for line in lines] == ["plan:"], lines

@@ -111,8 +111,8 @@ def plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
     """The plan's degrees the Megatron backend does not build here, and a world size other than the plan's.
 
     One line each, led by the field path: etp, cp, tp or pp above 1 on CUDA (built and tested on the CPU
-    only), a vocabulary tp does not divide, pp with tied embeddings, a launch of another size. Imports nothing
-    of megatron-core (the backend's preflight calls it).
+    only), a vocabulary tp does not divide, Gated DeltaNet head counts tp x cp does not divide, pp with tied
+    embeddings, a launch of another size. Imports nothing of megatron-core (the backend's preflight calls it).
     """
     cpu = not device.startswith("cuda")
     lines = []
@@ -121,6 +121,16 @@ def plan_problems(plan: PlanSpec, device: str, model: ModelSpec) -> list[str]:
             f"model.vocab_size {model.vocab_size}: megatron's VocabParallelEmbedding splits the vocabulary "
             f"evenly over plan.tp {plan.tp}; pad vocab_size to a multiple of {plan.tp}"
         )
+    split = plan.tp * plan.cp
+    for field in ("linear_num_key_heads", "linear_num_value_heads"):
+        heads = getattr(model, field)
+        if model.num_linear_attention_layers and heads % split:
+            lines.append(
+                f"model.{field} {heads}: megatron-core's TransformerConfig asserts the Gated DeltaNet heads "
+                f"are a multiple of plan.tp {plan.tp} x plan.cp {plan.cp} = {split} (for its head-parallel "
+                "context parallelism, which T1's sequence-sharded scan replaces but the check stays); set "
+                f"tp x cp to a divisor of {heads}"
+            )
     if plan.pp > 1 and model.tie_word_embeddings:
         lines.append(
             f"plan.pp {plan.pp} with model.tie_word_embeddings: the megatron trainer does not build the sum "
