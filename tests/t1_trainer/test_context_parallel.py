@@ -374,3 +374,10 @@ def test_stream_positions_state_each_layout_by_hand() -> None:
     assert sorted(every.tolist()) == list(range(12))  # each token held once
     with pytest.raises(ValueError, match="rank 2 is outside"):
         stream_positions(desc, 2)
+
+
+@pytest.mark.parametrize("bad", [0.5, True, "1"])
+def test_stream_positions_refuses_a_rank_that_is_not_an_integer(bad) -> None:
+    desc = PackedCPDescriptor(cp=2, lengths=(8,), real=(True,), segments=(4,))
+    with pytest.raises(ValueError, match="stream_positions: rank .* is not an integer"):
+        stream_positions(desc, bad)

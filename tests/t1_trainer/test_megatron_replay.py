@@ -240,3 +240,10 @@ def test_feed_refuses_a_missing_record_before_touching_any_router(instances):
             top_k=K,
             num_experts=E,
         )
+
+
+@pytest.mark.parametrize("bad", [0.5, True, "1"])
+def test_context_parallel_refuses_a_rank_that_is_not_an_integer(bad):
+    # 0.5 used to pass the range check and select rows between chunks, silently
+    with pytest.raises(ValueError, match="cp_rank must be an integer"):
+        targets([record(7, 0)], [7], cp_size=2, cp_rank=bad, pad_to=8)

@@ -68,8 +68,11 @@ def stream_positions(desc: PackedCPDescriptor, rank: int, layout: Layout = "inte
         int64 ``[desc.local_tokens]`` positions in ``[0, sum(desc.lengths))``, CPU.
 
     Raises:
-        ValueError: ``rank`` outside the group, or an unknown layout.
+        ValueError: ``rank`` not an integer or outside the group, or an unknown layout.
     """
+    if isinstance(rank, bool) or not hasattr(rank, "__index__"):  # a fraction would index between chunks
+        raise ValueError(f"stream_positions: rank {rank!r} is not an integer")
+    rank = rank.__index__()
     if not 0 <= rank < desc.cp:
         raise ValueError(f"stream_positions: rank {rank} is outside [0, cp={desc.cp})")
     if layout not in ("interleaved", "contiguous"):

@@ -122,7 +122,8 @@ def replay_targets(
             naming the sample; or the padded rows do not split into ``2 * cp_size`` chunks or over
             ``sp_size``.
         ValueError: bad arguments (lengths of ``records`` and ``seq_lens`` differ, a layer index out of range,
-            unknown layout, ``sp_rank`` or ``cp_rank`` outside its group).
+            unknown layout, ``sp_rank`` or ``cp_rank`` outside its group, ``cp_rank`` or ``cp_size`` not an
+            integer).
     """
     if layout not in ("thd", "sbhd"):
         raise ValueError(f"layout must be 'thd' or 'sbhd', got {layout!r}")
@@ -133,7 +134,8 @@ def replay_targets(
     if not 0 <= sp_rank < sp_size:
         raise ValueError(f"sp_rank={sp_rank} is outside [0, sp_size={sp_size})")
     cp_size = _int("cp_size", cp_size, 1)
-    if not 0 <= cp_rank < cp_size:
+    cp_rank = _int("cp_rank", cp_rank, 0)  # a fraction would pass the range check, pick rows between chunks
+    if not cp_rank < cp_size:
         raise ValueError(f"cp_rank={cp_rank} is outside [0, cp_size={cp_size})")
     order = [int(c) for c in moe_layer_order]
     if not order or len(set(order)) != len(order) or min(order) < 0 or max(order) >= num_moe_layers:
