@@ -247,3 +247,11 @@ def test_context_parallel_refuses_a_rank_that_is_not_an_integer(bad):
     # 0.5 used to pass the range check and select rows between chunks, silently
     with pytest.raises(ValueError, match="cp_rank must be an integer"):
         targets([record(7, 0)], [7], cp_size=2, cp_rank=bad, pad_to=8)
+
+
+def test_context_parallel_split_error_names_the_sample():
+    # thd: the second sample's 5 rows (pad_to 1) do not split into 4 chunks, the first's 8 do
+    with pytest.raises(RoutingReplayError, match="sample 1: 5 routed rows"):
+        targets([record(8, 0), record(5, 1)], [8, 5], cp_size=2, pad_to=1)
+    with pytest.raises(RoutingReplayError, match="the common length: 6 routed rows"):
+        targets([record(5, 0)], [5], cp_size=2, pad_to=6, layout="sbhd")

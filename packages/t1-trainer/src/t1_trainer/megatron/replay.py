@@ -196,10 +196,11 @@ def replay_targets(
 def _cp_rows(per_sample: list[np.ndarray], layout: Layout, cp_rank: int, cp_size: int) -> np.ndarray:
     """Indices into the batch's rows of those a context-parallel rank routes, in its order."""
     lengths = [p.shape[0] for p in per_sample] if layout == "thd" else [per_sample[0].shape[0]]
-    for n in lengths:
+    for i, n in enumerate(lengths):
         if n % (2 * cp_size):
+            where = f"sample {i}" if layout == "thd" else "the common length"
             raise RoutingReplayError(
-                f"{n} routed rows of a sample do not split into 2*cp_size = {2 * cp_size} load-balanced "
+                f"{where}: {n} routed rows do not split into 2*cp_size = {2 * cp_size} load-balanced "
                 f"chunks; pad each sample to a multiple (pad_to) as context parallelism requires"
             )
     desc = PackedCPDescriptor(
