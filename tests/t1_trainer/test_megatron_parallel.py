@@ -1,7 +1,7 @@
 """The Megatron backend on CPU gloo ranks against one rank: tp = 2, pp = 2, cp = 2, tp = 2 with ep = 2, ep = 2
 with dp = 2, cp = 2 with ep = 2, cp = 2 with tied embeddings, tp = 2 with etp = 2 (2 ranks each), and tp = 2,
 dp = 2, ep = 4, tp = 2 with pp = 2, tp = 2 with cp = 2 (full attention and hybrid), cp = 2 with pp = 2,
-tp = 2, dp = 2, ep = 2, etp = 2 (4 ranks).
+cp = 2 with dp = 2 and ep = 2, tp = 2, dp = 2, ep = 2, etp = 2 (4 ranks).
 
 ``tp2gdn``, ``pp2gdn``, ``cp2gdn``, ``cp2pp2gdn`` and ``tp2cp2gdn`` run on the tiny recipe's own hybrid model
 (megatron's Gated DeltaNet on T1's torch kernels; with tp its fused ``in_proj`` and ``conv1d`` split per
@@ -55,9 +55,8 @@ MODES = {
     "cp2ep2": {"cp": 2, "ep": 2},
     "cp2pp2gdn": {"cp": 2, "pp": 2},  # 4 ranks
     "tp2cp2gdn": {"tp": 2, "cp": 2},  # 4 ranks: the sequence-sharded scan on each tp rank's heads
-    "cp2tied": {
-        "cp": 2
-    },  # tied word embeddings: the head's share of the gradient is divided by cp, not the lookup's
+    "cp2dp2ep2": {"cp": 2, "dp": 2, "ep": 2},  # 4 ranks: dp scaling with cp; experts over cp x dp ranks
+    "cp2tied": {"cp": 2},  # tied embeddings: only the head's share of the gradient is divided by cp
     "tp2etp2": {"tp": 2, "etp": 2},  # every expert's FFN split over the 2 ranks
     "tp2dp2ep2etp2": {"tp": 2, "dp": 2, "ep": 2, "etp": 2},  # 4 ranks
 }
