@@ -255,3 +255,9 @@ def test_context_parallel_split_error_names_the_sample():
         targets([record(8, 0), record(5, 1)], [8, 5], cp_size=2, pad_to=1)
     with pytest.raises(RoutingReplayError, match="the common length: 6 routed rows"):
         targets([record(5, 0)], [5], cp_size=2, pad_to=6, layout="sbhd")
+
+
+def test_sequence_parallel_rank_must_be_an_integer():
+    recs, lens = [record(6, 7)], [6]
+    with pytest.raises(ValueError, match="sp_rank must be an integer"):
+        targets(recs, lens, pad_to=4, sp_rank=0.5, sp_size=2)

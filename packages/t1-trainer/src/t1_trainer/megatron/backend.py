@@ -39,12 +39,11 @@ reads the whole sample's keys and values, Gated DeltaNet layers run T1's sequenc
 cp rank's routers replay the rows of its own tokens, and the output is gathered over the cp group before the
 head, so every rank computes the same loss.
 
-Built: on the CPU (gloo), tp, pp, cp, dp, ep and etp (ep dividing tp * cp * dp / etp), tested against one
-rank on 2 ranks (tp = 2; pp = 2; cp = 2; tp = 2 with ep = 2; ep = 2 with dp = 2; cp = 2 with ep = 2; tp = 2
-with etp = 2) and 4 (tp = 2, dp = 2, ep = 4; tp = 2 with pp = 2; tp = 2 with cp = 2; cp = 2 with pp = 2; tp =
-2, dp = 2, ep = 2, etp = 2); on CUDA, tp = pp = cp = etp = 1 with dp and ep from the plan. Not built, refused
-by `MegatronBackend.preflight`: tp, pp, cp or etp > 1 on CUDA (never run on a GPU; cp there needs Transformer
-Engine's attention), pp > 1 with tied embeddings.
+Built: on the CPU (gloo), tp, pp, cp, dp, ep and etp (ep dividing tp * cp * dp / etp), each tested against
+one rank (`tests/t1_trainer/test_megatron_parallel.py` lists the modes, on 2 and 4 ranks); on CUDA,
+tp = pp = cp = etp = 1 with dp and ep from the plan. Not built, refused by `MegatronBackend.preflight`:
+tp, pp, cp or etp > 1 on CUDA (never run on a GPU; cp there needs Transformer Engine's attention), pp > 1
+with tied embeddings.
 """
 
 from __future__ import annotations

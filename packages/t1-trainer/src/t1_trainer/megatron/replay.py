@@ -122,8 +122,7 @@ def replay_targets(
             naming the sample; or the padded rows do not split into ``2 * cp_size`` chunks or over
             ``sp_size``.
         ValueError: bad arguments (lengths of ``records`` and ``seq_lens`` differ, a layer index out of range,
-            unknown layout, ``sp_rank`` or ``cp_rank`` outside its group, ``cp_rank`` or ``cp_size`` not an
-            integer).
+            unknown layout, ``sp_rank`` or ``cp_rank`` outside its group, a rank or size not an integer).
     """
     if layout not in ("thd", "sbhd"):
         raise ValueError(f"layout must be 'thd' or 'sbhd', got {layout!r}")
@@ -131,7 +130,8 @@ def replay_targets(
     top_k, num_experts = _int("top_k", top_k, 1), _int("num_experts", num_experts, 1)
     multiple = 1 if pad_to is None else _int("pad_to", pad_to, 1)
     sp_size = _int("sp_size", sp_size, 1)
-    if not 0 <= sp_rank < sp_size:
+    sp_rank = _int("sp_rank", sp_rank, 0)  # a fraction would slice between blocks
+    if not sp_rank < sp_size:
         raise ValueError(f"sp_rank={sp_rank} is outside [0, sp_size={sp_size})")
     cp_size = _int("cp_size", cp_size, 1)
     cp_rank = _int("cp_rank", cp_rank, 0)  # a fraction would pass the range check, pick rows between chunks
